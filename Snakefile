@@ -1,0 +1,43 @@
+"""icml25: ICML 2025 papers reproduced as Snakemake studies. See README.md and DESIGN.md-derived docs."""
+
+import os
+import time
+import uuid
+
+from snakemake.utils import min_version, validate
+
+min_version("9.20")
+
+
+configfile: "config/config.yaml"
+
+
+validate(config, "workflow/schemas/config.schema.yaml")
+
+# One id per pipeline invocation: the parent MLflow run of each study is keyed on it. Jobs inherit it through
+# the environment (local jobs and sbatch's default --export=ALL); a re-parse inside a job keeps the inherited one.
+os.environ.setdefault("ICML25_INVOCATION", time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6])
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/cat_iv.smk"
+include: "workflow/rules/summary.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        f"{RESULTS}/claims.md",
+        f"{RESULTS}/claims.csv",
+
+
+onstart:
+    init_tracking()
+
+
+onsuccess:
+    finish_tracking("FINISHED")
+
+
+onerror:
+    finish_tracking("FAILED")

@@ -1,0 +1,192 @@
+"""The uniform stage CLI and the ``icml25`` project command.
+
+Every study's ``__main__`` calls :func:`stage_main`, which gives it the same interface::
+
+    python -m icml25.studies.<slug> <stage> [--config YAML --scale S | --config-json JSON]
+        [--in PATH ...] [--out PATH ...] [--arm A] [--seeds K ...] [--data-source D] [--mirror M]
+
+The stage function receives a :class:`Stage` (validated config, paths, arm, seeds) and an open MLflow run
+(:class:`~icml25.core.tracking.StageRun`). A built-in ``noop`` stage opens and closes a run and does nothing: the
+benchmarks time it as the fixed per-job overhead.
+
+``icml25 <command>`` holds project-level commands (tracking set-up for the Snakefile's handlers, claims summary).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .config import SCALES, ConfigError, build, load_yaml, merge_scale
+
+log = logging.getLogger("icml25")
+
+
+@dataclass(frozen=True)
+class Stage:
+    """What a stage function gets: the validated study config and the job's paths and wildcards."""
+
+    slug: str
+    name: str
+    config: Any
+    scale: str
+    data_source: str
+    mirror: str | None
+    inputs: tuple[Path, ...]
+    outputs: tuple[Path, ...]
+    arm: str | None = None
+    seeds: tuple[int, ...] = ()
+    results_dir: Path = Path("results")
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    def output(self, i: int = 0) -> Path:
+        """The i-th ``--out`` path (error naming the stage if absent)."""
+        if i >= len(self.outputs):
+            raise SystemExit(f"{self.slug} {self.name}: expected at least {i + 1} --out path(s)")
+        return self.outputs[i]
+
+    def input(self, i: int = 0) -> Path:
+        """The i-th ``--in`` path (error naming the stage if absent)."""
+        if i >= len(self.inputs):
+            raise SystemExit(f"{self.slug} {self.name}: expected at least {i + 1} --in path(s)")
+        return self.inputs[i]
+
+
+StageFn = Callable[[Stage, Any], None]
+
+
+def _setup_logging() -> None:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+
+
+def load_study_config(slug: str, config_cls: type, *, config_path: str | None, scale: str,
+                      config_json: str | None = None) -> tuple[Any, dict]:
+    """The study's dataclass config from a merged json or from ``<yaml> + scale``; returns (config, plain dict)."""
+    if config_json is not None:
+        try:
+            raw = json.loads(config_json)
+        except json.JSONDecodeError as err:
+            raise ConfigError(f"--config-json: not valid json: {err}") from err
+    else:
+        path = Path(config_path or f"config/studies/{slug}.yaml")
+        if not path.exists():
+            raise ConfigError(f"{path}: study config not found (pass --config or --config-json)")
+        raw = merge_scale(load_yaml(path), scale)
+    return build(config_cls, raw, path=slug), raw
+
+
+def stage_parser(slug: str, stages: Sequence[str], description: str = "") -> argparse.ArgumentParser:
+    """The argument parser shared by every study's stage CLI."""
+    parser = argparse.ArgumentParser(
+        prog=f"python -m icml25.studies.{slug}", description=description or f"Stages of the {slug} study.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("stage", choices=[*stages, "noop"], help="stage to run (noop: tracking overhead only)")
+    parser.add_argument("--config", help="study yaml (default config/studies/<slug>.yaml), merged with --scale")
+    parser.add_argument("--config-json", help="the merged study config as json (what Snakemake passes)")
+    parser.add_argument("--scale", choices=SCALES, default="default", help="scale used with --config")
+    parser.add_argument("--in", dest="inputs", nargs="*", default=[], help="input paths, in the stage's order")
+    parser.add_argument("--out", dest="outputs", nargs="*", default=[], help="output paths, in the stage's order")
+    parser.add_argument("--arm", help="arm (method variant) for train stages")
+    parser.add_argument("--seeds", nargs="*", type=int, default=[], help="seeds this job runs")
+    parser.add_argument("--data-source", default="offline", help="offline (generators) or remote (manifest)")
+    parser.add_argument("--mirror", default=None, help="URL base or directory replacing download origins")
+    parser.add_argument("--results", default="results", help="results root (MLflow store lives here)")
+    parser.add_argument("--set", dest="extra", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="stage-specific options")
+    parser.add_argument("--rule", help="Snakemake rule name (MLflow tag)")
+    parser.add_argument("--jobid", help="Snakemake job id (MLflow tag)")
+    parser.add_argument("--no-track", action="store_true", help="do not log to MLflow")
+    return parser
+
+
+def stage_main(slug: str, config_cls: type, stages: Mapping[str, StageFn], argv: Sequence[str] | None = None,
+               description: str = "") -> int:
+    """Parse the stage CLI, load and validate the config, open the MLflow run, run the stage."""
+    _setup_logging()
+    args = stage_parser(slug, list(stages), description).parse_args(argv)
+    try:
+        config, raw = load_study_config(slug, config_cls, config_path=args.config, scale=args.scale,
+                                        config_json=args.config_json)
+    except ConfigError as err:
+        print(f"config error: {err}", file=sys.stderr)
+        return 2
+    scale = args.scale
+    extra = dict(item.split("=", 1) for item in args.extra if "=" in item)
+    stage = Stage(slug=slug, name=args.stage, config=config, scale=scale, data_source=args.data_source,
+                  mirror=args.mirror, inputs=tuple(map(Path, args.inputs)), outputs=tuple(map(Path, args.outputs)),
+                  arm=args.arm, seeds=tuple(args.seeds), results_dir=Path(args.results), extra=extra)
+    if args.rule:
+        os.environ["ICML25_RULE"] = args.rule
+    if args.jobid:
+        os.environ["ICML25_JOBID"] = str(args.jobid)
+    fn = stages.get(args.stage, lambda s, r: None)
+    t0 = time.perf_counter()
+    log.info("%s %s: arm=%s seeds=%s scale=%s", slug, args.stage, args.arm, list(args.seeds), scale)
+    if args.no_track:
+        fn(stage, _NullRun())
+    else:
+        from .tracking import stage_run
+
+        seed = args.seeds[0] if len(args.seeds) == 1 else None
+        with stage_run(slug, args.stage, arm=args.arm, seed=seed, scale=scale, data_source=args.data_source,
+                       config=raw, results_dir=args.results) as run:
+            fn(stage, run)
+            run.log_metric("job/wall_s", time.perf_counter() - t0)
+    log.info("%s %s: done in %.1f s", slug, args.stage, time.perf_counter() - t0)
+    return 0
+
+
+class _NullRun:
+    """Stands in for a StageRun with ``--no-track``."""
+
+    def __getattr__(self, name: str) -> Callable[..., None]:
+        return lambda *a, **k: None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``icml25``: project commands used by the Snakefile's handlers and by users."""
+    _setup_logging()
+    parser = argparse.ArgumentParser(prog="icml25", description=main.__doc__)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("init-tracking", help="create the MLflow store and experiments (Snakefile onstart)")
+    p.add_argument("--studies", nargs="+", required=True)
+    p.add_argument("--results", default="results")
+    p = sub.add_parser("finish-tracking", help="close this invocation's parent runs (onsuccess/onerror)")
+    p.add_argument("--status", choices=["FINISHED", "FAILED"], default="FINISHED")
+    p.add_argument("--results", default="results")
+    p = sub.add_parser("summary", help="gather claims.json files into claims.md / claims.csv")
+    p.add_argument("--in", dest="inputs", nargs="+", required=True, help="claims.json files")
+    p.add_argument("--md", required=True)
+    p.add_argument("--csv", required=True)
+    p.add_argument("--results", default="results")
+    p.add_argument("--no-track", action="store_true")
+    args = parser.parse_args(argv)
+    if args.cmd == "init-tracking":
+        from .tracking import init_store, resolve_tracking_uri
+
+        uri = resolve_tracking_uri(args.results)
+        ids = init_store(uri, [*args.studies, "summary"], args.results)
+        log.info("MLflow store %s ready: %s", uri, ids)
+    elif args.cmd == "finish-tracking":
+        from .tracking import finish_invocation
+
+        n = finish_invocation(args.status, args.results)
+        log.info("closed %d parent run(s) as %s", n, args.status)
+    elif args.cmd == "summary":
+        from .summary import run_summary
+
+        run_summary([Path(p) for p in args.inputs], Path(args.md), Path(args.csv), Path(args.results),
+                    track=not args.no_track)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

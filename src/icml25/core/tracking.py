@@ -1,0 +1,290 @@
+"""MLflow tracking for stage jobs: one run per job, grouped under one parent run per study per invocation.
+
+MLflow records, Snakemake decides: nothing here is read back to decide what to run.
+
+* Store: ``MLFLOW_TRACKING_URI`` if set (the SLURM profile points it at a server), else the configured URI, else
+  ``sqlite:///<results>/mlflow.db`` with artifacts under ``<results>/mlartifacts/<slug>``.
+* A fresh SQLite store is created by exactly one process (:func:`init_store`, called from the Snakefile's
+  ``onstart`` and, under a file lock, lazily by a hand-run stage); several processes creating it at once
+  corrupt it for good. The store is switched to WAL journaling so concurrent writers wait instead of failing,
+  and every write is retried on "database is locked".
+* Experiment per study ``icml25/<slug>``; run name ``<stage>[/<arm>][/seed<k>]``; parent run per study per
+  invocation (the Snakefile sets ``ICML25_INVOCATION``; parents are created under a lock and recorded in
+  ``<results>/.tracking/parents.json``).
+* Metrics are buffered and written with ``log_batch`` (≤ 1000 per call), which keeps 16 concurrent jobs on one
+  SQLite file cheap and lossless.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator, Mapping
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from .config import config_hash, flatten
+
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+os.environ.setdefault("MLFLOW_ENABLE_ASYNC_LOGGING", "false")
+
+ENV_URI = "MLFLOW_TRACKING_URI"
+ENV_INVOCATION = "ICML25_INVOCATION"
+PREFIX = "icml25"
+SUMMARY = "summary"
+_RETRY_SECONDS = 180.0
+
+
+def experiment_name(slug: str) -> str:
+    """``icml25/<slug>``."""
+    return f"{PREFIX}/{slug}"
+
+
+def run_name(stage: str, arm: str | None = None, seed: int | None = None) -> str:
+    """``<stage>[/<arm>][/seed<k>]``."""
+    parts = [stage] + ([arm] if arm else []) + ([f"seed{seed}"] if seed is not None else [])
+    return "/".join(parts)
+
+
+def resolve_tracking_uri(results_dir: str | Path = "results", configured: str | None = None) -> str:
+    """Environment first (``MLFLOW_TRACKING_URI``), then ``configured``, then the local SQLite store."""
+    return os.environ.get(ENV_URI) or configured or f"sqlite:///{Path(results_dir).resolve() / 'mlflow.db'}"
+
+
+def _sqlite_path(uri: str) -> Path | None:
+    return Path(uri[len("sqlite:///"):]) if uri.startswith("sqlite:///") else None
+
+
+def _is_transient(err: BaseException) -> bool:
+    text = str(err).lower()
+    return any(s in text for s in ("database is locked", "database table is locked", "busy", "unable to open"))
+
+
+def _retry(fn, *args: Any, **kwargs: Any) -> Any:
+    """Call ``fn``; on a transient SQLite lock error retry with jittered backoff for up to 3 minutes."""
+    deadline, delay = time.monotonic() + _RETRY_SECONDS, 0.05
+    while True:
+        try:
+            return fn(*args, **kwargs)
+        except Exception as err:  # noqa: BLE001 - MLflow wraps SQLAlchemy errors in several types
+            if not _is_transient(err) or time.monotonic() > deadline:
+                raise
+            time.sleep(delay * (1 + random.random()))
+            delay = min(delay * 2, 2.0)
+
+
+@contextlib.contextmanager
+def _locked(lock_file: Path) -> Iterator[None]:
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_file, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _client(uri: str):
+    from mlflow.tracking import MlflowClient
+
+    return _retry(MlflowClient, tracking_uri=uri)
+
+
+def init_store(uri: str, slugs: list[str] | tuple[str, ...], results_dir: str | Path = "results") -> dict[str, str]:
+    """Create the store (once, under a lock), WAL mode for SQLite, and the experiments; return ``{slug: id}``.
+
+    Idempotent; safe to call from many processes. For a SQLite store each experiment gets an explicit artifact
+    location ``<results>/mlartifacts/<slug>``; a tracking server chooses its own (``--artifacts-destination``).
+    """
+    results_dir = Path(results_dir).resolve()
+    db = _sqlite_path(uri)
+    if db is not None:
+        db.parent.mkdir(parents=True, exist_ok=True)
+        with _locked(db.with_name(db.name + ".lock")):
+            client = _client(uri)  # creates the schema if the file is new
+            import sqlite3
+
+            with contextlib.closing(sqlite3.connect(db, timeout=60)) as con:
+                con.execute("PRAGMA journal_mode=WAL")
+    else:
+        client = _client(uri)
+    return {slug: _experiment_id(client, slug, results_dir, uri) for slug in slugs}
+
+
+def _experiment_id(client, slug: str, results_dir: Path, uri: str) -> str:
+    name = experiment_name(slug)
+    exp = _retry(client.get_experiment_by_name, name)
+    if exp is not None:
+        return exp.experiment_id
+    location = (results_dir / "mlartifacts" / slug).as_uri() if _sqlite_path(uri) else None
+    try:
+        return _retry(client.create_experiment, name, artifact_location=location, tags={"study": slug})
+    except Exception:  # created concurrently by another process
+        exp = _retry(client.get_experiment_by_name, name)
+        if exp is None:
+            raise
+        return exp.experiment_id
+
+
+@lru_cache(maxsize=1)
+def git_sha() -> str:
+    """HEAD's sha of the working tree (``+dirty`` if modified), or ``unknown`` outside git."""
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                             check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                               text=True, timeout=5).stdout.strip()
+        return sha + ("+dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _parent_run(client, uri: str, slug: str, experiment_id: str, results_dir: Path, tags: Mapping[str, str]) -> str | None:
+    """The parent run of ``slug`` for this invocation, created once under a file lock; None if no invocation."""
+    invocation = os.environ.get(ENV_INVOCATION)
+    if not invocation:
+        return None
+    registry = results_dir / ".tracking" / "parents.json"
+    with _locked(registry.with_suffix(".lock")):
+        data = json.loads(registry.read_text()) if registry.exists() else {}
+        key = f"{invocation}|{uri}|{slug}"
+        if key not in data:
+            run = _retry(client.create_run, experiment_id, run_name=f"pipeline/{invocation}",
+                         tags={**tags, "stage": "pipeline", "invocation": invocation})
+            data[key] = run.info.run_id
+            tmp = registry.with_suffix(".tmp")
+            tmp.write_text(json.dumps(data, indent=1))
+            os.replace(tmp, registry)
+        return data[key]
+
+
+def finish_invocation(status: str = "FINISHED", results_dir: str | Path = "results",
+                      uri: str | None = None) -> int:
+    """Terminate this invocation's parent runs (``FINISHED`` or ``FAILED``); return how many were closed."""
+    invocation = os.environ.get(ENV_INVOCATION)
+    registry = Path(results_dir).resolve() / ".tracking" / "parents.json"
+    if not invocation or not registry.exists():
+        return 0
+    uri = uri or resolve_tracking_uri(results_dir)
+    data = json.loads(registry.read_text())
+    run_ids = [rid for key, rid in data.items() if key.startswith(f"{invocation}|{uri}|")]
+    if run_ids:
+        client = _client(uri)
+        for rid in run_ids:
+            _retry(client.set_terminated, rid, status)
+    return len(run_ids)
+
+
+class StageRun:
+    """Handle of one stage job's MLflow run; every write is buffered or retried."""
+
+    def __init__(self, client, run_id: str, flush_every: int = 1000) -> None:
+        self.client, self.run_id, self.flush_every = client, run_id, flush_every
+        self._metrics: list = []
+        self._last_flush = time.monotonic()
+
+    def log_params(self, params: Mapping[str, Any]) -> None:
+        """Log params (nested mappings are flattened with dots; values are stringified, ≤ 6000 chars)."""
+        from mlflow.entities import Param
+
+        items = [Param(k, str(v)[:6000]) for k, v in flatten(params).items()]
+        for i in range(0, len(items), 100):
+            _retry(self.client.log_batch, self.run_id, params=items[i:i + 100])
+
+    def set_tags(self, tags: Mapping[str, Any]) -> None:
+        """Set tags (values stringified); None values are skipped."""
+        from mlflow.entities import RunTag
+
+        items = [RunTag(k, str(v)) for k, v in tags.items() if v is not None]
+        for i in range(0, len(items), 100):
+            _retry(self.client.log_batch, self.run_id, tags=items[i:i + 100])
+
+    def log_metric(self, key: str, value: float, step: int = 0) -> None:
+        """Buffer one metric value at ``step``; flushed in batches."""
+        from mlflow.entities import Metric
+
+        self._metrics.append(Metric(key, float(value), int(time.time() * 1000), int(step)))
+        if len(self._metrics) >= self.flush_every or time.monotonic() - self._last_flush > 30:
+            self.flush()
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int = 0) -> None:
+        """Buffer several metrics at one step."""
+        for key, value in metrics.items():
+            self.log_metric(key, value, step)
+
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
+        """Upload a file or directory."""
+        path = Path(path)
+        fn = self.client.log_artifacts if path.is_dir() else self.client.log_artifact
+        _retry(fn, self.run_id, str(path), artifact_path)
+
+    def flush(self) -> None:
+        """Write buffered metrics (log_batch, 1000 per call)."""
+        while self._metrics:
+            batch, self._metrics = self._metrics[:1000], self._metrics[1000:]
+            _retry(self.client.log_batch, self.run_id, metrics=batch)
+        self._last_flush = time.monotonic()
+
+
+@contextlib.contextmanager
+def stage_run(slug: str, stage: str, *, arm: str | None = None, seed: int | None = None, scale: str = "",
+              data_source: str = "", config: Any = None, tags: Mapping[str, Any] | None = None,
+              results_dir: str | Path = "results", uri: str | None = None) -> Iterator[StageRun]:
+    """Open the MLflow run of one stage job; mark it FINISHED, FAILED or KILLED (SIGTERM) on exit.
+
+    ``config`` (dataclass or mapping) is logged flattened as params, and its hash as tag ``config_hash``.
+    """
+    results_dir = Path(results_dir).resolve()
+    uri = uri or resolve_tracking_uri(results_dir)
+    db = _sqlite_path(uri)
+    if db is not None and not db.exists():
+        init_store(uri, [slug], results_dir)
+    client = _client(uri)
+    experiment_id = _experiment_id(client, slug, results_dir, uri)
+    base_tags = {"study": slug, "scale": scale, "data_source": data_source, "git_sha": git_sha(),
+                 "host": socket.gethostname()}
+    all_tags = {
+        **base_tags, "stage": stage, "arm": arm, "seed": seed,
+        "config_hash": config_hash(config) if config is not None else None,
+        "snakemake_rule": os.environ.get("ICML25_RULE"), "snakemake_jobid": os.environ.get("ICML25_JOBID"),
+        "slurm_job_id": os.environ.get("SLURM_JOB_ID"), "invocation": os.environ.get(ENV_INVOCATION),
+        **(tags or {}),
+    }
+    parent = _parent_run(client, uri, slug, experiment_id, results_dir, base_tags)
+    if parent:
+        all_tags["mlflow.parentRunId"] = parent
+    run = _retry(client.create_run, experiment_id, run_name=run_name(stage, arm, seed),
+                 tags={k: str(v) for k, v in all_tags.items() if v is not None})
+    handle = StageRun(client, run.info.run_id)
+    if config is not None:
+        from .config import to_dict
+
+        handle.log_params(to_dict(config))
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def _on_term(signum, frame):  # SLURM and Snakemake stop jobs with SIGTERM
+        raise SystemExit(128 + signum)
+
+    with contextlib.suppress(ValueError):  # not in the main thread
+        signal.signal(signal.SIGTERM, _on_term)
+    status = "FAILED"
+    try:
+        yield handle
+        status = "FINISHED"
+    except (KeyboardInterrupt, SystemExit):
+        status = "KILLED"
+        raise
+    finally:
+        with contextlib.suppress(ValueError):
+            signal.signal(signal.SIGTERM, previous)
+        try:
+            handle.flush()
+        finally:
+            _retry(client.set_terminated, handle.run_id, status)

@@ -1,0 +1,24 @@
+"""The studies: one self-contained package per paper. ``STUDIES`` lists the implemented ones, in README order.
+
+Adding a study touches its own files plus one entry here and one ``include:`` in the Snakefile.
+"""
+from __future__ import annotations
+
+import importlib
+
+#: Implemented studies (slugs). Every slug names its package, rules, yaml, schema, results dir and experiment.
+STUDIES: tuple[str, ...] = ("cat_iv",)
+
+#: All 19 planned studies, in the order of the README table.
+ALL_SLUGS: tuple[str, ...] = (
+    "cat_iv", "kernel_adaptation", "rip", "data_remix", "ntk_dfl", "coalition_attribution", "magnets", "sard",
+    "coastalbench", "roste", "action_piece", "adaptive_adversary", "meta_expert", "pid", "unisoma",
+    "morphing_flow", "human_baselines", "fedecado", "lfss",
+)
+
+
+def study_config_class(slug: str) -> type:
+    """The frozen dataclass ``Config`` of a study (imports only its light ``config`` module)."""
+    if slug not in STUDIES:
+        raise KeyError(f"unknown or unimplemented study {slug!r}; implemented: {STUDIES}")
+    return importlib.import_module(f"icml25.studies.{slug}.config").Config

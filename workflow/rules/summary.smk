@@ -1,0 +1,25 @@
+# The cross-study claims table and its MLflow record. Every selected study's claims.json (and its figures,
+# through <slug>__all) feeds results/claims.md and results/claims.csv.
+
+
+rule summary__claims:
+    input:
+        claims=[res(slug, "claims.json") for slug in SELECTED],
+        studies=[getattr(rules, f"{slug}__all").input for slug in SELECTED],
+    output:
+        md=f"{RESULTS}/claims.md",
+        csv=f"{RESULTS}/claims.csv",
+    log:
+        f"{RESULTS}/logs/summary.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/summary.tsv"
+    conda:
+        "../../envs/core.yaml"
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    shell:
+        "icml25 summary --in {input.claims} --md {output.md} --csv {output.csv} --results "
+        + RESULTS
+        + " > {log} 2>&1"
