@@ -137,9 +137,11 @@ def _transfer(url: str, part: Path, size: int | None, *, retries: int, timeout: 
         shutil.copyfile(src, part)
         return
     part.unlink(missing_ok=True)
-    attempt = 0
+    attempt, have = 0, 0
     while True:
-        have = part.stat().st_size if part.exists() else 0
+        before, have = have, part.stat().st_size if part.exists() else 0
+        if have > before:  # the last attempt made progress: a flaky link, not a dead one
+            attempt = 0
         request = urllib.request.Request(url, headers={"User-Agent": "icml25-download/1"})
         if have:
             request.add_header("Range", f"bytes={have}-")
@@ -165,4 +167,4 @@ def _transfer(url: str, part: Path, size: int | None, *, retries: int, timeout: 
             if attempt >= retries:
                 raise DownloadError(f"{url}: failed after {retries + 1} attempts: {err}") from err
         attempt += 1
-        time.sleep(min(2 ** attempt * 0.25, 8.0))
+        time.sleep(min(2 ** attempt * 0.25, 8.0) if attempt > 1 else 0.1)

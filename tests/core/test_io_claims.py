@@ -1,0 +1,76 @@
+"""core.io atomic writers and core.claims statistics and schema."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from icml25.core.claims import (INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, Claim, bootstrap_ci, load_claims,
+                                paired_differences, summarize, verdict, write_claims)
+from icml25.core.io import atomic_path, load_npz, read_json, save_npz, write_json
+
+
+def test_atomic_path_leaves_old_file_on_failure(tmp_path):
+    target = tmp_path / "out.json"
+    write_json(target, {"a": 1})
+    with pytest.raises(RuntimeError):
+        with atomic_path(target) as tmp:
+            tmp.write_text('{"a": 2, "trunc')
+            raise RuntimeError("killed mid-write")
+    assert read_json(target) == {"a": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["out.json"]
+
+
+def test_write_json_converts_numpy_and_nan(tmp_path):
+    path = write_json(tmp_path / "m.json", {"x": np.float32(1.5), "y": float("nan"), "z": np.arange(3)})
+    assert json.loads(path.read_text()) == {"x": 1.5, "y": None, "z": [0, 1, 2]}
+
+
+def test_npz_roundtrip_and_required(tmp_path):
+    save_npz(tmp_path / "a.npz", X=np.ones((2, 3)), y=np.zeros(2))
+    out = load_npz(tmp_path / "a.npz", required=("X",))
+    assert out["X"].shape == (2, 3)
+    with pytest.raises(ValueError, match=r"missing array\(s\) \['Z'\]"):
+        load_npz(tmp_path / "a.npz", required=("Z",))
+
+
+def test_verdict_logic():
+    assert verdict(True) == REPRODUCED
+    assert verdict(False) == INCONCLUSIVE
+    assert verdict(False, True) == NOT_REPRODUCED
+    assert verdict(True, True) == NOT_REPRODUCED
+
+
+def test_bootstrap_ci_covers_mean_and_is_deterministic():
+    rng = np.random.default_rng(0)
+    x = rng.normal(1.0, 1.0, size=200)
+    lo, hi = bootstrap_ci(x, seed=3)
+    assert lo < x.mean() < hi
+    assert hi - lo == pytest.approx(2 * 1.96 / math.sqrt(200), rel=0.25)
+    assert (lo, hi) == bootstrap_ci(x, seed=3)
+    assert bootstrap_ci([2.0]) == (2.0, 2.0)
+    with pytest.raises(ValueError, match="NaN"):
+        bootstrap_ci([1.0, float("nan")])
+
+
+def test_summarize_and_paired_differences():
+    s = summarize([1.0, 2.0, 3.0], n_resamples=500)
+    assert s["mean"] == 2.0 and s["n"] == 3 and s["ci_low"] <= 2.0 <= s["ci_high"]
+    assert paired_differences([3, 4], [1, 1]).tolist() == [2.0, 3.0]
+    with pytest.raises(ValueError, match="unequal lengths"):
+        paired_differences([1, 2], [1])
+
+
+def test_claims_roundtrip_and_schema(tmp_path):
+    c = Claim(id="c1", statement="s", source="paper", data="synthetic", test="mean >= 0.9", threshold="0.9",
+              verdict=verdict(0.95 >= 0.9), statistic=0.95, metrics={"arm": summarize([0.9, 1.0])})
+    doc = write_claims(tmp_path / "claims.json", study="x", scale="smoke", data_source="offline", claims=[c])
+    assert load_claims(tmp_path / "claims.json") == doc
+    with pytest.raises(ValueError, match="verdict must be one of"):
+        Claim(id="c", statement="s", source="paper", data="d", test="t", threshold="t", verdict="yes")
+    bad = dict(doc, claims=[dict(doc["claims"][0], source="blog")])
+    write_json(tmp_path / "bad.json", bad)
+    with pytest.raises(ValueError, match=r"claims\.0\.source"):
+        load_claims(tmp_path / "bad.json")
