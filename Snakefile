@@ -16,10 +16,20 @@ validate(config, "workflow/schemas/config.schema.yaml")
 
 # One id per pipeline invocation: the parent MLflow run of each study is keyed on it. Jobs inherit it through
 # the environment (local jobs and sbatch's default --export=ALL); a re-parse inside a job keeps the inherited one.
-os.environ.setdefault("ICML25_INVOCATION", time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6])
+os.environ.setdefault(
+    "ICML25_INVOCATION", f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
+)
 
 
 include: "workflow/rules/common.smk"
+
+
+# Passed on to jobs that run elsewhere (SLURM); both are set above and in common.smk.
+envvars:
+    "MLFLOW_TRACKING_URI",
+    "ICML25_INVOCATION",
+
+
 include: "workflow/rules/cat_iv.smk"
 include: "workflow/rules/summary.smk"
 

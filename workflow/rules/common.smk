@@ -1,11 +1,11 @@
 # Path helpers and config lookups shared by every study's rules. Keep this file small: study logic lives in
-# src/icml25/studies/<slug>/, infrastructure in src/icml25/core/.
+# src/icml25/studies/<slug>/, infrastructure in src/icml25/core/ (workflow.py holds the logic behind these).
 
 import json
 from pathlib import Path
 
-from icml25.core.config import ConfigError, build, load_yaml, merge_scale, to_dict, validate_schema
-from icml25.core.tracking import resolve_tracking_uri
+from icml25.core import workflow as wf
+from icml25.core.config import ConfigError
 from icml25.studies import STUDIES, study_config_class
 
 RESULTS = "results"
@@ -13,20 +13,20 @@ SCALE = config["scale"]
 SELECTED = list(STUDIES) if config["studies"] == "all" else list(config["studies"])
 _unimplemented = [s for s in SELECTED if s not in STUDIES]
 if _unimplemented:
-    raise ConfigError(f"studies: {_unimplemented} not implemented yet (implemented: {list(STUDIES)})")
+    raise ConfigError(
+        f"studies: {_unimplemented} not implemented yet (implemented: {list(STUDIES)})"
+    )
 
+# Merged study configs, validated by schema and dataclass at parse time: `snakemake -n` fails fast on a bad key.
+STUDY_CONFIG = {
+    slug: wf.resolve_study(slug, study_config_class(slug), config, workflow.basedir)
+    for slug in STUDIES
+}
 
-def _load_study(slug):
-    """Merged study config (yaml common + scale + overrides + global seeds), validated by schema and dataclass."""
-    raw = load_yaml(f"config/studies/{slug}.yaml")
-    validate_schema(raw, f"workflow/schemas/{slug}.schema.yaml", what=f"config/studies/{slug}.yaml")
-    merged = merge_scale(raw, SCALE, config.get("overrides", {}).get(slug))
-    if config.get("seeds") is not None:
-        merged["seeds"] = list(config["seeds"])
-    return to_dict(build(study_config_class(slug), merged, path=f"{slug}"))
-
-
-STUDY_CONFIG = {slug: _load_study(slug) for slug in STUDIES}
+# Jobs inherit the tracking URI and PYTHONPATH from the environment (switching stores never reruns anything).
+wf.export_job_env(
+    RESULTS, config.get("mlflow", {}).get("tracking_uri"), Path(workflow.basedir, "src")
+)
 
 
 def cfg(slug):
@@ -48,34 +48,29 @@ def bench(slug, name):
 
 
 def stage_cmd(slug, stage):
-    """The shell command of a stage job; Snakemake fills {params.cfg:q}, {rule} and {jobid} at run time."""
+    """Shell command of a stage job; Snakemake fills in the params.cfg placeholder when the job runs."""
     mirror = f" --mirror {config['mirror']}" if config.get("mirror") else ""
-    return (f"python -m icml25.studies.{slug} {stage} --scale {SCALE} --config-json {{params.cfg:q}}"
-            f" --data-source {config['data_source']}{mirror} --results {RESULTS} --rule {{rule}} --jobid {{jobid}}")
-
-
-def seed_chunks(slug):
-    """The study's seeds split into jobs of `seeds_per_job` (all seeds in one job at smoke/default scale, one
-    seed per job at paper scale): {chunk index: [seeds]}."""
-    seeds, per = cfg(slug)["seeds"], cfg(slug)["seeds_per_job"]
-    per = per or len(seeds)
-    return {i: seeds[k : k + per] for i, k in enumerate(range(0, len(seeds), per))}
+    return (
+        f"python -m icml25.studies.{slug} {stage} --scale {SCALE} --config-json {{params.cfg:q}}"
+        f" --data-source {config['data_source']}{mirror} --results {RESULTS} --rule {slug}__{stage}"
+    )
 
 
 def cfg_param(slug):
-    """Params value carrying the config: a change of config reruns the study's jobs (params rerun trigger)."""
+    """Params value carrying the config, so a config change reruns the study's jobs (params trigger)."""
     return json.dumps(cfg(slug), sort_keys=True)
 
 
-# Jobs inherit the tracking URI from the environment, so switching stores never reruns anything.
-os.environ["MLFLOW_TRACKING_URI"] = resolve_tracking_uri(RESULTS, config.get("mlflow", {}).get("tracking_uri"))
+def seed_chunks(slug):
+    """Train jobs of the study: {chunk index: seeds}, `seeds_per_job` seeds each (null: all in one job)."""
+    return wf.seed_chunks(cfg(slug)["seeds"], cfg(slug)["seeds_per_job"])
 
 
 def init_tracking():
     """onstart: create the MLflow store and the experiments once, before any job writes to them."""
-    from icml25.core.tracking import init_store
+    from icml25.core.tracking import init_store, resolve_tracking_uri
 
-    init_store(os.environ["MLFLOW_TRACKING_URI"], [*SELECTED, "summary"], RESULTS)
+    init_store(resolve_tracking_uri(RESULTS), [*SELECTED, "summary"], RESULTS)
 
 
 def finish_tracking(status):

@@ -20,6 +20,6 @@ rule summary__claims:
         mem_mb=1000,
         runtime=10,
     shell:
-        "icml25 summary --in {input.claims} --md {output.md} --csv {output.csv} --results "
+        "python -m icml25.core.cli summary --in {input.claims} --md {output.md} --csv {output.csv} --results "
         + RESULTS
         + " > {log} 2>&1"

@@ -1,0 +1,103 @@
+"""The contract of DESIGN.md: every implemented study has all its pieces, named by its slug."""
+from __future__ import annotations
+
+import importlib
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from icml25.studies import ALL_SLUGS, STUDIES
+
+ROOT = Path(__file__).resolve().parents[1]
+SPECS = ROOT.parent / "shared" / "specs"
+STAGE_RULES = ("preprocess", "train", "evaluate", "all")
+
+
+def spec_api_names(slug: str) -> list[str]:
+    """Names of the spec's '## Public API' section: first backticked identifier of each bullet, plus imports."""
+    text = (SPECS / f"{slug}.md").read_text()
+    section = text.split("## Public API", 1)[1].split("\n## ", 1)[0]
+    names: list[str] = []
+    for line in section.splitlines():
+        m = re.search(r"from icml25\.studies\.\w+ import ([\w, ]+)", line)
+        if m:
+            names += [n.strip() for n in m.group(1).split(",")]
+        if line.lstrip().startswith("- "):  # the bullet's first name, and names listed after "; "
+            names += re.findall(r"^\s*- (?:\w+: )?`([A-Za-z_]\w*)[(.`]", line)
+            names += re.findall(r"; `([A-Za-z_]\w*)[(.]", line)
+    return [n for n in dict.fromkeys(names) if not n.startswith("icml25") and n[0].isalpha()
+            and n not in ("np", "pd", "torch", "scores", "F", "xr", "ds")]
+
+
+def test_studies_are_known_slugs():
+    assert STUDIES and set(STUDIES) <= set(ALL_SLUGS) and len(ALL_SLUGS) == 19
+
+
+@pytest.mark.parametrize("slug", STUDIES)
+def test_study_has_every_piece(slug):
+    pkg = ROOT / "src" / "icml25" / "studies" / slug
+    for name in ("__init__.py", "__main__.py", "config.py", "README.md"):
+        assert (pkg / name).is_file(), f"{slug}: missing {name}"
+    assert (ROOT / "config" / "studies" / f"{slug}.yaml").is_file()
+    assert (ROOT / "workflow" / "schemas" / f"{slug}.schema.yaml").is_file()
+    assert (ROOT / "tests" / "studies" / f"test_{slug}.py").is_file()
+    smk = ROOT / "workflow" / "rules" / f"{slug}.smk"
+    assert f'include: "workflow/rules/{slug}.smk"' in (ROOT / "Snakefile").read_text()
+    rules = set(re.findall(r"^rule (\w+):", smk.read_text(), flags=re.M))
+    assert all(r.startswith(f"{slug}__") for r in rules), rules
+    assert {f"{slug}__download", f"{slug}__prepare"} & rules, f"{slug}: needs a download or prepare rule"
+    for stage in STAGE_RULES:
+        assert f"{slug}__{stage}" in rules, f"{slug}: missing rule {slug}__{stage}"
+    assert importlib.import_module(f"icml25.studies.{slug}.config").Config
+
+
+@pytest.mark.parametrize("slug", STUDIES)
+def test_every_rule_declares_log_benchmark_conda_resources_threads(slug):
+    text = (ROOT / "workflow" / "rules" / f"{slug}.smk").read_text()
+    blocks = re.split(r"^rule ", text, flags=re.M)[1:]
+    for block in blocks:
+        name = block.split(":", 1)[0]
+        if name.endswith("__all"):
+            continue
+        for directive in ("input:", "output:", "log:", "benchmark:", "conda:", "resources:", "threads:"):
+            if directive == "input:" and ("__download" in name or "__prepare" in name):
+                continue
+            assert f"    {directive}" in block, f"rule {name}: missing {directive}"
+        env = re.search(r'conda:\s+"\.\./\.\./(envs/[\w.-]+\.yaml)"', block)
+        assert env and (ROOT / env.group(1)).is_file(), f"rule {name}: conda env missing"
+
+
+@pytest.mark.parametrize("slug", STUDIES)
+def test_public_api_of_spec_exists(slug):
+    if not SPECS.exists():
+        pytest.skip(f"specs not found at {SPECS}")
+    module = importlib.import_module(f"icml25.studies.{slug}")
+    missing = [n for n in spec_api_names(slug) if not hasattr(module, n)]
+    assert not missing, f"{slug}: spec'd public API missing: {missing}"
+
+
+def test_study_never_imports_another_study():
+    for slug in STUDIES:
+        for path in (ROOT / "src" / "icml25" / "studies" / slug).rglob("*.py"):
+            others = re.findall(r"icml25\.studies\.(\w+)", path.read_text())
+            assert set(others) <= {slug}, f"{path} imports {set(others) - {slug}}"
+
+
+def test_conda_envs_in_step_with_pyproject():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    core = project["dependencies"]
+    extras = project["optional-dependencies"]
+    envs = sorted((ROOT / "envs").glob("*.yaml"))
+    assert envs
+    for env in envs:
+        spec = yaml.safe_load(env.read_text())
+        pip = next(d["pip"] for d in spec["dependencies"] if isinstance(d, dict) and "pip" in d)
+        name = env.stem
+        if name.endswith("-paper"):  # GPU paper-path envs add cluster-only packages on top of core
+            assert set(core) <= set(pip), f"{env.name}: core deps missing"
+            continue
+        expected = core + extras.get(name, [])
+        assert sorted(pip) == sorted(expected), f"{env.name} differs from pyproject (core + extra {name!r})"
