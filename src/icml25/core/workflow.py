@@ -21,8 +21,7 @@ def resolve_study(slug: str, config_cls: type, global_config: Mapping[str, Any],
     merged = merge_scale(raw, global_config["scale"], (global_config.get("overrides") or {}).get(slug))
     if global_config.get("seeds") is not None:
         merged["seeds"] = list(global_config["seeds"])
-    return to_dict(build(config_cls, merged, path=f"overrides.{slug}" if slug in (global_config.get("overrides") or {})
-                         else slug))
+    return to_dict(build(config_cls, merged, path=slug))
 
 
 def seed_chunks(seeds: Sequence[int], per_job: int | None) -> dict[int, list[int]]:

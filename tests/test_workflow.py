@@ -1,0 +1,171 @@
+"""The Snakemake workflow as users run it: lint, dry runs at every scale, parse-time config errors, and the
+whole smoke pipeline of every implemented study (tracking, second run, report, a killed job)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from icml25.core.claims import VERDICTS, load_claims
+from icml25.studies import STUDIES
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def copy_project(dst: Path) -> Path:
+    """The workflow files of the repo (no results) in ``dst``; the package comes from the installed icml25."""
+    dst.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(ROOT / "Snakefile", dst / "Snakefile")
+    for name in ("config", "workflow", "envs"):
+        shutil.copytree(ROOT / name, dst / name, dirs_exist_ok=True)
+    return dst
+
+
+def smk(*args: str, cwd: Path = ROOT, timeout: int = 900, env: dict | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, **(env or {})}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    env.pop("ICML25_INVOCATION", None)
+    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def test_lint_clean():
+    out = smk("--lint")
+    assert out.returncode == 0 and "Congratulations" in out.stdout + out.stderr, out.stdout + out.stderr
+
+
+def test_snakefmt_clean():
+    out = subprocess.run(["snakefmt", "--check", "Snakefile", "workflow/rules"], cwd=ROOT, capture_output=True,
+                         text=True)
+    assert out.returncode == 0, out.stderr
+
+
+@pytest.mark.parametrize("scale", ["smoke", "default", "paper"])
+def test_dry_run_builds_dag(scale, tmp_path):
+    out = smk("-n", "--config", f"scale={scale}", cwd=copy_project(tmp_path))
+    assert out.returncode == 0, out.stderr[-3000:]
+    text = out.stdout + out.stderr
+    for slug in STUDIES:
+        assert f"{slug}__train" in text and f"{slug}__evaluate" in text
+    assert "summary__claims" in text
+
+
+@pytest.mark.parametrize("override, message", [
+    ("scale=huge", "scale"),
+    ("studies=[nope]", "studies"),
+    ("data_source=ftp", "data_source"),
+    ("overrides={cat_iv: {bogus: 1}}", "cat_iv.bogus: unknown key"),
+    ("overrides={cat_iv: {n: [5]}}", "cat_iv"),
+])
+def test_bad_config_fails_at_parse_naming_the_key(override, message, tmp_path):
+    out = smk("-n", "--config", override, cwd=copy_project(tmp_path))
+    assert out.returncode != 0
+    assert message in out.stdout + out.stderr, (out.stdout + out.stderr)[-2000:]
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    """The whole smoke pipeline of every implemented study, run once in a fresh copy of the project."""
+    work = copy_project(tmp_path_factory.mktemp("smoke"))
+    t0 = time.perf_counter()
+    out = smk("--cores", "2", "--config", "scale=smoke", cwd=work, timeout=1200)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-5000:]
+    return work, time.perf_counter() - t0
+
+
+@pytest.mark.slow
+def test_smoke_pipeline_writes_computed_claims(smoke):
+    work, _ = smoke
+    md = (work / "results" / "claims.md").read_text()
+    for slug in STUDIES:
+        doc = load_claims(work / "results" / slug / "claims.json")
+        assert doc["scale"] == "smoke" and doc["claims"]
+        assert all(c["verdict"] in VERDICTS for c in doc["claims"])
+        assert f"## {slug}" in md
+    csv = (work / "results" / "claims.csv").read_text().splitlines()
+    assert csv[0].startswith("study,claim,source,data,verdict")
+    assert len(csv) - 1 == sum(len(load_claims(work / "results" / s / "claims.json")["claims"]) for s in STUDIES)
+
+
+@pytest.mark.slow
+def test_smoke_pipeline_tracks_every_job_under_a_parent(smoke):
+    from mlflow.tracking import MlflowClient
+
+    work, _ = smoke
+    client = MlflowClient(tracking_uri=f"sqlite:///{work / 'results' / 'mlflow.db'}")
+    for slug in STUDIES:
+        exp = client.get_experiment_by_name(f"icml25/{slug}")
+        assert exp.artifact_location.startswith((work / "results" / "mlartifacts").as_uri())
+        runs = client.search_runs([exp.experiment_id], max_results=1000)
+        parents = [r for r in runs if r.data.tags.get("stage") == "pipeline"]
+        children = [r for r in runs if r.data.tags.get("stage") != "pipeline"]
+        assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+        jobs = list((work / "results" / slug / "benchmarks").glob("*.tsv"))
+        assert len(children) == len(jobs), (sorted(r.info.run_name for r in children), sorted(j.name for j in jobs))
+        stages = {r.data.tags["stage"] for r in children}
+        assert {"preprocess", "train", "evaluate"} <= stages
+        for r in children:
+            assert r.info.status == "FINISHED"
+            assert r.data.tags["mlflow.parentRunId"] == parents[0].info.run_id
+            assert r.data.tags["snakemake_rule"] == f"{slug}__{r.data.tags['stage']}"
+            assert r.data.tags["scale"] == "smoke" and r.data.tags["config_hash"] and r.data.tags["git_sha"]
+            assert r.data.params, f"{r.info.run_name}: no params"
+        evaluate = next(r for r in children if r.data.tags["stage"] == "evaluate")
+        assert any(k.startswith("eval/") for k in evaluate.data.metrics)
+        artifacts = [a.path for a in client.list_artifacts(evaluate.info.run_id)]
+        assert any(a.endswith("claims.json") for a in artifacts), artifacts
+    summary = client.get_experiment_by_name("icml25/summary")
+    assert client.search_runs([summary.experiment_id])
+
+
+@pytest.mark.slow
+def test_second_run_has_nothing_to_do(smoke):
+    work, _ = smoke
+    out = smk("-n", "--config", "scale=smoke", cwd=work)
+    assert out.returncode == 0
+    assert "Nothing to be done" in out.stdout + out.stderr, out.stdout[-2000:]
+
+
+@pytest.mark.slow
+def test_report_includes_every_study_figure(smoke):
+    work, _ = smoke
+    out = smk("--report", "results/report.html", "--config", "scale=smoke", cwd=work, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    html = (work / "results" / "report.html").read_text(errors="replace")
+    for slug in STUDIES:
+        for fig in (work / "results" / slug / "figures").glob("*.png"):
+            assert fig.name in html, f"{fig.name} not in report"
+
+
+@pytest.mark.slow
+def test_killed_train_job_leaves_no_complete_looking_output(tmp_path):
+    """SIGKILL the whole Snakemake process group while a (deliberately slow) train job runs: its output must not
+    exist, and a rerun completes the pipeline."""
+    work = copy_project(tmp_path)
+    cfg = ["--config", "scale=smoke", "studies=[cat_iv]", "overrides={cat_iv: {n: [4000], arms: [cat_k2]}}"]
+    target = "results/cat_iv/models/cat_k2/chunk0.json"
+    out = smk("--cores", "1", *cfg, "--", "results/cat_iv/processed/synthetic.npz", cwd=work, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "ICML25_INVOCATION")}
+    proc = subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "1", *cfg, "--", target], cwd=work,
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    log = work / "results" / "cat_iv" / "logs" / "train_cat_k2_chunk0.log"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (log.exists() and "train: arm=" in log.read_text()):
+        time.sleep(0.2)
+    time.sleep(2.0)  # mid-way through the first seeds
+    assert proc.poll() is None, "train finished before it could be killed; make the job slower"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(30)
+    assert not (work / target).exists()
+    assert not [p for p in (work / target).parent.glob("*") if p.suffix == ".json"]
+    out = smk("--cores", "1", *cfg, "--", target, cwd=work, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads((work / target).read_text())
