@@ -7,8 +7,6 @@ rule cat_iv__download:
     output:
         card=res("cat_iv", "raw", "card.csv.bz2"),
         mroz=res("cat_iv", "raw", "mroz.csv.bz2"),
-    params:
-        cfg=cfg_param("cat_iv"),
     log:
         logf("cat_iv", "download"),
     benchmark:
@@ -19,8 +17,11 @@ rule cat_iv__download:
     resources:
         mem_mb=1000,
         runtime=10,
+    params:
+        cfg=cfg_param("cat_iv"),
     shell:
-        stage_cmd("cat_iv", "download") + " --out {output.card} {output.mroz} > {log} 2>&1"
+        stage_cmd("cat_iv", "download")
+        + " --out {output.card} {output.mroz} > {log} 2>&1"
 
 
 rule cat_iv__preprocess:
@@ -30,8 +31,6 @@ rule cat_iv__preprocess:
     output:
         synthetic=res("cat_iv", "processed", "synthetic.npz"),
         real=res("cat_iv", "processed", "real.npz"),
-    params:
-        cfg=cfg_param("cat_iv"),
     log:
         logf("cat_iv", "preprocess"),
     benchmark:
@@ -40,8 +39,10 @@ rule cat_iv__preprocess:
         "../../envs/cat_iv.yaml"
     threads: 1
     resources:
-        mem_mb=2000,
+        mem_mb=8000 if SCALE == "paper" else 2000,
         runtime=30,
+    params:
+        cfg=cfg_param("cat_iv"),
     shell:
         stage_cmd("cat_iv", "preprocess")
         + " --in {input.card} {input.mroz} --out {output.synthetic} {output.real} > {log} 2>&1"
@@ -53,22 +54,22 @@ rule cat_iv__train:
         real=rules.cat_iv__preprocess.output.real,
     output:
         res("cat_iv", "models", "{arm}", "chunk{chunk}.json"),
-    params:
-        cfg=cfg_param("cat_iv"),
-        seeds=lambda w: " ".join(map(str, seed_chunks("cat_iv")[int(w.chunk)])),
     log:
         logf("cat_iv", "train_{arm}_chunk{chunk}"),
     benchmark:
         bench("cat_iv", "train_{arm}_chunk{chunk}")
+    wildcard_constraints:
+        arm="[a-z0-9_]+",
+        chunk=r"\d+",
     conda:
         "../../envs/cat_iv.yaml"
     threads: 1
     resources:
         mem_mb=4000,
         runtime=120,
-    wildcard_constraints:
-        arm="[a-z0-9_]+",
-        chunk=r"\d+",
+    params:
+        cfg=cfg_param("cat_iv"),
+        seeds=lambda w: " ".join(map(str, seed_chunks("cat_iv")[int(w.chunk)])),
     shell:
         stage_cmd("cat_iv", "train")
         + " --arm {wildcards.arm} --seeds {params.seeds} --in {input.synthetic} {input.real}"
@@ -86,8 +87,6 @@ rule cat_iv__evaluate:
     output:
         claims=res("cat_iv", "claims.json"),
         metrics=res("cat_iv", "metrics", "eval.json"),
-    params:
-        cfg=cfg_param("cat_iv"),
     log:
         logf("cat_iv", "evaluate"),
     benchmark:
@@ -98,6 +97,8 @@ rule cat_iv__evaluate:
     resources:
         mem_mb=2000,
         runtime=20,
+    params:
+        cfg=cfg_param("cat_iv"),
     shell:
         stage_cmd("cat_iv", "evaluate")
         + " --in {input.synthetic} {input.models} --out {output.claims} {output.metrics} > {log} 2>&1"
@@ -113,8 +114,6 @@ rule cat_iv__report:
             category="cat_iv",
         ),
         md=res("cat_iv", "report.md"),
-    params:
-        cfg=cfg_param("cat_iv"),
     log:
         logf("cat_iv", "report"),
     benchmark:
@@ -125,8 +124,11 @@ rule cat_iv__report:
     resources:
         mem_mb=1000,
         runtime=10,
+    params:
+        cfg=cfg_param("cat_iv"),
     shell:
-        stage_cmd("cat_iv", "report") + " --in {input.metrics} --out {output.f1} {output.md} > {log} 2>&1"
+        stage_cmd("cat_iv", "report")
+        + " --in {input.metrics} --out {output.f1} {output.md} > {log} 2>&1"
 
 
 rule cat_iv__all:

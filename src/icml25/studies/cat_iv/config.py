@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+Setting = Literal["case1_sin", "case1_linear", "case1_w", "case1_sin_p8", "case1_sin_p10"]
 Arm = Literal["cat_k2", "cat_linear_k2", "cat_unknown_k", "ciiv_like", "sisvive_like", "tsht_like"]
 
 
@@ -24,12 +25,13 @@ class Config:
     seeds: tuple[int, ...]
     arms: tuple[Arm, ...]
     n: tuple[int, ...]
-    settings: tuple[Literal["case1_sin", "case1_linear", "case1_w"], ...] = ("case1_sin",)
+    settings: tuple[Setting, ...] = ("case1_sin",)
     seeds_per_job: int | None = None
     noise_ratio: float = 0.3
     alpha: float = 0.05
     standardize_x: bool = True
     binary_branch: bool = True
+    residual_method: Literal["random_forest", "linear"] = "random_forest"  # covariates of case1_w [V]
     forest_trees: int = 500
     bootstrap_resamples: int = 2000
     real: RealData = field(default_factory=RealData)
@@ -41,3 +43,19 @@ class Config:
             raise ValueError("n: every sample size must be >= 10")
         if self.seeds_per_job is not None and self.seeds_per_job < 1:
             raise ValueError("seeds_per_job: must be >= 1 or null")
+        if len(set(self.seeds)) != len(self.seeds):
+            raise ValueError("seeds: duplicates")
+        if not self.arms:
+            raise ValueError("arms: at least one arm")
+        if not self.settings:
+            raise ValueError("settings: at least one setting")
+        if not self.n:
+            raise ValueError("n: at least one sample size")
+        if not 0 < self.alpha < 1:
+            raise ValueError(f"alpha: must be in (0, 1), got {self.alpha}")
+        if self.noise_ratio < 0:
+            raise ValueError(f"noise_ratio: must be >= 0, got {self.noise_ratio}")
+        if self.forest_trees < 1:
+            raise ValueError(f"forest_trees: must be >= 1, got {self.forest_trees}")
+        if self.bootstrap_resamples < 100:
+            raise ValueError(f"bootstrap_resamples: must be >= 100, got {self.bootstrap_resamples}")
