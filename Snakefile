@@ -6,12 +6,16 @@ import uuid
 
 from snakemake.utils import min_version, validate
 
+from icml25.core.config import retype_strings
+
 min_version("9.20")
 
 
 configfile: "config/config.yaml"
 
 
+# `--config` parses nested values as strings; give them the types a config file would have, then validate.
+config.update(retype_strings(config))
 validate(config, "workflow/schemas/config.schema.yaml")
 
 # One id per pipeline invocation: the parent MLflow run of each study is keyed on it. Jobs inherit it through
@@ -31,6 +35,7 @@ envvars:
 
 
 include: "workflow/rules/cat_iv.smk"
+include: "workflow/rules/human_baselines.smk"
 include: "workflow/rules/summary.smk"
 
 

@@ -103,3 +103,12 @@ def test_every_study_yaml_matches_schema_and_dataclass_at_every_scale():
         validate_schema(raw, root / "workflow" / "schemas" / f"{slug}.schema.yaml", what=slug)
         for scale in ("smoke", "default", "paper"):
             build(study_config_class(slug), merge_scale(raw, scale), path=slug)
+
+
+def test_retype_strings_restores_cli_types():
+    from icml25.core.config import retype_strings
+
+    cli = {"n": ["4000", "300"], "flag": "true", "rate": "0.5", "none": "null", "url": "http://127.0.0.1:8000/",
+           "name": "cat_k2", "nested": {"k": "2"}}
+    assert retype_strings(cli) == {"n": [4000, 300], "flag": True, "rate": 0.5, "none": None,
+                                   "url": "http://127.0.0.1:8000/", "name": "cat_k2", "nested": {"k": 2}}

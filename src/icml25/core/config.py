@@ -59,6 +59,26 @@ def merge_scale(study: Mapping, scale: str, overrides: Mapping | None = None) ->
     return deep_merge(deep_merge(common, scales[scale] or {}), overrides or {})
 
 
+def retype_strings(data: Any) -> Any:
+    """Re-read string leaves as yaml scalars: ``"4000"`` → 4000, ``"true"`` → True, ``"null"`` → None.
+
+    ``snakemake --config 'overrides={cat_iv: {n: [4000]}}'`` parses nested values with yaml's BaseLoader, which
+    keeps every scalar a string; this restores the types a config file would have. Strings that are not yaml
+    scalars of another type (paths, URLs, names) are returned unchanged.
+    """
+    if isinstance(data, Mapping):
+        return {k: retype_strings(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [retype_strings(v) for v in data]
+    if isinstance(data, str):
+        try:
+            value = yaml.safe_load(data)
+        except yaml.YAMLError:
+            return data
+        return value if isinstance(value, (int, float, bool)) or value is None else data
+    return data
+
+
 def validate_schema(data: Any, schema: Mapping | str | Path, what: str = "config") -> None:
     """Validate ``data`` against a JSON schema (mapping or yaml/json file); error names the failing key path."""
     import jsonschema
