@@ -166,6 +166,10 @@ def test_killed_train_job_leaves_no_complete_looking_output(tmp_path):
     proc.wait(30)
     assert not (work / target).exists()
     assert not [p for p in (work / target).parent.glob("*") if p.suffix == ".json"]
+    # SIGKILL leaves Snakemake's directory lock behind: the user's documented recovery is --unlock.
+    assert smk("--unlock", *cfg, cwd=work).returncode == 0
+    dry = smk("-n", "--cores", "1", *cfg, "--", target, cwd=work)
+    assert "cat_iv__train" in dry.stdout + dry.stderr
     out = smk("--cores", "1", *cfg, "--", target, cwd=work, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
     assert json.loads((work / target).read_text())

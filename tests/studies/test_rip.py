@@ -1,0 +1,332 @@
+"""rip study: the spec's required tests (filter, DPO loss, pairs, judge, generator, smoke chain) plus the pair
+table's schema guard, the model's batched decoding and the paper path's pure parts."""
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+import yaml
+
+from icml25.core.claims import load_claims
+from icml25.core.config import ConfigError, build, load_yaml, merge_scale
+from icml25.studies.rip import build_pairs, dpo_loss, judge_reward, rip_filter
+from icml25.studies.rip.config import Config
+from icml25.studies.rip.data import apply_op, generate_split
+from icml25.studies.rip.method import arm_mask, token_jaccard
+from icml25.studies.rip.pairs import PAIR_SCHEMA, PairTableError, read_pairs, write_pairs
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+# ------------------------------------------------------------------------------------------------ rip_filter
+@pytest.fixture
+def eight() -> pd.DataFrame:
+    return pd.DataFrame({
+        "rejected_reward": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8],
+        "rejected_length": [10, 80, 30, 70, 50, 60, 20, 40],
+        "reward_gap": [0.9, 0.1, 0.7, 0.3, 0.5, 0.2, 0.8, 0.4],
+    }, index=[10, 11, 12, 13, 14, 15, 16, 17])
+
+
+def test_rip_filter_exact_mask_with_hand_quantiles(eight):
+    # medians (linear interpolation over 8 values): m1 (0.4+0.5)/2 = 0.45; m2 (40+50)/2 = 45; m3 (0.4+0.5)/2 = 0.45
+    # keep m1 >= 0.45: rows 14..17; m2 >= 45: 11, 13, 14, 15; m3 <= 0.45: 11, 13, 15, 17  -> only 15
+    mask = rip_filter(eight)
+    assert mask.index.equals(eight.index) and mask.dtype == bool
+    assert mask.tolist() == [False, False, False, False, False, True, False, False]
+    # q1 = 0.25: tau1 = 0.1 + 1.75 * 0.1 = 0.275 -> m1 keeps 12..17; m2/m3 as above -> 13 and 15
+    assert rip_filter(eight, q_rejected_reward=0.25).tolist() == [False, False, False, True, False, True, False,
+                                                                  False]
+
+
+def test_rip_filter_q001_keeps_all_and_none_disables(eight):
+    assert rip_filter(eight, 0.0, 0.0, 1.0).all()
+    assert rip_filter(eight, None, None, None).all()
+    only_gap = rip_filter(eight, None, None, 0.5)
+    assert only_gap.tolist() == (eight["reward_gap"] <= 0.45).tolist()
+
+
+def test_rip_filter_nan_gives_false_and_missing_column_raises(eight):
+    df = eight.copy()
+    df.loc[12, "rejected_reward"] = np.nan
+    assert not rip_filter(df, 0.0, 0.0, 1.0)[12]
+    assert rip_filter(df, None, 0.0, 1.0)[12]  # criterion disabled: NaN does not matter
+    with pytest.raises(KeyError, match="reward_gap"):
+        rip_filter(eight.drop(columns="reward_gap"))
+
+
+def test_rip_filter_monotone_in_quantiles():
+    rng = np.random.default_rng(3)
+    df = pd.DataFrame({"rejected_reward": rng.random(200), "rejected_length": rng.integers(0, 30, 200),
+                       "reward_gap": rng.random(200)})
+    qs = np.linspace(0, 1, 11)
+    for a, b in zip(qs[:-1], qs[1:]):
+        for key in ("q_rejected_reward", "q_rejected_length"):
+            lo, hi = rip_filter(df, **{key: a}), rip_filter(df, **{key: b})
+            assert not (hi & ~lo).any(), f"raising {key} added rows"
+        lo, hi = rip_filter(df, q_gap=a), rip_filter(df, q_gap=b)
+        assert not (lo & ~hi).any(), "raising q_gap removed rows"
+
+
+def test_rip_kept_set_is_subset_of_every_single_criterion_set():
+    rng = np.random.default_rng(5)
+    df = pd.DataFrame({"rejected_reward": rng.random(300), "rejected_length": rng.integers(0, 9, 300),
+                       "reward_gap": rng.random(300), "chosen": ["12"] * 300, "rejected": ["1"] * 300})
+    rip = arm_mask(df, "rip", seed=0)
+    for arm in ("m1_only", "m2_only", "m3_only"):
+        assert not (rip & ~arm_mask(df, arm, seed=0)).any()
+    assert arm_mask(df, "random_same_size", seed=1).sum() == rip.sum() == arm_mask(df, "jaccard", seed=0).sum()
+    assert (arm_mask(df, "random_same_size", seed=1) != arm_mask(df, "random_same_size", seed=2)).any()
+
+
+def test_token_jaccard():
+    assert token_jaccard("123", "321") == 1.0
+    assert token_jaccard("12", "34") == 0.0
+    assert token_jaccard("", "") == 1.0
+    assert token_jaccard("112", "23") == pytest.approx(1 / 3)
+
+
+# -------------------------------------------------------------------------------------------------- dpo_loss
+def test_dpo_loss_at_reference_is_ln2_with_gradient():
+    B, beta = 5, 0.1
+    ref_w, ref_l = torch.randn(B, dtype=torch.float64), torch.randn(B, dtype=torch.float64)
+    pw, pl = ref_w.clone().requires_grad_(True), ref_l.clone().requires_grad_(True)
+    loss, rw, rl = dpo_loss(pw, pl, ref_w, ref_l, beta)
+    assert loss.item() == pytest.approx(math.log(2), abs=1e-12)
+    assert torch.all(rw == 0) and torch.all(rl == 0)
+    loss.backward()
+    assert torch.allclose(pw.grad, torch.full((B,), -beta / (2 * B), dtype=torch.float64))
+    assert torch.allclose(pl.grad, torch.full((B,), beta / (2 * B), dtype=torch.float64))
+
+
+def test_dpo_loss_matches_hand_formula_and_vanishes_at_large_margins():
+    rng = np.random.default_rng(0)
+    pw, pl, rw, rl = (rng.normal(size=7) * 5 for _ in range(4))
+    beta = 0.3
+    z = beta * ((pw - rw) - (pl - rl))
+    expected = float(np.mean(np.log1p(np.exp(-z))))
+    loss, cr, rr = dpo_loss(*(torch.tensor(v) for v in (pw, pl, rw, rl)), beta=beta)
+    assert loss.item() == pytest.approx(expected, rel=1e-12)
+    assert np.allclose(cr.numpy(), beta * (pw - rw)) and np.allclose(rr.numpy(), beta * (pl - rl))
+    big = torch.tensor([500.0, 800.0])
+    loss, _, _ = dpo_loss(big, -big, torch.zeros(2), torch.zeros(2), beta=0.1)
+    assert loss.item() < 1e-20
+    with pytest.raises(ValueError):
+        dpo_loss(torch.zeros(3), torch.zeros(2), torch.zeros(3), torch.zeros(3))
+
+
+# ----------------------------------------------------------------------------------------------- build_pairs
+def test_build_pairs_tie_rules_and_gap():
+    rewards = np.array([[0.5, 0.9, 0.9, 0.1, 0.1],   # max ties at 1, 2 -> 1; min ties at 3, 4 -> 4
+                        [0.3, 0.3, 0.3, 0.3, 0.3],   # all tie: chosen 0, rejected 4
+                        [0.2, 0.8, 0.4, 0.6, 0.0]])
+    responses = [[f"{i}{j}" * (j + 1) for j in range(5)] for i in range(3)]
+    df = build_pairs(np.array([7, 8, 9]), ["p0", "p1", "p2"], responses, rewards)
+    assert df["chosen"].tolist() == [responses[0][1], responses[1][0], responses[2][1]]
+    assert df["rejected"].tolist() == [responses[0][4], responses[1][4], responses[2][4]]
+    assert df["chosen_reward"].tolist() == [0.9, 0.3, 0.8]
+    assert df["rejected_reward"].tolist() == [0.1, 0.3, 0.0]
+    assert (df["reward_gap"] >= 0).all() and df["reward_gap"].tolist() == pytest.approx([0.8, 0.0, 0.8])
+    assert df["rejected_length"].tolist() == [10, 10, 10] and df["chosen_length"].tolist() == [4, 2, 4]
+    assert df["prompt_id"].dtype == np.int64
+    with pytest.raises(ValueError, match="N=5"):
+        build_pairs(np.array([1]), ["p"], [["a", "b"]], np.zeros((1, 5)))
+
+
+def _pair_frame(n: int = 4) -> pd.DataFrame:
+    rng = np.random.default_rng(1)
+    rewards = rng.random((n, 3))
+    df = build_pairs(np.arange(n, dtype=np.int64), [f"<R{i}|" for i in range(n)],
+                     [["1", "22", "333"] for _ in range(n)], rewards)
+    df.insert(2, "quality", ["clean"] * n)
+    df["ref_logp_chosen"] = -rng.random(n)
+    df["ref_logp_rejected"] = -rng.random(n)
+    return df
+
+
+def test_pair_table_parquet_round_trip_keeps_dtypes_and_lists(tmp_path):
+    df = _pair_frame()
+    path = write_pairs(df, tmp_path / "pairs.parquet")
+    assert pq.read_schema(path).remove_metadata().equals(PAIR_SCHEMA.remove_metadata(), check_metadata=False) or \
+        [f.type for f in pq.read_schema(path)] == [f.type for f in PAIR_SCHEMA]
+    back = read_pairs(path)
+    assert list(back.columns) == list(PAIR_SCHEMA.names)
+    assert back["prompt_id"].dtype == np.int64 and back["chosen_length"].dtype == np.int64
+    assert back["reward_gap"].dtype == np.float64
+    assert back["responses"].tolist() == df["responses"].tolist()
+    assert back["rewards"].tolist() == df["rewards"].tolist()
+    assert not list(tmp_path.glob(".*tmp*"))  # atomic write left no temporary
+
+
+@pytest.mark.parametrize("mutate, column", [
+    (lambda t: t.drop_columns(["ref_logp_rejected"]), "ref_logp_rejected"),
+    (lambda t: t.set_column(t.schema.get_field_index("reward_gap"), "reward_gap",
+                            pa.array(["x"] * t.num_rows)), "reward_gap"),
+    (lambda t: t.set_column(t.schema.get_field_index("chosen_length"), "chosen_length",
+                            pa.array([1.5] * t.num_rows)), "chosen_length"),
+    (lambda t: t.append_column("score", pa.array([0.0] * t.num_rows)), "score"),
+    (lambda t: t.set_column(t.schema.get_field_index("chosen"), "chosen",
+                            pa.array([None] + ["a"] * (t.num_rows - 1), pa.string())), "chosen"),
+    (lambda t: t.set_column(t.schema.get_field_index("rewards"), "rewards",
+                            pa.array([[0.1]] * t.num_rows, pa.list_(pa.float64()))), "rewards"),
+])
+def test_malformed_pair_table_is_rejected_naming_the_column(tmp_path, mutate, column):
+    table = pa.Table.from_pandas(_pair_frame(), preserve_index=False)
+    path = tmp_path / "bad.parquet"
+    pq.write_table(mutate(table), path)
+    with pytest.raises(PairTableError, match=repr(column)):
+        read_pairs(path)
+
+
+def test_pair_table_written_elsewhere_with_large_types_is_accepted(tmp_path):
+    table = pa.Table.from_pandas(_pair_frame(), preserve_index=False)
+    table = table.cast(pa.schema([pa.field(f.name, pa.large_string() if f.type == pa.string() else f.type)
+                                  for f in table.schema]))
+    pq.write_table(table, tmp_path / "ext.parquet")
+    assert len(read_pairs(tmp_path / "ext.parquet")) == 4
+
+
+# ----------------------------------------------------------------------------------------------------- judge
+def test_judge_exact_empty_cap_noise():
+    assert judge_reward("1234", "1234") == 1.0
+    assert judge_reward("", "1234") == 0.0
+    assert judge_reward("", "") == 1.0
+    assert judge_reward("1243", "1234") == pytest.approx(0.5)
+    assert judge_reward("1234", "1234", cap=0.3) == 0.3
+    rng = np.random.default_rng(0)
+    noisy = [judge_reward("1235", "1234", noise_std=0.05, rng=rng) for _ in range(500)]
+    assert all(0 <= r <= 1 for r in noisy) and np.std(noisy) == pytest.approx(0.05, rel=0.15)
+    assert max(judge_reward("1234", "1234", cap=0.3, noise_std=0.5, rng=rng) for _ in range(50)) <= 0.3
+    with pytest.raises(ValueError, match="rng"):
+        judge_reward("1", "1", noise_std=0.1)
+
+
+# ------------------------------------------------------------------------------------------------- generator
+def test_generator_class_shares_and_determinism():
+    pool = generate_split("pool", 2000, data_seed=0)
+    shares = pool["quality"].value_counts(normalize=True)
+    assert abs(shares["clean"] - 0.70) <= 0.03
+    assert abs(shares["garbled"] - 0.15) <= 0.03 and abs(shares["ambiguous"] - 0.15) <= 0.03
+    assert pool.equals(generate_split("pool", 2000, data_seed=0))
+    assert not pool.equals(generate_split("pool", 2000, data_seed=1))
+    assert (generate_split("test", 100)["quality"] == "clean").all()
+    clean = pool[pool["quality"] == "clean"]
+    for p, t in zip(clean["prompt"], clean["target"]):
+        assert apply_op(p[1], p[2:-1]) == t
+    garbled = pool[pool["quality"] == "garbled"]
+    assert (garbled["cap"] == 0.3).all() and (pool.loc[pool["quality"] != "garbled", "cap"] == 1.0).all()
+    sft = generate_split("sft", 2000)
+    assert abs((sft["demo"] != sft["target"]).mean() - 0.2) <= 0.03
+    assert apply_op("I", "09") == "10" and apply_op("S", "312") == "123" and apply_op("R", "12") == "21"
+
+
+# ----------------------------------------------------------------------------------------------------- model
+def test_cached_decoding_matches_full_forward_and_sampling_is_seeded():
+    from icml25.studies.rip.model import Decoder, encode_batch, generate, pack_sequences, sequence_logps
+
+    torch.manual_seed(0)
+    model = Decoder().eval()
+    prompts = encode_batch(["<R123|", "<S987|"])
+    out = generate(model, prompts, 6)  # greedy, with the key/value cache
+    seq = prompts.clone()
+    for _ in range(6):  # reference: full forward of the whole prefix every step, no cache
+        logits, _ = model(seq)
+        last = logits[:, -1].clone()
+        last[:, [20, 23]] = -math.inf  # BOS and PAD are never sampled
+        seq = torch.cat([seq, last.argmax(-1, keepdim=True)], dim=1)
+    ref = seq[:, prompts.shape[1]:]
+    for row_out, row_ref in zip(out.tolist(), ref.tolist()):
+        n = row_ref.index(22) + 1 if 22 in row_ref else 6  # up to and including EOS, PAD after
+        assert row_out[:n] == row_ref[:n] and all(t == 23 for t in row_out[n:])
+    a = generate(model, prompts.repeat(8, 1), 6, temperature=0.8, top_p=0.95, generator=torch.Generator().manual_seed(1))
+    b = generate(model, prompts.repeat(8, 1), 6, temperature=0.8, top_p=0.95, generator=torch.Generator().manual_seed(1))
+    assert torch.equal(a, b)
+    # summed log-probs equal the step-by-step sum of log-softmax along the sequence
+    ids, mask = pack_sequences(["<R12|"], ["21"])
+    lp = sequence_logps(model, ids, mask).item()
+    logits, _ = model(ids[:, :-1])
+    logsm = torch.log_softmax(logits[0], -1)
+    manual = sum(logsm[t, ids[0, t + 1]].item() for t in (4, 5, 6))  # '2', '1', EOS after '<R12|'
+    assert lp == pytest.approx(manual, abs=1e-5)
+
+
+# ------------------------------------------------------------------------------------------ config & import
+def test_config_import_is_light_and_bad_values_name_the_key():
+    out = subprocess.run([sys.executable, "-c", "import sys, icml25.studies.rip, icml25.studies.rip.config; "
+                          "print('torch' in sys.modules, 'pandas' in sys.modules)"], capture_output=True, text=True)
+    assert out.stdout.split() == ["False", "False"], out.stderr
+    raw = merge_scale(load_yaml(ROOT / "config/studies/rip.yaml"), "default")
+    assert build(Config, raw).sampling.n_responses == 16
+    with pytest.raises(ConfigError, match="filter"):
+        build(Config, {**raw, "filter": {"q_gap": 1.5}})
+    with pytest.raises(ConfigError, match="arms"):
+        build(Config, {**raw, "arms": ["rip", "bogus"]})
+
+
+def test_prepare_wildchat_rules():
+    from icml25.studies.rip.paper import prepare_wildchat
+
+    conv = lambda text: [{"role": "user", "content": text}, {"role": "assistant", "content": "ok"}]
+    df = pd.DataFrame({"language": ["English", "English", "French", "English", "English"],
+                       "conversation": [conv("hello"), conv("hello"), conv("bonjour"),
+                                        conv("/imagine prompt: a cat"), conv("Write a MidJourney prompt")]})
+    out = prepare_wildchat(df)
+    assert out["prompt"].tolist() == ["hello"] and out["prompt_id"].dtype == np.int64
+
+
+# ------------------------------------------------------------------------------------------------ smoke chain
+def _stage(args: list[str]) -> None:
+    from icml25.studies.rip.__main__ import main
+
+    assert main([*args, "--no-track", "--scale", "smoke", "--config", str(ROOT / "config/studies/rip.yaml")]) == 0
+
+
+def test_smoke_chain_writes_claims_and_adopts_external_pairs(tmp_path):
+    torch.set_num_threads(1)
+    r = tmp_path / "rip"
+    raw = [r / f"raw/{s}.parquet" for s in ("sft", "pool", "val", "test")]
+    seed, pairs = r / "models/seed.pt", r / "processed/pairs.parquet"
+    t0 = time.process_time()
+    _stage(["prepare", "--out", *map(str, raw), str(seed)])
+    _stage(["preprocess", "--in", str(raw[1]), str(seed), "--out", str(pairs)])
+    arms = ("none", "rip", "random_same_size")
+    for arm in arms:
+        _stage(["train", "--arm", arm, "--seeds", "0", "--in", str(pairs), str(raw[2]), str(seed), "--out",
+                str(r / f"models/{arm}/chunk0.json"), str(r / f"models/{arm}/chunk0.pt")])
+    outs = [r / "claims.json", r / "metrics/eval.json", r / "figures/reward_by_arm.png", r / "report.md",
+            *(r / f"metrics/{a}_seed0.json" for a in arms)]
+    _stage(["evaluate", "--in", str(pairs), str(raw[3]), str(seed), *(str(r / f"models/{a}/chunk0.json")
+                                                                        for a in arms), "--out", *map(str, outs)])
+    cpu = time.process_time() - t0
+    assert cpu <= 20, f"smoke chain took {cpu:.1f} s of CPU"
+    doc = load_claims(r / "claims.json")
+    by_id = {c["id"]: c for c in doc["claims"]}
+    assert set(by_id) == {"rip_beats_random", "rip_drops_low_quality", "mechanism", "rip_vs_none_and_others"}
+    assert by_id["mechanism"]["verdict"] == "reproduced", by_id["mechanism"]["statistic"]
+    assert all(p.exists() for p in outs)
+    table = read_pairs(pairs)
+    assert len(table) == 300 and all(len(x) == 4 for x in table["responses"])
+    assert (table["chosen_reward"] == table["rewards"].map(max)).all()
+    # a pair table scored elsewhere is adopted; a malformed one is rejected naming the column
+    cfg = load_yaml(ROOT / "config/studies/rip.yaml")
+    ext = tmp_path / "ext.yaml"
+    ext.write_text(yaml.safe_dump({**cfg, "pairs_table": str(pairs)}))
+    from icml25.studies.rip.__main__ import main
+
+    out2 = tmp_path / "adopted.parquet"
+    assert main(["preprocess", "--no-track", "--scale", "smoke", "--config", str(ext), "--in", str(raw[1]),
+                 str(seed), "--out", str(out2)]) == 0
+    assert read_pairs(out2).equals(table)
+    pq.write_table(pa.Table.from_pandas(table.drop(columns="ref_logp_chosen"), preserve_index=False), pairs)
+    with pytest.raises(PairTableError, match="'ref_logp_chosen'"):
+        main(["preprocess", "--no-track", "--scale", "smoke", "--config", str(ext), "--in", str(raw[1]),
+              str(seed), "--out", str(out2)])
