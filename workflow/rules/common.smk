@@ -66,15 +66,30 @@ def seed_chunks(slug):
     return wf.seed_chunks(cfg(slug)["seeds"], cfg(slug)["seeds_per_job"])
 
 
+_LOCAL_SERVER = {}
+
+
 def init_tracking():
-    """onstart: create the MLflow store and the experiments once, before any job writes to them."""
+    """onstart: create the MLflow store and the experiments once, before any job writes to them; with a
+    local SQLite store and `mlflow.local_server`, serve it for this run so jobs log over cheap REST calls.
+    """
     from icml25.core.tracking import init_store, resolve_tracking_uri
 
-    init_store(resolve_tracking_uri(RESULTS), [*SELECTED, "summary"], RESULTS)
+    uri = resolve_tracking_uri(RESULTS)
+    init_store(uri, [*SELECTED, "summary"], RESULTS)
+    if uri.startswith("sqlite:") and config.get("mlflow", {}).get("local_server", True):
+        started = wf.start_local_server(RESULTS, uri)
+        if started:
+            url, _LOCAL_SERVER["pgid"] = started
+            _LOCAL_SERVER["store"] = uri
+            wf.set_tracking_uri(url)
 
 
 def finish_tracking(status):
-    """onsuccess/onerror: close this invocation's parent runs."""
+    """onsuccess/onerror: close this invocation's parent runs, stop the local server."""
     from icml25.core.tracking import finish_invocation
 
     finish_invocation(status, RESULTS)
+    if "pgid" in _LOCAL_SERVER:
+        wf.stop_local_server(_LOCAL_SERVER.pop("pgid"))
+        wf.set_tracking_uri(_LOCAL_SERVER.pop("store"))

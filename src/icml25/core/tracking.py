@@ -97,6 +97,53 @@ def _client(uri: str):
     return _retry(MlflowClient, tracking_uri=uri)
 
 
+class _MlflowBackend:
+    """The stage-job operations through ``MlflowClient`` (any store: SQLite, server, ...)."""
+
+    def __init__(self, uri: str) -> None:
+        self.client = _client(uri)
+
+    def experiment_id(self, name: str, artifact_location: str | None = None,
+                      tags: Mapping[str, str] | None = None) -> str:
+        exp = _retry(self.client.get_experiment_by_name, name)
+        if exp is not None:
+            return exp.experiment_id
+        try:
+            return _retry(self.client.create_experiment, name, artifact_location=artifact_location, tags=tags)
+        except Exception:  # created concurrently by another process
+            exp = _retry(self.client.get_experiment_by_name, name)
+            if exp is None:
+                raise
+            return exp.experiment_id
+
+    def create_run(self, experiment_id: str, run_name: str, tags: Mapping[str, str]) -> tuple[str, str]:
+        run = _retry(self.client.create_run, experiment_id, run_name=run_name, tags=dict(tags))
+        return run.info.run_id, run.info.artifact_uri
+
+    def log_batch(self, run_id: str, metrics=(), params=(), tags=()) -> None:
+        from mlflow.entities import Metric, Param, RunTag
+
+        _retry(self.client.log_batch, run_id, metrics=[Metric(*m) for m in metrics],
+               params=[Param(*p) for p in params], tags=[RunTag(*t) for t in tags])
+
+    def set_terminated(self, run_id: str, status: str = "FINISHED") -> None:
+        _retry(self.client.set_terminated, run_id, status)
+
+    def log_artifact(self, run_id: str, artifact_uri: str, local: Path, artifact_path: str | None = None) -> None:
+        fn = self.client.log_artifacts if local.is_dir() else self.client.log_artifact
+        _retry(fn, run_id, str(local), artifact_path if not local.is_dir() else
+               "/".join(p for p in (artifact_path, local.name) if p))
+
+
+def backend(uri: str):
+    """The cheapest client for ``uri``: the stdlib REST client for a tracking server, MLflow's otherwise."""
+    if uri.startswith(("http://", "https://")):
+        from .mlflow_rest import RestTracking
+
+        return RestTracking(uri)
+    return _MlflowBackend(uri)
+
+
 def init_store(uri: str, slugs: list[str] | tuple[str, ...], results_dir: str | Path = "results") -> dict[str, str]:
     """Create the store (once, under a lock), WAL mode for SQLite, and the experiments; return ``{slug: id}``.
 
@@ -108,29 +155,21 @@ def init_store(uri: str, slugs: list[str] | tuple[str, ...], results_dir: str | 
     if db is not None:
         db.parent.mkdir(parents=True, exist_ok=True)
         with _locked(db.with_name(db.name + ".lock")):
-            client = _client(uri)  # creates the schema if the file is new
+            client = backend(uri)  # creates the schema if the file is new
             import sqlite3
 
             with contextlib.closing(sqlite3.connect(db, timeout=60)) as con:
                 con.execute("PRAGMA journal_mode=WAL")
     else:
-        client = _client(uri)
+        client = backend(uri)
     return {slug: _experiment_id(client, slug, results_dir, uri) for slug in slugs}
 
 
 def _experiment_id(client, slug: str, results_dir: Path, uri: str) -> str:
-    name = experiment_name(slug)
-    exp = _retry(client.get_experiment_by_name, name)
-    if exp is not None:
-        return exp.experiment_id
+    """Get or create ``icml25/<slug>``; a SQLite store gets the artifact location ``<results>/mlartifacts/<slug>``,
+    a server chooses its own (``--artifacts-destination``)."""
     location = (results_dir / "mlartifacts" / slug).as_uri() if _sqlite_path(uri) else None
-    try:
-        return _retry(client.create_experiment, name, artifact_location=location, tags={"study": slug})
-    except Exception:  # created concurrently by another process
-        exp = _retry(client.get_experiment_by_name, name)
-        if exp is None:
-            raise
-        return exp.experiment_id
+    return client.experiment_id(experiment_name(slug), location, {"study": slug})
 
 
 @lru_cache(maxsize=1)
@@ -156,9 +195,9 @@ def _parent_run(client, uri: str, slug: str, experiment_id: str, results_dir: Pa
         data = json.loads(registry.read_text()) if registry.exists() else {}
         key = f"{invocation}|{uri}|{slug}"
         if key not in data:
-            run = _retry(client.create_run, experiment_id, run_name=f"pipeline/{invocation}",
-                         tags={**tags, "stage": "pipeline", "invocation": invocation})
-            data[key] = run.info.run_id
+            run_id, _ = client.create_run(experiment_id, f"pipeline/{invocation}",
+                                          {**tags, "stage": "pipeline", "invocation": invocation})
+            data[key] = run_id
             tmp = registry.with_suffix(".tmp")
             tmp.write_text(json.dumps(data, indent=1))
             os.replace(tmp, registry)
@@ -176,41 +215,35 @@ def finish_invocation(status: str = "FINISHED", results_dir: str | Path = "resul
     data = json.loads(registry.read_text())
     run_ids = [rid for key, rid in data.items() if key.startswith(f"{invocation}|{uri}|")]
     if run_ids:
-        client = _client(uri)
+        client = backend(uri)
         for rid in run_ids:
-            _retry(client.set_terminated, rid, status)
+            client.set_terminated(rid, status)
     return len(run_ids)
 
 
 class StageRun:
-    """Handle of one stage job's MLflow run; every write is buffered or retried."""
+    """Handle of one stage job's MLflow run; metrics are buffered and written in batches."""
 
-    def __init__(self, client, run_id: str, flush_every: int = 1000) -> None:
-        self.client, self.run_id, self.flush_every = client, run_id, flush_every
-        self._metrics: list = []
+    def __init__(self, client, run_id: str, artifact_uri: str, flush_every: int = 1000) -> None:
+        self.client, self.run_id, self.artifact_uri, self.flush_every = client, run_id, artifact_uri, flush_every
+        self._metrics: list[tuple[str, float, int, int]] = []
         self._last_flush = time.monotonic()
 
     def log_params(self, params: Mapping[str, Any]) -> None:
         """Log params (nested mappings are flattened with dots; values are stringified, ≤ 6000 chars)."""
-        from mlflow.entities import Param
-
-        items = [Param(k, str(v)[:6000]) for k, v in flatten(params).items()]
+        items = [(k, str(v)[:6000]) for k, v in flatten(params).items()]
         for i in range(0, len(items), 100):
-            _retry(self.client.log_batch, self.run_id, params=items[i:i + 100])
+            self.client.log_batch(self.run_id, params=items[i:i + 100])
 
     def set_tags(self, tags: Mapping[str, Any]) -> None:
         """Set tags (values stringified); None values are skipped."""
-        from mlflow.entities import RunTag
-
-        items = [RunTag(k, str(v)) for k, v in tags.items() if v is not None]
+        items = [(k, str(v)) for k, v in tags.items() if v is not None]
         for i in range(0, len(items), 100):
-            _retry(self.client.log_batch, self.run_id, tags=items[i:i + 100])
+            self.client.log_batch(self.run_id, tags=items[i:i + 100])
 
     def log_metric(self, key: str, value: float, step: int = 0) -> None:
         """Buffer one metric value at ``step``; flushed in batches."""
-        from mlflow.entities import Metric
-
-        self._metrics.append(Metric(key, float(value), int(time.time() * 1000), int(step)))
+        self._metrics.append((key, float(value), int(time.time() * 1000), int(step)))
         if len(self._metrics) >= self.flush_every or time.monotonic() - self._last_flush > 30:
             self.flush()
 
@@ -220,16 +253,14 @@ class StageRun:
             self.log_metric(key, value, step)
 
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
-        """Upload a file or directory."""
-        path = Path(path)
-        fn = self.client.log_artifacts if path.is_dir() else self.client.log_artifact
-        _retry(fn, self.run_id, str(path), artifact_path)
+        """Upload a file, or a directory (as ``<artifact_path>/<dir name>/...``)."""
+        self.client.log_artifact(self.run_id, self.artifact_uri, Path(path), artifact_path)
 
     def flush(self) -> None:
         """Write buffered metrics (log_batch, 1000 per call)."""
         while self._metrics:
             batch, self._metrics = self._metrics[:1000], self._metrics[1000:]
-            _retry(self.client.log_batch, self.run_id, metrics=batch)
+            self.client.log_batch(self.run_id, metrics=batch)
         self._last_flush = time.monotonic()
 
 
@@ -246,7 +277,7 @@ def stage_run(slug: str, stage: str, *, arm: str | None = None, seed: int | None
     db = _sqlite_path(uri)
     if db is not None and not db.exists():
         init_store(uri, [slug], results_dir)
-    client = _client(uri)
+    client = backend(uri)
     experiment_id = _experiment_id(client, slug, results_dir, uri)
     base_tags = {"study": slug, "scale": scale, "data_source": data_source, "git_sha": git_sha(),
                  "host": socket.gethostname()}
@@ -260,9 +291,9 @@ def stage_run(slug: str, stage: str, *, arm: str | None = None, seed: int | None
     parent = _parent_run(client, uri, slug, experiment_id, results_dir, base_tags)
     if parent:
         all_tags["mlflow.parentRunId"] = parent
-    run = _retry(client.create_run, experiment_id, run_name=run_name(stage, arm, seed),
-                 tags={k: str(v) for k, v in all_tags.items() if v is not None})
-    handle = StageRun(client, run.info.run_id)
+    run_id, artifact_uri = client.create_run(experiment_id, run_name(stage, arm, seed),
+                                             {k: str(v) for k, v in all_tags.items() if v is not None})
+    handle = StageRun(client, run_id, artifact_uri)
     if config is not None:
         from .config import to_dict
 
@@ -287,4 +318,4 @@ def stage_run(slug: str, stage: str, *, arm: str | None = None, seed: int | None
         try:
             handle.flush()
         finally:
-            _retry(client.set_terminated, handle.run_id, status)
+            client.set_terminated(handle.run_id, status)
