@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -13,27 +12,17 @@ from pathlib import Path
 
 import pytest
 
+from conftest import clean_env, copy_project, run_snakemake
+
 from icml25.core.claims import VERDICTS, load_claims
 from icml25.studies import STUDIES
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def copy_project(dst: Path) -> Path:
-    """The workflow files of the repo (no results) in ``dst``; the package comes from the installed icml25."""
-    dst.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(ROOT / "Snakefile", dst / "Snakefile")
-    for name in ("config", "workflow", "envs"):
-        shutil.copytree(ROOT / name, dst / name, dirs_exist_ok=True)
-    return dst
-
-
-def smk(*args: str, cwd: Path = ROOT, timeout: int = 900, env: dict | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, **(env or {})}
-    env.pop("MLFLOW_TRACKING_URI", None)
-    env.pop("ICML25_INVOCATION", None)
-    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env=env)
+def smk(*args: str, cwd: Path = ROOT, timeout: int = 900) -> subprocess.CompletedProcess:
+    """``snakemake ARGS`` in ``cwd`` with a clean tracking environment, killed after ``timeout`` s."""
+    return run_snakemake(cwd, *args, timeout=timeout)
 
 
 def test_lint_clean():
@@ -71,13 +60,9 @@ def test_bad_config_fails_at_parse_naming_the_key(override, message, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def smoke(tmp_path_factory):
-    """The whole smoke pipeline of every implemented study, run once in a fresh copy of the project."""
-    work = copy_project(tmp_path_factory.mktemp("smoke"))
-    t0 = time.perf_counter()
-    out = smk("--cores", "2", "--config", "scale=smoke", cwd=work, timeout=1200)
-    assert out.returncode == 0, (out.stdout + out.stderr)[-5000:]
-    return work, time.perf_counter() - t0
+def smoke(smoke_run):
+    """The whole smoke pipeline of every implemented study (conftest's session run, shared with other tests)."""
+    return smoke_run, None
 
 
 @pytest.mark.slow
@@ -153,7 +138,7 @@ def test_killed_train_job_leaves_no_complete_looking_output(tmp_path):
     target = "results/cat_iv/models/cat_k2/chunk0.json"
     out = smk("--cores", "1", *cfg, "--", "results/cat_iv/processed/synthetic.npz", cwd=work, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
-    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "ICML25_INVOCATION")}
+    env = clean_env()
     proc = subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "1", *cfg, "--", target], cwd=work,
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     log = work / "results" / "cat_iv" / "logs" / "train_cat_k2_chunk0.log"

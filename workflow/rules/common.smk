@@ -76,6 +76,13 @@ def init_tracking():
     from icml25.core.tracking import init_store, resolve_tracking_uri
 
     uri = resolve_tracking_uri(RESULTS)
+    if workflow.non_local_exec and uri.startswith("sqlite:"):
+        raise ConfigError(
+            "mlflow: jobs on other nodes cannot write to the local SQLite store "
+            f"({uri}); start a tracking server (`icml25 server --port 5000 --detach "
+            "--pid-file results/mlflow-server.pid`) and `export MLFLOW_TRACKING_URI="
+            "http://$(hostname -f):5000` before submitting (docs/slurm.md)"
+        )
     init_store(uri, [*SELECTED, "summary"], RESULTS)
     if uri.startswith("sqlite:") and config.get("mlflow", {}).get("local_server", True):
         started = wf.start_local_server(RESULTS, uri)

@@ -11,7 +11,6 @@ _RIP_WORLD = _RIP["source"] == "world"
 # torch runs one thread per job (2 shared cores: more threads spin-wait and slow everything down).
 # GPUs only at paper scale: vLLM sampling + ArmoRM scoring, and TRL DPO on 8 GPUs.
 _RIP_GPUS = _RIP["paper"]["gpus"] if SCALE == "paper" else 0
-_RIP_SLURM = f"--gres=gpu:{_RIP_GPUS}" if _RIP_GPUS else ""
 _RIP_MANIFEST = _rip_read_manifest(Path(_rip_pkg.__file__).with_name("manifest.csv"))
 _RIP_RAW = [
     (
@@ -114,7 +113,6 @@ rule rip__preprocess:
         mem_mb=4000 if _RIP_WORLD else 64000,
         runtime=30 if _RIP_WORLD else 4800,
         gpu=_RIP_GPUS,
-        slurm_extra=_RIP_SLURM,
     params:
         cfg=cfg_param("rip"),
     shell:
@@ -144,7 +142,6 @@ rule rip__train:
         mem_mb=2000 if _RIP_WORLD else 256000,
         runtime=30 if _RIP_WORLD else 2880,
         gpu=_RIP_GPUS,
-        slurm_extra=_RIP_SLURM,
     params:
         cfg=cfg_param("rip"),
         seeds=lambda w: " ".join(map(str, seed_chunks("rip")[int(w.chunk)])),

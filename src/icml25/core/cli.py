@@ -154,8 +154,14 @@ class _NullRun:
 def main(argv: Sequence[str] | None = None) -> int:
     """``icml25``: project commands used by the Snakefile's handlers and by users."""
     _setup_logging()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["server"]:  # its own parser: icml25 server --help
+        from .server import main as server_main
+
+        return server_main(argv[1:])
     parser = argparse.ArgumentParser(prog="icml25", description=main.__doc__)
     sub = parser.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("server", help="start/stop the MLflow tracking server for cluster runs (see icml25 server --help)")
     p = sub.add_parser("init-tracking", help="create the MLflow store and experiments (Snakefile onstart)")
     p.add_argument("--studies", nargs="+", required=True)
     p.add_argument("--results", default="results")

@@ -1,0 +1,195 @@
+"""Streaming wet-cell statistics and z-scored training shards (spec "Ingestion" steps 4-5).
+
+Statistics are per channel (variable x level): each ``ocean_time`` chunk is computed alone (synchronous dask,
+so one chunk is in memory at a time) and summarised as (n, mean, M2, min, max) over non-NaN cells; chunks are
+merged with Chan et al.'s parallel update, so the result does not depend on the chunking and never needs a
+second pass. Shards are written chunk by chunk into a memory-mapped ``.npy`` that is renamed into place.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import tracemalloc
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+Moments = dict[str, np.ndarray]
+
+
+def chunk_moments(x: np.ndarray) -> Moments:
+    """(n, mean, M2, min, max) over the non-NaN values of each row of ``x`` (rows, values); float64 results."""
+    rows = x.shape[0]
+    out = {k: np.zeros(rows) for k in ("count", "mean", "m2")}
+    out["min"], out["max"] = np.full(rows, np.inf), np.full(rows, -np.inf)
+    for r in range(rows):
+        v = x[r]
+        v = v[~np.isnan(v)]  # a fresh copy: modified in place below
+        if v.size == 0:
+            continue
+        out["min"][r], out["max"][r] = v.min(), v.max()
+        mean = v.sum(dtype=np.float64) / v.size  # float64 (pairwise) accumulation
+        v -= v.dtype.type(mean)  # deviations in the input precision ...
+        np.square(v, out=v)
+        out["count"][r], out["mean"][r], out["m2"][r] = v.size, mean, v.sum(dtype=np.float64)  # ... summed in f64
+    return out
+
+
+def merge_moments(a: Moments, b: Moments) -> Moments:
+    """Chan et al. (1979) parallel merge of two (n, mean, M2, min, max) summaries (elementwise over channels)."""
+    n = a["count"] + b["count"]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        delta = b["mean"] - a["mean"]
+        frac = np.where(n > 0, b["count"] / np.where(n > 0, n, 1), 0.0)
+        mean = a["mean"] + delta * frac
+        m2 = a["m2"] + b["m2"] + delta**2 * a["count"] * frac
+    return {"count": n, "mean": mean, "m2": m2, "min": np.minimum(a["min"], b["min"]),
+            "max": np.maximum(a["max"], b["max"])}
+
+
+def finalize(m: Moments) -> dict[str, np.ndarray]:
+    """Moments -> {count, mean, std (ddof 0), min, max}; channels without data get NaN."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        std = np.sqrt(np.where(m["count"] > 0, m["m2"] / np.where(m["count"] > 0, m["count"], 1), np.nan))
+    empty = m["count"] == 0
+    return {"count": m["count"].astype(np.int64), "mean": np.where(empty, np.nan, m["mean"]), "std": std,
+            "min": np.where(empty, np.nan, m["min"]), "max": np.where(empty, np.nan, m["max"])}
+
+
+def _merge_rows(parts: list[Moments]) -> Moments:
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def _time_blocks(arr) -> list[tuple[int, int]]:
+    bounds = np.cumsum((0,) + tuple(arr.chunks[0]))
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
+def variable_moments(arr, *, per_level: bool = True) -> Moments:
+    """Streaming moments of one dask array (ocean_time, [level], y, x), one ocean_time chunk at a time."""
+    import dask
+
+    total: Moments | None = None
+    for a, b in _time_blocks(arr):
+        with dask.config.set(scheduler="synchronous"):
+            x = np.asarray(arr[a:b].compute())
+        if x.ndim == 4 and per_level:
+            part = _merge_rows([chunk_moments(x[:, k].reshape(1, -1)) for k in range(x.shape[1])])
+        else:
+            part = chunk_moments(x.reshape(1, -1))
+        del x
+        total = part if total is None else merge_moments(total, part)
+    assert total is not None
+    return total
+
+
+def normalisation_stats(ds, variables: Sequence[str], *, per_level: bool = True,
+                        progress: bool = False) -> dict[str, dict[str, np.ndarray]]:
+    """Wet-cell statistics of ``variables`` of a lazy dataset: {var: {count, mean, std, min, max}}.
+
+    Arrays have one entry per level (3-D fields with ``per_level``) or one entry. NaN (land) is skipped; std has
+    ddof 0. Memory: one ``ocean_time`` chunk of one variable plus small per-level buffers.
+    """
+    from tqdm import tqdm
+
+    missing = [v for v in variables if v not in ds.data_vars]
+    if missing:
+        raise KeyError(f"normalisation_stats: variable(s) {missing} not in the dataset ({sorted(ds.data_vars)})")
+    out = {}
+    for v in tqdm(variables, desc="stats", disable=not progress):
+        out[v] = finalize(variable_moments(ds[v].data, per_level=per_level))
+    return out
+
+
+def largest_chunk_bytes(ds, variables: Sequence[str]) -> int:
+    """Bytes of the largest single chunk among ``variables`` (the unit of the claim-1 memory bound)."""
+    best = 0
+    for v in variables:
+        arr = ds[v].data
+        biggest = max(arr.chunks[0]) * int(np.prod([max(c) for c in arr.chunks[1:]])) * arr.dtype.itemsize
+        best = max(best, biggest)
+    return int(best)
+
+
+def traced_normalisation_stats(ds, variables: Sequence[str], **kw) -> tuple[dict, int, int]:
+    """:func:`normalisation_stats` under ``tracemalloc``: (stats, peak traced bytes, largest chunk bytes)."""
+    was = tracemalloc.is_tracing()
+    if not was:
+        tracemalloc.start()
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    stats = normalisation_stats(ds, variables, **kw)
+    peak = tracemalloc.get_traced_memory()[1] - base
+    if not was:
+        tracemalloc.stop()
+    return stats, int(peak), largest_chunk_bytes(ds, variables)
+
+
+# ------------------------------------------------------------------------------------------------------ shards
+
+
+def channel_list(ds, variables: Sequence[str]) -> list[dict]:
+    """Shard channels in order: one per level of 3-D fields (``var@k``, k = 0 at the bottom), one per 2-D field."""
+    chans = []
+    for v in variables:
+        if "s_rho" in ds[v].dims:
+            chans += [{"name": f"{v}@{k}", "var": v, "level": k} for k in range(ds.sizes["s_rho"])]
+        else:
+            chans.append({"name": v, "var": v, "level": None})
+    return chans
+
+
+def stats_digest(stats: Mapping[str, Mapping[str, np.ndarray]]) -> str:
+    """sha256 of the canonical json of the statistics (recorded in stats.json and channels.json)."""
+    blob = json.dumps({v: {k: np.asarray(a, float).round(12).tolist() for k, a in sorted(s.items())}
+                       for v, s in sorted(stats.items())}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def write_shard(path: str | Path, ds, variables: Sequence[str], stats: Mapping[str, Mapping[str, np.ndarray]],
+                *, dtype=np.float16) -> tuple[int, ...]:
+    """Write ``ds`` (one day) as a z-scored (T, C, H, W) ``.npy`` (land = 0), atomically.
+
+    Channels follow :func:`channel_list`. One ``ocean_time`` chunk of every variable is assembled at a time and
+    appended with plain sequential writes (no memory map, so resident memory stays one time block whatever the
+    shard size). A zero std is replaced by 1 (constant channel). Returns the shape.
+    """
+    import dask
+
+    from icml25.core.io import atomic_path
+
+    chans = channel_list(ds, variables)
+    t, hh, ww = ds.sizes["ocean_time"], ds.sizes["eta_rho"], ds.sizes["xi_rho"]
+    shape = (t, len(chans), hh, ww)
+    norm = []
+    for v in variables:
+        s = stats[v]
+        nlev = ds[v].shape[1] if ds[v].ndim == 4 else 1
+        mean = np.asarray(s["mean"], np.float32).ravel()
+        std = np.asarray(s["std"], np.float32).ravel()
+        std = np.where((std > 0) & np.isfinite(std), std, np.float32(1.0))
+        if mean.size != nlev:
+            mean, std = np.full(nlev, mean[0], np.float32), np.full(nlev, std[0], np.float32)
+        norm.append((v, nlev, mean[None, :, None, None], std[None, :, None, None]))
+    blocks = _time_blocks(ds[variables[0]].data)
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        np.lib.format.write_array_header_1_0(fh, {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
+                                                   "fortran_order": False, "shape": shape})
+        for a, b in blocks:
+            block = np.empty((b - a, len(chans), hh, ww), dtype=dtype)
+            c0 = 0
+            for v, nlev, mean, std in norm:
+                with dask.config.set(scheduler="synchronous"):
+                    x = np.asarray(ds[v].data[a:b].compute(), dtype=np.float32)
+                if x.ndim == 3:
+                    x = x[:, None]
+                x -= mean
+                x /= std
+                np.nan_to_num(x, copy=False, nan=0.0)
+                block[:, c0 : c0 + nlev] = x
+                c0 += nlev
+                del x
+            block.tofile(fh)
+            del block
+    return shape

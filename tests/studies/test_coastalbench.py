@@ -1,0 +1,475 @@
+"""coastalbench: ROMS conventions and ingestion identities (claim 1), reader errors, preview reader, streaming
+statistics, the ViT and baselines, the paper-path download helpers, and a smoke run of every stage."""
+from __future__ import annotations
+
+import math
+import shutil
+import time
+import tracemalloc
+from pathlib import Path
+
+import netCDF4
+import numpy as np
+import pytest
+import xarray as xr
+
+from icml25.studies.coastalbench.config import Config, Sim
+from icml25.studies.coastalbench.roms import (FIELDS, HisWriter, RomsFormatError, _destagger_kernel, field_dims,
+                                              open_roms, zlevels)
+from icml25.studies.coastalbench.simulator import make_sim_grid, simulate
+from icml25.studies.coastalbench.stats import (chunk_moments, finalize, largest_chunk_bytes, merge_moments,
+                                               normalisation_stats, traced_normalisation_stats)
+
+SMOKE_SIM = Sim(nx=32, ny=24, n_levels=4, days=2, output_interval_s=3600)
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _write_days(sim: Sim, directory: Path) -> tuple[list[Path], dict, list]:
+    grid = make_sim_grid(sim)
+    paths, all_records = [], []
+    for day, records in simulate(sim, progress=False):
+        path = directory / f"ocean_his_{day}.nc"
+        with HisWriter(path, grid, list(FIELDS), land_value=sim.land_value) as w:
+            for t, rec in records:
+                w.append(t, rec)
+        paths.append(path)
+        all_records.append(records)
+    return paths, grid, all_records
+
+
+@pytest.fixture(scope="module")
+def roms_files(tmp_path_factory):
+    """Two smoke days of mini-ROMS history files (land = _FillValue) + the records they were written from."""
+    return _write_days(SMOKE_SIM, tmp_path_factory.mktemp("roms"))
+
+
+# ---------------------------------------------------------------------------------------------- s-coordinates
+
+
+def test_zlevels_hand_computed_n2_column():
+    """N = 2, h = 10, zeta = 1, hc = 5, theta_s = 5, theta_b = 0.4, Vtransform 2: worked by hand."""
+    c_mid = (1 - math.cosh(2.5)) / (math.cosh(5.0) - 1)  # -0.0701037...
+    c_mid = (math.exp(0.4 * c_mid) - 1) / (1 - math.exp(-0.4))  # -0.083874...
+    assert c_mid == pytest.approx(-0.0838749, abs=1e-6)
+    z0 = (5 * -0.5 + 10 * c_mid) / (5 + 10)
+    expected_mid = 1 + (1 + 10) * z0  # 1 + 11 * (-0.2225833) = -1.448418
+    ds = xr.Dataset({"h": (("eta_rho", "xi_rho"), [[10.0]]), "zeta": (("ocean_time", "eta_rho", "xi_rho"), [[[1.0]]]),
+                     "s_rho": ("s_rho", [-0.75, -0.25])},
+                    attrs={"Vtransform": 2, "Vstretching": 4, "theta_s": 5.0, "theta_b": 0.4, "hc": 5.0})
+    zw = zlevels(ds, "w").values[0, :, 0, 0]
+    np.testing.assert_allclose(zw, [-10.0, expected_mid, 1.0], atol=1e-12)
+    assert expected_mid == pytest.approx(-1.448418, abs=1e-6)
+
+
+@pytest.mark.parametrize("vtransform", [1, 2])
+def test_zlevels_identities_both_transforms(vtransform):
+    rng = np.random.default_rng(vtransform)
+    h = rng.uniform(5.0 if vtransform == 1 else 1.0, 30.0, (5, 6))  # Vtransform 1 needs hc <= min(h)
+    zeta = rng.uniform(-0.5, 0.5, (3, 5, 6))
+    ds = xr.Dataset({"h": (("eta_rho", "xi_rho"), h), "zeta": (("ocean_time", "eta_rho", "xi_rho"), zeta),
+                     "s_rho": ("s_rho", (np.arange(1, 8) - 7.5) / 7)},
+                    attrs={"Vtransform": vtransform, "Vstretching": 4, "theta_s": 5.0, "theta_b": 0.4, "hc": 5.0})
+    zw = zlevels(ds, "w").values
+    assert zw.shape == (3, 8, 5, 6)
+    assert np.abs(zw[:, 0] + h).max() <= 1e-9 * h.max()
+    assert np.abs(zw[:, -1] - zeta).max() <= 1e-9 * h.max()
+    np.testing.assert_allclose(np.diff(zw, axis=1).sum(1), h + zeta, rtol=1e-12)
+    assert (np.diff(zw, axis=1) > 0).all()
+    zr = zlevels(ds, "rho").values  # rho levels sit between w levels
+    assert ((zr > zw[:, :-1]) & (zr < zw[:, 1:])).all()
+
+
+def test_zlevels_missing_zeta_is_zero():
+    ds = xr.Dataset({"h": (("eta_rho", "xi_rho"), [[20.0]]), "s_rho": ("s_rho", np.zeros(3))},
+                    attrs={"Vtransform": 2, "Vstretching": 4, "theta_s": 5.0, "theta_b": 0.4, "hc": 5.0})
+    zw = zlevels(ds, "w")
+    assert zw.dims == ("s_w", "eta_rho", "xi_rho")
+    assert zw.values[-1, 0, 0] == 0.0 and zw.values[0, 0, 0] == -20.0
+
+
+# ----------------------------------------------------------------------------------------------- destaggering
+
+
+def test_destagger_linear_field_exact_and_masked_neighbour():
+    ny, nx = 4, 6
+    mask = np.ones((ny, nx))
+    mask[1, 3] = 0  # one land cell
+    mu = mask[:, :-1] * mask[:, 1:]
+    x_u = np.arange(nx - 1) + 0.5  # u point j sits between rho j and j+1
+    u = np.broadcast_to(2.0 + 0.5 * x_u, (1, 1, ny, nx - 1)).astype(np.float32).copy()
+    u[..., mu == 0] = np.nan  # land u points hold garbage: must never be read
+    ur = _destagger_kernel(u, mu, mask, -1)[0, 0]
+    # interior points with two water neighbours: exact
+    assert ur[0, 1:-1] == pytest.approx(2.0 + 0.5 * np.arange(1, nx - 1), abs=1e-6)
+    # next to the land cell (row 1): rho (1,2) has only its west neighbour u(1,1) -> copies it
+    assert ur[1, 2] == pytest.approx(2.0 + 0.5 * 1.5, abs=1e-6)
+    assert ur[1, 4] == pytest.approx(2.0 + 0.5 * 4.5, abs=1e-6)
+    assert np.isnan(ur[1, 3])  # land
+    # edges copy their single neighbour
+    assert ur[0, 0] == pytest.approx(2.25) and ur[0, -1] == pytest.approx(2.0 + 0.5 * (nx - 1.5))
+    # v along eta
+    mv = mask[:-1] * mask[1:]
+    y_v = np.arange(ny - 1) + 0.5
+    v = np.broadcast_to((1.0 - y_v)[:, None], (1, 1, ny - 1, nx)).astype(np.float32).copy()
+    vr = _destagger_kernel(v, mv, mask, -2)[0, 0]
+    assert vr[1:-1, 0] == pytest.approx(1.0 - np.arange(1, ny - 1), abs=1e-6)
+
+
+# ------------------------------------------------------------------------------------------ writer round trip
+
+
+def test_writer_round_trip_dims_attrs_time(roms_files):
+    paths, grid, _ = roms_files
+    with netCDF4.Dataset(paths[0]) as nc:  # plain netCDF4 reads it
+        dims = {d: len(nc.dimensions[d]) for d in nc.dimensions}
+        assert dims["s_rho"] == 4 and dims["s_w"] == 5
+        assert (dims["eta_rho"], dims["xi_rho"]) == (24, 32)
+        assert (dims["eta_u"], dims["xi_u"]) == (24, 31) and (dims["eta_v"], dims["xi_v"]) == (23, 32)
+        assert nc.dimensions["ocean_time"].isunlimited() and dims["ocean_time"] == 24
+        for name in FIELDS:
+            var = nc.variables[name]
+            assert var.dimensions == field_dims(name)
+            for attr in ("long_name", "units", "time", "coordinates"):
+                assert attr in var.ncattrs(), (name, attr)
+            assert var.time == "ocean_time"
+        assert nc["u"].shape == (24, 4, 24, 31) and nc["w"].shape == (24, 5, 24, 32)
+        for s, c in (("s_rho", "Cs_r"), ("s_w", "Cs_w")):
+            assert nc[s].positive == "up"
+            assert nc[s].standard_name == "ocean_s_coordinate_g2"
+            assert nc[s].formula_terms == f"s: {s} C: {c} eta: zeta depth: h depth_c: hc"
+        np.testing.assert_allclose(nc["s_rho"][:], (np.arange(1, 5) - 4 - 0.5) / 4)
+        np.testing.assert_allclose(nc["s_w"][:], (np.arange(0, 5) - 4) / 4)
+        for k in ("Vtransform", "Vstretching", "theta_s", "theta_b", "Tcline", "hc"):
+            assert k in nc.variables
+        assert int(nc["Vtransform"][...]) == 2 and int(nc["Vstretching"][...]) == 4
+        assert nc["ocean_time"].units.startswith("seconds since")
+        for m in ("mask_rho", "mask_u", "mask_v", "mask_psi"):
+            assert set(np.unique(nc[m][:])) <= {0.0, 1.0}
+        assert nc["Pair"].units == "millibar" and nc["rain"].units == "kilogram meter-2 second-1"
+    ds = xr.open_dataset(paths[0])
+    assert ds["ocean_time"].dtype.kind == "M"
+    assert str(ds["ocean_time"].values[0])[:10] == "2008-01-02"
+    ds.close()
+
+
+def test_writer_rejects_wrong_shape(tmp_path):
+    grid = make_sim_grid(SMOKE_SIM)
+    with HisWriter(tmp_path / "x.nc", grid, ["zeta"]) as w, pytest.raises(ValueError, match="zeta"):
+        w.append(0.0, {"zeta": np.zeros((3, 3))})
+
+
+# ------------------------------------------------------------------------------------------------- open_roms
+
+
+def test_open_roms_is_lazy_and_destaggered(roms_files):
+    from dask.callbacks import Callback
+
+    paths, grid, records = roms_files
+    computes = []
+
+    class Count(Callback):
+        def _start(self, dsk):
+            computes.append(1)
+
+    with Count():
+        ds = open_roms(paths)
+    assert computes == []
+    assert ds["u"].dims == ("ocean_time", "s_rho", "eta_rho", "xi_rho")
+    assert ds["u"].shape == (48, 4, 24, 32) and ds["w"].shape == (48, 4, 24, 32)
+    assert ds["u"].chunks[0] == (1,) * 48
+    for c in ("z_rho", "h", "mask_rho", "lon_rho", "lat_rho"):
+        assert c in ds.coords
+    land = ds["mask_rho"].values == 0
+    u0 = ds["u"].isel(ocean_time=0).values
+    assert np.isnan(u0[:, land]).all() and not np.isnan(u0[:, ~land]).any()
+    # w on s_rho is the mean of the two bracketing s_w values
+    w_raw = np.asarray(records[0][0][1]["w"])
+    np.testing.assert_allclose(ds["w"].isel(ocean_time=0).values[:, ~land],
+                               (0.5 * (w_raw[:-1] + w_raw[1:]))[:, ~land], rtol=1e-5, atol=1e-9)
+    z = ds["z_rho"].isel(ocean_time=0).values
+    h = ds["h"].values
+    assert (z[:, ~land] < 1).all() and (z[0][~land] > -h[~land]).all()
+
+
+def test_stats_match_two_pass_numpy_and_are_chunk_invariant(roms_files):
+    paths, _, _ = roms_files
+    variables = ["u", "temp", "zeta", "AKs"]
+    results = [normalisation_stats(open_roms(paths, {"ocean_time": c}), variables) for c in (1, 7, 24, 48)]
+    full = open_roms(paths)
+    for v in variables:
+        x = full[v].values.astype(np.float64)
+        axes = (0, 2, 3) if x.ndim == 4 else (0, 1, 2)
+        for res in results:
+            np.testing.assert_allclose(res[v]["mean"], np.atleast_1d(np.nanmean(x, axis=axes)), rtol=1e-6,
+                                       atol=1e-12)
+            np.testing.assert_allclose(res[v]["std"], np.atleast_1d(np.nanstd(x, axis=axes)), rtol=1e-6)
+            np.testing.assert_array_equal(res[v]["count"], results[0][v]["count"])
+            np.testing.assert_allclose(res[v]["min"], np.atleast_1d(np.nanmin(x, axis=axes)))
+        assert results[0][v]["count"][0] == np.sum(~np.isnan(x[:, 0] if x.ndim == 4 else x))
+
+
+def test_stats_traced_memory_bound(tmp_path):
+    """A larger grid, so one chunk (not dask's bookkeeping) dominates: peak <= 4 chunks."""
+    sim = Sim(nx=160, ny=120, n_levels=8, days=1, output_interval_s=21600, dt_s=30)
+    paths, _, _ = _write_days(sim, tmp_path)
+    ds = open_roms(paths, {"ocean_time": 2})
+    stats, peak, chunk = traced_normalisation_stats(ds, ["u", "w", "temp", "zeta"])
+    assert chunk == 2 * 8 * 120 * 160 * 4
+    assert peak <= 4 * chunk, (peak, chunk)
+    assert stats["u"]["count"].shape == (8,)
+
+
+def test_chan_merge_equals_pooled():
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(3, 2, (2, 500)), rng.normal(-1, 5, (2, 70))
+    b[0, :5] = np.nan
+    m = finalize(merge_moments(chunk_moments(a), chunk_moments(b)))
+    pooled = np.concatenate([a, b], axis=1)
+    np.testing.assert_allclose(m["mean"], np.nanmean(pooled, axis=1), rtol=1e-12)
+    np.testing.assert_allclose(m["std"], np.nanstd(pooled, axis=1), rtol=1e-12)
+    assert m["count"].tolist() == [565, 570]
+
+
+# ------------------------------------------------------------------------------------------ malformed input
+
+
+def _copy_with(src: Path, dst: Path, *, drop: str | None = None, rename_dim: tuple | None = None,
+               h_shift: float = 0.0, time_shift: float = 0.0, shrink_xi_u: bool = False) -> Path:
+    ds = xr.open_dataset(src, decode_times=False, mask_and_scale=False)
+    ds = ds.load()
+    if drop:
+        ds = ds.drop_vars(drop)
+    if rename_dim:
+        ds = ds.rename_dims({rename_dim[0]: rename_dim[1]})
+    if h_shift:
+        ds["h"] = ds["h"] + h_shift
+    if time_shift:
+        ds["ocean_time"] = ds["ocean_time"] + time_shift
+    if shrink_xi_u:
+        ds = ds.isel(xi_u=slice(0, -1))
+    ds.to_netcdf(dst)
+    return dst
+
+
+@pytest.mark.parametrize("case, pattern", [
+    ("missing", r"missing variable 'temp'"),
+    ("dimname", r"variable 'u' has dimensions"),
+    ("dimsize", r"dimension 'xi_u' has size 30, expected 31"),
+    ("grid", r"grid differs .* variable 'h'"),
+    ("time", r"'ocean_time' is not strictly increasing"),
+])
+def test_malformed_input_is_named(roms_files, tmp_path, case, pattern):
+    paths, _, _ = roms_files
+    second = tmp_path / paths[1].name
+    if case == "missing":
+        _copy_with(paths[1], second, drop="temp")
+    elif case == "dimname":
+        _copy_with(paths[1], second, rename_dim=("xi_u", "x_u"))
+    elif case == "dimsize":
+        _copy_with(paths[1], second, shrink_xi_u=True)
+    elif case == "grid":
+        _copy_with(paths[1], second, h_shift=1.0)
+    else:
+        _copy_with(paths[1], second, time_shift=-86400.0 * 2)
+    with pytest.raises(RomsFormatError, match=pattern) as err:
+        open_roms([paths[0], second], variables=["zeta", "u", "temp"])
+    assert str(second) in str(err.value) or case == "missing"
+
+
+def test_preprocess_writes_nothing_on_malformed_input(roms_files, tmp_path):
+    from icml25.studies.coastalbench.__main__ import STAGES
+    from icml25.core.cli import stage_main
+
+    paths, _, _ = roms_files
+    bad = _copy_with(paths[1], tmp_path / paths[1].name, drop="salt")
+    (tmp_path / "preview").mkdir()
+    out = tmp_path / "processed"
+    outs = [out / n for n in ("channels.json", "stats.json", "grid.npz", "checks.json")]
+    outs += [out / "shards" / f"{p.stem[-8:]}.npy" for p in paths]
+    with pytest.raises(RomsFormatError, match="missing variable 'salt'"):
+        stage_main("coastalbench", Config, STAGES, ["preprocess", "--scale", "smoke", "--no-track", "--in",
+                   str(tmp_path / "m.csv"), str(tmp_path / "preview"), str(paths[0]), str(bad), "--out",
+                   *map(str, outs)])
+    assert not out.exists() or not any(out.rglob("*"))
+
+
+# ----------------------------------------------------------------------------------------------------- preview
+
+
+def test_preview_reader_equals_open_roms_and_wrong_layout_raises(roms_files, tmp_path):
+    from icml25.studies.coastalbench.preview import open_preview, write_preview_records
+
+    paths, grid, records = roms_files
+    for layout in ("T_C_H_W", "C_T_H_W", "TC_H_W"):
+        store = tmp_path / layout / "20080102.zarr"
+        write_preview_records(store, records[0], grid, layout=layout, level_order="top_down")
+        pv = open_preview([store], layout=layout, level_order="top_down", n_levels=4, grid=open_roms(paths[:1]))
+        ref = open_roms(paths[:1])
+        assert pv["u"].dims == ref["u"].dims and pv["u"].shape == ref["u"].shape
+        np.testing.assert_array_equal(pv["ocean_time"].values, ref["ocean_time"].values)
+        for v in ("u", "v", "w", "temp", "salt", "AKs", "zeta", "Pair", "Vwind"):
+            a, b = pv[v].values.astype(np.float64), ref[v].values.astype(np.float64)
+            assert (np.isnan(a) == np.isnan(b)).all(), v
+            ok = ~np.isnan(b)
+            assert (np.abs(a[ok] - b[ok]) <= 2.0**-10 * np.abs(b[ok]) + 2.0**-24).all(), v
+        assert "z_rho" in pv.coords
+    store = tmp_path / "T_C_H_W" / "20080102.zarr"
+    with pytest.raises(ValueError, match="wrong layout"):
+        open_preview([store], layout="C_T_H_W")
+    with pytest.raises(ValueError, match="layout"):
+        open_preview([store], layout="H_W")
+
+
+# --------------------------------------------------------------------------------------------- model, baselines
+
+
+def test_vit_shapes_padding_cropping():
+    import torch
+
+    from icml25.studies.coastalbench import CoastalViT
+
+    model = CoastalViT(33, 13, (20, 27), patch=8, dim=32, depth=1, heads=2)
+    assert model.grid == (3, 4)
+    out = model(torch.zeros(2, 33, 20, 27), torch.tensor([1.0, 6.0]))
+    assert out.shape == (2, 13, 20, 27)
+    with pytest.raises(ValueError, match="expected"):
+        model(torch.zeros(2, 33, 24, 32), torch.tensor([1.0, 6.0]))
+    # the lead time changes the output
+    x = torch.randn(1, 33, 20, 27)
+    assert not torch.allclose(model(x, torch.tensor([1.0])), model(x, torch.tensor([24.0])))
+
+
+def test_loss_ignores_land_and_persistence_is_exact_at_zero_lead():
+    import torch
+
+    from icml25.studies.coastalbench import persistence
+    from icml25.studies.coastalbench.model import masked_mse
+
+    wet = torch.tensor([[1.0, 0.0], [1.0, 1.0]])
+    target = torch.zeros(1, 2, 2, 2)
+    pred = torch.zeros(1, 2, 2, 2)
+    pred[..., 0, 1] = 1e6  # land: ignored
+    assert float(masked_mse(pred, target, wet)) == 0.0
+    pred[..., 0, 0] = 1.0
+    assert float(masked_mse(pred, target, wet)) == pytest.approx(2 / 6)
+    state = np.random.default_rng(0).normal(size=(3, 13, 4, 5))
+    assert np.abs(persistence(state) - state).max() == 0.0
+
+
+def test_climatology_time_of_day():
+    from icml25.studies.coastalbench import Climatology
+
+    times = np.arange(0, 3 * 86400, 1800)
+    slot = (times % 86400) // 1800
+    states = np.broadcast_to(slot[:, None, None, None].astype(float), (len(times), 2, 3, 3)) + \
+        np.repeat([0.0, 1.0, 2.0], 48)[:, None, None, None]
+    clim = Climatology(1800).fit(states, times)
+    np.testing.assert_allclose(clim.predict([86400 * 7 + 1800 * 5])[0], 5.0 + 1.0)
+    with pytest.raises(ValueError, match="slot"):
+        Climatology(1800).fit(states[:10], times[:10])
+
+
+# ------------------------------------------------------------------------------------------------ config, paper
+
+
+def test_config_rejects_bad_split():
+    from icml25.core.config import ConfigError, build
+
+    with pytest.raises(ConfigError, match="split"):
+        build(Config, {"seeds": [0], "arms": ["vit"], "split": {"train_days": 1, "val_days": 0, "test_days": 1}})
+    with pytest.raises(ConfigError, match="sim.vtransform"):
+        build(Config, {"seeds": [0], "arms": ["vit"], "sim": {"vtransform": 3}})
+
+
+def test_config_module_does_not_import_torch():
+    import subprocess
+    import sys
+
+    code = "import sys, icml25.studies.coastalbench.config, icml25.studies.coastalbench as m; " \
+           "print('torch' in sys.modules, 'xarray' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False False"
+
+
+def test_s3_listing_parse_and_month_fetch_pins_sha256(tmp_path):
+    from icml25.core.download import DownloadError
+    from icml25.studies.coastalbench import remote
+
+    xml = ("<?xml version='1.0'?><ListBucketResult xmlns='http://s3.amazonaws.com/doc/2006-03-01/'>"
+           "<IsTruncated>true</IsTruncated><NextContinuationToken>abc</NextContinuationToken>"
+           "<Contents><Key>2008/ocean_his_20080102.nc</Key><Size>6</Size><ETag>&quot;%s&quot;</ETag></Contents>"
+           "<Contents><Key>2008/readme.txt</Key><Size>3</Size><ETag>&quot;x&quot;</ETag></Contents>"
+           "</ListBucketResult>")
+    import hashlib
+
+    payload = b"abcdef"
+    items, token = remote.parse_list_objects(xml % hashlib.md5(payload).hexdigest())
+    assert token == "abc" and items[0]["key"] == "2008/ocean_his_20080102.nc" and items[0]["size"] == 6
+    manifest = tmp_path / "manifest.csv"
+    assert remote.write_manifest(items, manifest) == 1
+    mirror = tmp_path / "mirror" / "coastalbench" / "2008"
+    mirror.mkdir(parents=True)
+    (mirror / "ocean_his_20080102.nc").write_bytes(payload)
+    files = remote.fetch_month(manifest, "2008-01", tmp_path / "raw", mirror=str(tmp_path / "mirror"))
+    assert files[0].read_bytes() == payload
+    pin = files[0].with_name(files[0].name + ".sha256")
+    assert pin.read_text().strip() == hashlib.sha256(payload).hexdigest()
+    # the pinned hash is enforced afterwards
+    files[0].unlink()
+    (mirror / "ocean_his_20080102.nc").write_bytes(b"abcdeX")
+    with pytest.raises(DownloadError, match="sha256 mismatch"):
+        remote.fetch_month(manifest, "2008-01", tmp_path / "raw", mirror=str(tmp_path / "mirror"))
+    with pytest.raises(ValueError, match="no file for month 2008-02"):
+        remote.month_entries(manifest, "2008-02")
+    assert len(remote.month_entries(ROOT / "src/icml25/studies/coastalbench/manifest.csv", "2009-02")) == 28
+
+
+# ------------------------------------------------------------------------------------------------ smoke stages
+
+
+def test_smoke_all_stages_through_the_cli(tmp_path):
+    """Every stage of the smoke scale through the stage CLI (untracked), and the claims document."""
+    from icml25.core.cli import stage_main
+    from icml25.core.claims import load_claims
+    from icml25.studies.coastalbench.__main__ import STAGES
+
+    def run(*argv):
+        assert stage_main("coastalbench", Config, STAGES, [*argv, "--scale", "smoke", "--no-track"]) == 0
+
+    t0 = time.perf_counter()
+    r = tmp_path / "results" / "coastalbench"
+    his = [r / "raw" / f"ocean_his_2008010{d}.nc" for d in (2, 3)]
+    run("download", "--out", str(r / "raw/manifest.csv"), str(r / "raw/preview"), *map(str, his))
+    p = r / "processed"
+    pre = [p / "channels.json", p / "stats.json", p / "grid.npz", p / "ingest_checks.json",
+           p / "shards/20080102.npy", p / "shards/20080103.npy"]
+    run("preprocess", "--in", str(r / "raw/manifest.csv"), str(r / "raw/preview"), *map(str, his),
+        "--out", *map(str, pre))
+    shard = np.load(pre[4])
+    assert shard.dtype == np.float16 and shard.shape[0] == 24 and shard.shape[2:] == (24, 32)
+    mask = np.load(pre[2])["mask_rho"]
+    assert (shard[:, :, mask == 0] == 0).all()
+    for arm in ("vit", "vit_no_boundary"):
+        run("train", "--arm", arm, "--seeds", "0", "--in", str(pre[0]), str(pre[2]),
+            "--out", str(r / f"models/{arm}_chunk0.json"))
+    import torch
+
+    sd = torch.load(r / "models/vit_s0.pt", weights_only=True)
+    assert "embed.weight" in sd
+    run("evaluate", "--in", str(pre[0]), str(pre[2]), str(pre[3]), str(r / "models/vit_chunk0.json"),
+        str(r / "models/vit_no_boundary_chunk0.json"),
+        "--out", str(r / "claims.json"), str(r / "metrics/eval.json"), str(r / "metrics/example.npz"))
+    run("report", "--in", str(r / "metrics/eval.json"), str(r / "claims.json"), str(r / "metrics/example.npz"),
+        "--out", str(r / "figures/rmse_vs_lead.png"), str(r / "figures/prediction_map.png"), str(r / "report.md"))
+    elapsed = time.perf_counter() - t0
+    doc = load_claims(r / "claims.json")
+    ids = [c["id"] for c in doc["claims"]]
+    assert ids == ["ingestion_identities", "vit_vs_persistence", "vit_vs_climatology", "error_growth"]
+    checks = doc["claims"][0]["statistic"]
+    for key in ("zlevels", "destagger", "stats", "preview"):
+        assert checks[key]["ok"], (key, checks[key])
+    # persistence is exact-zero error at no lead; its error at 1 h is positive
+    metrics = __import__("json").loads((r / "metrics/eval.json").read_text())
+    assert metrics["rmse_claim"]["persistence"]["1"][0] > 0
+    assert (r / "figures/rmse_vs_lead.png").stat().st_size > 0
+    assert elapsed < 60, f"smoke stages took {elapsed:.1f} s (budget 20 s on an idle 2-core machine)"

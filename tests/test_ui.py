@@ -1,0 +1,193 @@
+"""The UIs a user looks at, seen through headless Chromium: ``mlflow ui`` on a finished smoke run (the study
+experiments' runs pages and a run's metric chart) and Snakemake's ``results/report.html``.
+
+Screenshots go to ``$ICML25_SCREENSHOTS`` (docs/img/ holds the ones shown in docs/slurm.md) or a temp dir.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import free_port, job_runs, mlflow_runs, run_snakemake, tail
+from icml25.studies import STUDIES
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+VIEWPORT = {"width": 1500, "height": 800}
+
+
+def _chromium() -> str | None:
+    for name in (os.environ.get("ICML25_CHROMIUM", ""), "chromium", "chromium-browser", "google-chrome"):
+        if name and shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Debian chromium driven by playwright (no browser download: ``executable_path``)."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (see .ci/services.sh)")
+    exe = _chromium()
+    if exe is None:
+        pytest.skip("no chromium binary (apt-get install chromium; see .ci/services.sh)")
+    with sync_api.sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=exe, args=["--no-sandbox", "--disable-dev-shm-usage"])
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory) -> Path:
+    out = Path(os.environ.get("ICML25_SCREENSHOTS") or tmp_path_factory.mktemp("screenshots"))
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+@pytest.fixture(scope="module")
+def mlflow_ui(smoke_run, tmp_path_factory):
+    """``mlflow ui`` on the smoke run's store, as a user starts it (job execution off), own process group."""
+    from icml25.core.server import server_env, stop, wait_ready
+
+    port = free_port()
+    log = tmp_path_factory.mktemp("ui") / "mlflow-ui.log"
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen(
+            ["mlflow", "ui", "--backend-store-uri", f"sqlite:///{smoke_run / 'results' / 'mlflow.db'}",
+             "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+            cwd=smoke_run, env=server_env(), stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT,
+            start_new_session=True)
+    try:
+        wait_ready(f"http://127.0.0.1:{port}", 120, proc)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop(proc.pid)
+
+
+@pytest.fixture(scope="module")
+def store(smoke_run):
+    """{experiment name: (experiment id, [runs])} of the smoke run's store."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{smoke_run / 'results' / 'mlflow.db'}")
+    runs = mlflow_runs(client.tracking_uri)
+    return {name: (client.get_experiment_by_name(name).experiment_id, rs) for name, rs in runs.items()}
+
+
+def _page(browser, height: int | None = None):
+    page = browser.new_page(viewport={**VIEWPORT, "height": height or VIEWPORT["height"]})
+    page.set_default_timeout(60_000)
+    return page
+
+
+def _classic_layout(page) -> None:
+    """Switch MLflow 3's sidebar from GenAI to 'Model training' and close the assistant panel, if shown."""
+    toggle = page.get_by_text("Model training", exact=True)
+    if toggle.count():
+        toggle.first.click()
+    close = page.get_by_role("button", name="Close", exact=True)
+    if close.count():
+        close.first.click()
+
+
+NAME_CELLS = "[role=gridcell][col-id*='Run Name']"
+PLUS = "M7.25 7.25V4.5"  # the path of the '+' (collapsed) icon of a parent run's expander
+
+
+def _expand_all(page, rounds: int = 10) -> None:
+    """Click every collapsed parent-run expander until no run is hidden."""
+    for _ in range(rounds):
+        collapsed = [b for b in page.locator(f"{NAME_CELLS} button").all()
+                     if PLUS in (b.locator("path").first.get_attribute("d") or "")]
+        if not collapsed:
+            return
+        for button in collapsed:
+            button.click()
+        page.wait_for_timeout(300)
+
+
+@pytest.mark.parametrize("slug", STUDIES)
+def test_runs_page_lists_the_study_runs(slug, browser, mlflow_ui, store, shots):
+    exp_id, runs = store[f"icml25/{slug}"]
+    expected = sorted(r.info.run_name for r in runs)
+    assert any(name.startswith("pipeline/") for name in expected)  # the invocation's parent run
+    page = _page(browser, height=max(VIEWPORT["height"], 260 + 34 * len(expected)))  # no virtualised rows
+    try:
+        page.goto(f"{mlflow_ui}/#/experiments/{exp_id}/runs")
+        page.get_by_text("pipeline/").first.wait_for()
+        _classic_layout(page)
+        page.get_by_text(f"{len(expected)} matching runs").wait_for()
+        _expand_all(page)  # stage runs are children of the invocation's parent run (some have children too)
+        shown = page.locator(NAME_CELLS).all_inner_texts()
+        names = sorted(text.strip().splitlines()[-1] for text in shown)
+        page.screenshot(path=str(shots / f"mlflow_runs_{slug}.png"))
+    finally:
+        page.close()
+    assert names == expected
+
+
+def _longest_metric(uri: str, store) -> tuple[str, str, str, int]:
+    """(experiment id, run id, metric key, points) of the stage metric with the longest history."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    cands = [(len(client.get_metric_history(run.info.run_id, key)), exp_id, run.info.run_id, key)
+             for name, (exp_id, runs) in sorted(store.items())
+             for run in job_runs({name: runs})[name] for key in sorted(run.data.metrics)
+             if not key.startswith("job/")]
+    assert cands, "no stage metrics in the smoke run's store"
+    points, exp_id, run_id, key = max(cands, key=lambda c: c[0])  # first of the longest
+    return exp_id, run_id, key, points
+
+
+def test_metric_chart_renders(browser, mlflow_ui, smoke_run, store, shots):
+    exp_id, run_id, key, points = _longest_metric(f"sqlite:///{smoke_run / 'results' / 'mlflow.db'}", store)
+    page = _page(browser)
+    try:
+        page.goto(f"{mlflow_ui}/#/experiments/{exp_id}/runs/{run_id}/model-metrics")
+        search = page.get_by_placeholder("Search metric charts")  # charts off screen are not rendered
+        search.wait_for()
+        search.fill(key)
+        card = page.locator("[data-testid=experiment-view-compare-runs-card]", has_text=f"({key})").first
+        card.locator(".js-plotly-plot g.trace").first.wait_for()
+        traces = card.locator(".js-plotly-plot g.trace").count()
+        drawn = card.locator(".js-plotly-plot g.trace path").evaluate_all(
+            "els => els.filter(e => (e.getAttribute('d') || '').length > 2).length")
+        card.screenshot(path=str(shots / "mlflow_metric_chart.png"))
+        page.screenshot(path=str(shots / "mlflow_run_metrics.png"))
+    finally:
+        page.close()
+    assert traces >= 1 and drawn >= 1, (key, points, traces, drawn)
+
+
+@pytest.fixture(scope="module")
+def report_html(smoke_run) -> Path:
+    """``snakemake --report results/report.html`` of the finished smoke run."""
+    out = run_snakemake(smoke_run, "--config", "scale=smoke", "--report", "results/report.html", timeout=600)
+    assert out.returncode == 0, tail(out)
+    return smoke_run / "results" / "report.html"
+
+
+def test_report_html_shows_each_study_and_its_figures(browser, report_html, shots):
+    page = _page(browser)
+    try:
+        page.goto(report_html.as_uri())
+        page.get_by_text(re.compile(r"^results$", re.I)).first.wait_for()  # the nav's section heading
+        dag = page.locator("canvas, svg.marks").count()  # the workflow graph (vega)
+        for slug in STUDIES:
+            assert page.get_by_text(slug, exact=True).count() >= 1, f"{slug} missing from the report's results"
+        page.get_by_text(STUDIES[0], exact=True).first.click()
+        page.locator("a[iconname=eye]").first.click()
+        page.locator("img[src^='data:image/png']").first.wait_for()
+        width = page.locator("img[src^='data:image/png']").first.evaluate("img => img.naturalWidth")
+        page.screenshot(path=str(shots / "snakemake_report.png"))
+    finally:
+        page.close()
+    assert dag >= 1
+    assert width > 100  # a real figure, decoded
