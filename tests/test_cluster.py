@@ -140,6 +140,19 @@ def test_gpu_rule_got_the_fake_gpu(slurm_smoke):
     assert "JobState=COMPLETED" in info
 
 
+_MEASURED = ("memory", "memory_ratio", "runtime_s", "seconds")  # traced memory and run times
+
+
+def _computed(doc):
+    """A claims document without the fields that measure the run itself (traced memory, run times), which differ
+    between any two runs; everything computed from the data must be identical."""
+    if isinstance(doc, dict):
+        return {k: _computed(v) for k, v in doc.items() if k not in _MEASURED}
+    if isinstance(doc, list):
+        return [_computed(v) for v in doc]
+    return doc
+
+
 @cluster
 @pytest.mark.slow
 def test_slurm_results_equal_local_results(slurm_smoke, smoke_run):
@@ -150,8 +163,12 @@ def test_slurm_results_equal_local_results(slurm_smoke, smoke_run):
         slurm_doc = json.loads((work / "results" / slug / "claims.json").read_text())
         local_doc = json.loads((smoke_run / "results" / slug / "claims.json").read_text())
         assert [c["verdict"] for c in slurm_doc["claims"]] == [c["verdict"] for c in local_doc["claims"]]
-        assert slurm_doc == local_doc
-    assert (work / "results" / "claims.csv").read_text() == (smoke_run / "results" / "claims.csv").read_text()
+        assert _computed(slurm_doc) == _computed(local_doc)
+
+    def verdicts(csv: Path) -> list[list[str]]:
+        return [line.split(",")[:5] for line in csv.read_text().splitlines()]
+
+    assert verdicts(work / "results" / "claims.csv") == verdicts(smoke_run / "results" / "claims.csv")
     local_runs = mlflow_runs(f"sqlite:///{smoke_run / 'results' / 'mlflow.db'}")
     assert run_names(runs) == run_names(local_runs)
 

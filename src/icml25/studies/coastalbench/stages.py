@@ -492,10 +492,11 @@ def evaluate(stage, run) -> None:
     save_npz(stage.output(2), **example)
     for arm, by_lead in metrics["rmse_claim"].items():
         for lead, vals in by_lead.items():
-            run.log_metric(f"test/rmse_claim_{arm}_lead{lead}", float(np.mean(vals)))
+            run.log_metric(f"eval/rmse_claim_{arm}_lead{lead}", float(np.mean(vals)))
     for key, value in metrics["flat"].items():
-        run.log_metric(key, value)
+        run.log_metric(key if key.startswith("eval/") else f"eval/{key}", value)
     run.log_artifact(stage.output(0))
+    run.log_artifact(stage.output(1))
 
 
 def report(stage, run) -> None:
