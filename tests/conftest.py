@@ -57,6 +57,36 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.fixture()
+def http_server():
+    """Serve directories over http on 127.0.0.1 with `python -m http.server`: ``http_server(dir) -> base URL``;
+    every server is stopped after the test."""
+    import time
+    import urllib.request
+
+    procs = []
+
+    def start(directory: Path) -> str:
+        port = free_port()
+        proc = subprocess.Popen([sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(port),
+                                 "--directory", str(directory)], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        procs.append(proc)
+        base = f"http://127.0.0.1:{port}/"
+        for _ in range(200):
+            try:
+                urllib.request.urlopen(base, timeout=1).close()
+                return base
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("http.server did not start")
+
+    yield start
+    for proc in procs:
+        proc.terminate()
+        proc.wait(5)
+
+
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory) -> Path:
     """The smoke pipeline of every implemented study, run locally once per session (SQLite store in

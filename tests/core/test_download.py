@@ -5,12 +5,7 @@ from __future__ import annotations
 import hashlib
 import http.server
 import shutil
-import socket
-import subprocess
-import sys
 import threading
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -31,40 +26,9 @@ def _entry(sha: str = ETT_SHA, size: int | None = 2589657, path: str = ETT) -> M
     return ManifestEntry("etth1", ETT_URL, sha, size, "CC BY-ND 4.0", path)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture()
-def http_mirror(tmp_path_factory):
-    """Serve a directory over http on 127.0.0.1 with `python -m http.server`; yields (base_url, directory)."""
-    servers = []
-
-    def start(directory: Path) -> str:
-        port = _free_port()
-        proc = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
-                                 "--directory", str(directory)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        servers.append(proc)
-        base = f"http://127.0.0.1:{port}/"
-        for _ in range(100):
-            try:
-                urllib.request.urlopen(base, timeout=1).close()
-                return base
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("http.server did not start")
-
-    yield start
-    for proc in servers:
-        proc.terminate()
-        proc.wait(5)
-
-
 @needs_mirror
-def test_fetch_over_loopback_http_verifies_and_places_file(tmp_path, http_mirror):
-    base = http_mirror(MIRROR)
+def test_fetch_over_loopback_http_verifies_and_places_file(tmp_path, http_server):
+    base = http_server(MIRROR)
     dest = fetch(_entry(), tmp_path / "raw" / "ETTh1.csv", mirror=base, progress=False)
     assert sha256_file(dest) == ETT_SHA
     assert not list(dest.parent.glob(".*part"))  # no temporary left
@@ -77,13 +41,13 @@ def test_fetch_from_directory_mirror(tmp_path):
 
 
 @needs_mirror
-def test_corrupt_file_fails_sha_and_leaves_nothing(tmp_path, http_mirror):
+def test_corrupt_file_fails_sha_and_leaves_nothing(tmp_path, http_server):
     bad = tmp_path / "srv" / ETT
     bad.parent.mkdir(parents=True)
     data = bytearray((MIRROR / ETT).read_bytes())
     data[1000] ^= 0xFF  # same size, one flipped byte
     bad.write_bytes(bytes(data))
-    base = http_mirror(tmp_path / "srv")
+    base = http_server(tmp_path / "srv")
     dest = tmp_path / "out" / "ETTh1.csv"
     with pytest.raises(DownloadError, match="sha256 mismatch.*expected f18de3ad"):
         fetch(_entry(), dest, mirror=base, progress=False)
@@ -91,11 +55,11 @@ def test_corrupt_file_fails_sha_and_leaves_nothing(tmp_path, http_mirror):
 
 
 @needs_mirror
-def test_truncated_file_fails_and_leaves_nothing(tmp_path, http_mirror):
+def test_truncated_file_fails_and_leaves_nothing(tmp_path, http_server):
     short = tmp_path / "srv" / ETT
     short.parent.mkdir(parents=True)
     short.write_bytes((MIRROR / ETT).read_bytes()[:100_000])
-    base = http_mirror(tmp_path / "srv")
+    base = http_server(tmp_path / "srv")
     dest = tmp_path / "out" / "ETTh1.csv"
     with pytest.raises(DownloadError, match="size mismatch"):
         fetch(_entry(), dest, mirror=base, progress=False)
@@ -107,8 +71,8 @@ def test_truncated_file_fails_and_leaves_nothing(tmp_path, http_mirror):
 
 
 @needs_mirror
-def test_404_names_url_and_leaves_nothing(tmp_path, http_mirror):
-    base = http_mirror(MIRROR)
+def test_404_names_url_and_leaves_nothing(tmp_path, http_server):
+    base = http_server(MIRROR)
     dest = tmp_path / "missing.csv"
     with pytest.raises(DownloadError, match=r"HTTP 404.*|.*404") as err:
         fetch(_entry(path="no/such/file.csv"), dest, mirror=base, progress=False)

@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 import zipfile
 from pathlib import Path
 
@@ -60,38 +57,6 @@ def real_sheet():
     if not REAL.is_file():
         pytest.skip(f"real workbook not in the shared mirror at {REAL}")
     return hb.read_workbook(REAL)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture()
-def http_server():
-    """Start ``python -m http.server`` on a free loopback port for a directory; yields a starter → base URL."""
-    procs = []
-
-    def start(directory: Path) -> str:
-        port = _free_port()
-        proc = subprocess.Popen([sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(port),
-                                 "--directory", str(directory)], stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
-        procs.append(proc)
-        base = f"http://127.0.0.1:{port}/"
-        for _ in range(200):
-            try:
-                urllib.request.urlopen(base, timeout=1).close()
-                return base
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("http.server did not start")
-
-    yield start
-    for proc in procs:
-        proc.terminate()
-        proc.wait(5)
 
 
 @pytest.fixture()
