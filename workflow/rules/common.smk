@@ -54,7 +54,8 @@ def bench(slug, name):
 
 def stage_cmd(slug, stage):
     """Shell command of a stage job. The whole config comes from the environment variable set at parse time
-    (the shell expands it when the job runs); the stage sees only its STAGE_KEYS (see stage_params)."""
+    (the shell expands it when the job runs); the stage sees only its STAGE_KEYS (see stage_params).
+    """
     mirror = f" --mirror {config['mirror']}" if config.get("mirror") else ""
     return (
         f'python -m icml25.studies.{slug} {stage} --scale {SCALE} --config-json "${wf.config_env_var(slug)}"'
@@ -63,9 +64,10 @@ def stage_cmd(slug, stage):
 
 
 def stage_params(slug, stage):
-    """Params of a stage's rule (`params: **stage_params(slug, stage)`): one "key=value" string per config key
-    the stage reads (STAGE_KEYS in studies/<slug>/config.py). A change of one of them reruns the rule's jobs
-    (params trigger), and the rerun reason names the changed keys; other keys leave the jobs alone."""
+    """Params of the stage's jobs, one "key=value" string per config key the stage reads (STAGE_KEYS in
+    studies/<slug>/config.py); used as `**stage_params(slug, stage)` under `params`. A change of one of them
+    reruns the jobs (params trigger) and the rerun reason names the changed keys; other keys leave them alone.
+    """
     return wf.rule_params(cfg(slug), study_stage_keys(slug), slug, stage)
 
 
