@@ -116,8 +116,10 @@ def stage_parser(slug: str, stages: Sequence[str], description: str = "") -> arg
 
 
 def stage_main(slug: str, config_cls: type, stages: Mapping[str, StageFn], argv: Sequence[str] | None = None,
-               description: str = "") -> int:
-    """Parse the stage CLI, load and validate the config, open the MLflow run, run the stage."""
+               description: str = "", stage_keys: Mapping[str, Sequence[str]] | None = None) -> int:
+    """Parse the stage CLI, load and validate the whole config, open the MLflow run, run the stage on a view of
+    the config restricted to the stage's keys (``stage_keys``; default: ``STAGE_KEYS`` of the module defining
+    ``config_cls``, i.e. the study's ``config.py``)."""
     _setup_logging()
     args = stage_parser(slug, list(stages), description).parse_args(argv)
     try:
@@ -127,7 +129,8 @@ def stage_main(slug: str, config_cls: type, stages: Mapping[str, StageFn], argv:
         print(f"config error: {err}", file=sys.stderr)
         return 2
     scale = args.scale
-    stage_keys = importlib.import_module(config_cls.__module__).STAGE_KEYS
+    if stage_keys is None:
+        stage_keys = importlib.import_module(config_cls.__module__).STAGE_KEYS
     if args.stage != "noop" and args.stage not in stage_keys:
         print(f"config error: {slug}: stage {args.stage!r} has no STAGE_KEYS entry in {config_cls.__module__}",
               file=sys.stderr)
