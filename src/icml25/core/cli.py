@@ -185,6 +185,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = sub.add_parser("finish-tracking", help="close this invocation's parent runs (onsuccess/onerror)")
     p.add_argument("--status", choices=["FINISHED", "FAILED"], default="FINISHED")
     p.add_argument("--results", default="results")
+    p = sub.add_parser("schema", help="print the JSON schema of a study yaml, generated from its Config model")
+    p.add_argument("slug")
     p = sub.add_parser("summary", help="gather claims.json files into claims.md / claims.csv")
     p.add_argument("--in", dest="inputs", nargs="+", required=True, help="claims.json files")
     p.add_argument("--md", required=True)
@@ -203,6 +205,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         n = finish_invocation(args.status, args.results)
         log.info("closed %d parent run(s) as %s", n, args.status)
+    elif args.cmd == "schema":
+        from icml25.studies import study_config_class
+
+        from .config import study_schema
+
+        print(json.dumps(study_schema(study_config_class(args.slug), f"config/studies/{args.slug}.yaml"), indent=2))
     elif args.cmd == "summary":
         from .summary import run_summary
 
