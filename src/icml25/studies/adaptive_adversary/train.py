@@ -86,4 +86,4 @@ def simulate(settings: Mapping[str, Any], adversary: str, seed: int) -> pd.DataF
     df = pd.DataFrame(rows, columns=list(TRIAL_COLUMNS))
     return df.astype({"n_zero": np.int64, "n_code_a": np.int64, "n_points": np.int64, "a": np.int64,
                       "b": np.int64, "inserted": np.int64, "aborted": bool, "decoder_fail": bool,
-                      "robust_fail": bool, "in_a_frac": np.float64}, copy=False)
+                      "robust_fail": bool, "in_a_frac": np.float64})
