@@ -40,7 +40,9 @@ SCALES: dict[str, dict[str, Any]] = {
               "adversaries": ["adaptive", "obl_decoy"]},
     # the claims grid: 3 c × 6 η/c (η ≤ 0.3) × 4 m, 200 trials per cell and seed, seeds 0–2 (≈ 1–2 min)
     "default": {**COMMON},
-    # m up to 10⁵, η/c on a 0.05 grid, 10⁴ trials per cell (≈ 10 CPU-hours, no GPU)
+    # m up to 10⁵, η/c on a 0.05 grid, 10⁴ trials per cell and seed; no GPU. The plan said ≈ 10 CPU-hours, but a
+    # trial at m = 10⁵ costs 0.1–0.2 s here (points are materialised), i.e. hundreds of CPU-hours for the m = 10⁵
+    # column alone: a SLURM array over (arm, seed, m), or fewer trials at large m, is needed.
     "paper": {**COMMON, "eta_over_c": [round(0.05 * i, 2) for i in range(61)],
               "m": [50, 200, 500, 2000, 10_000, 100_000], "trials": 10_000, "seeds": [0, 1, 2]},
 }
