@@ -2,7 +2,6 @@
 constructed metrics (reproduced / not reproduced / inconclusive, boundaries included)."""
 from __future__ import annotations
 
-import copy
 import hashlib
 import math
 import time
@@ -20,7 +19,7 @@ from icml25.studies.adaptive_adversary.data import trial_rng, write_trials, read
 from icml25.studies.adaptive_adversary.experiment import run, run_all
 from icml25.studies.adaptive_adversary.method import (
     attack, binom_cdf, budget, decoder, robust, robust_failure_rate)
-from icml25.studies.adaptive_adversary.model import K, N, P0, Sample, tv_distance, tv_p0_qa
+from icml25.studies.adaptive_adversary.model import K, P0, Sample, tv_distance, tv_p0_qa
 from icml25.studies.adaptive_adversary.settings import SCALES
 from icml25.studies.adaptive_adversary.train import simulate
 
