@@ -91,9 +91,11 @@ def verify_sha256(raw: bytes, expected: str, name: str) -> None:
 
 def parse_mnist5k(raw: bytes) -> tuple[np.ndarray, np.ndarray]:
     """Parse the csv.gz bytes → X (5000, 784) uint8 pixels 0–255, y (5000,) int64 labels; checks shape and counts."""
+    import pandas as pd
+
     try:
-        table = np.loadtxt(io.BytesIO(gzip.decompress(raw)), delimiter=",", dtype=np.float64)
-    except (OSError, ValueError) as exc:
+        table = pd.read_csv(io.BytesIO(gzip.decompress(raw)), header=None, dtype=np.float64).to_numpy()
+    except (OSError, ValueError, pd.errors.ParserError) as exc:
         raise DataError(f"MNIST-5k: cannot parse mnist_5k.csv.gz ({exc})") from exc
     if table.shape != MNIST5K_SHAPE:
         raise DataError(f"MNIST-5k: expected shape {MNIST5K_SHAPE}, got {table.shape}")
@@ -142,14 +144,18 @@ def mnist5k_split(seed: int, X: np.ndarray | None = None, y: np.ndarray | None =
 
 
 def pca_standardise(X_train: np.ndarray, X_test: np.ndarray, k: int = 64) -> tuple[np.ndarray, np.ndarray]:
-    """PCA-k fitted on train (numpy SVD of the centred train matrix), then each component z-scored with the train
-    mean/std. X_train (n, D), X_test (m, D) → (n, k), (m, k) float32. Component signs: the first nonzero loading
-    of each right singular vector is made positive (deterministic)."""
+    """PCA-k fitted on train, then each component z-scored with the train mean/std.
+
+    The principal axes are the right singular vectors of the centred train matrix Xc, taken from the numpy SVD of
+    the D×D scatter matrix XcᵀXc (same axes, a D×D instead of an n×D decomposition). Component signs: the first
+    nonzero loading of each axis is made positive (deterministic). X_train (n, D), X_test (m, D) → (n, k), (m, k)
+    float32."""
     if k > min(X_train.shape):
         raise ValueError(f"pca_standardise: k={k} exceeds min(n, D)={min(X_train.shape)}")
     X_train = np.asarray(X_train, dtype=np.float64)
     mu = X_train.mean(axis=0)
-    _, _, Vt = np.linalg.svd(X_train - mu, full_matrices=False)
+    Xc = X_train - mu
+    _, _, Vt = np.linalg.svd(Xc.T @ Xc, hermitian=True)
     V = Vt[:k].T
     sign = np.sign(V[np.argmax(np.abs(V) > 1e-12, axis=0), np.arange(k)])
     V = V * np.where(sign == 0, 1.0, sign)

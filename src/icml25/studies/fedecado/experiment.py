@@ -17,6 +17,7 @@ torch.Generator(seed).
 from __future__ import annotations
 
 import time
+from functools import lru_cache
 from collections.abc import Mapping
 from typing import Any
 
@@ -117,6 +118,16 @@ def run_quadratic(settings: Mapping[str, Any], arm: str, seed: int) -> dict[str,
 # ----------------------------------------------------------------------------------------------- MNIST-5k
 
 
+@lru_cache(maxsize=4)
+def _features(seed: int, pca_dim: int) -> tuple[np.ndarray, ...]:
+    """MNIST-5k split of ``seed`` → PCA-standardised (X_train, y_train, X_test, y_test); cached per seed."""
+    split = mnist5k_split(seed)
+    X_tr, X_te = pca_standardise(split["X_train"], split["X_test"], k=pca_dim)
+    for a in (X_tr, X_te):
+        a.flags.writeable = False
+    return X_tr, split["y_train"], X_te, split["y_test"]
+
+
 def image_setup(settings: Mapping[str, Any], seed: int) -> dict[str, Any]:
     """Data, partition and client schedule of one seed (identical for every arm): features (PCA, standardised),
     client index arrays, p (K,), lr (K,), epochs (K,)."""
@@ -124,9 +135,7 @@ def image_setup(settings: Mapping[str, Any], seed: int) -> dict[str, Any]:
     if im["dataset"] != "mnist5k":
         raise NotImplementedError(f"image dataset {im['dataset']!r}: only mnist5k runs in this phase; the "
                                   f"CIFAR paper-scale path (GPU) is not wired yet")
-    split = mnist5k_split(seed)
-    X_tr, X_te = pca_standardise(split["X_train"], split["X_test"], k=im["pca_dim"])
-    y_tr, y_te = split["y_train"], split["y_test"]
+    X_tr, y_tr, X_te, y_te = _features(seed, im["pca_dim"])
     if im["n_train"] < len(y_tr):
         keep = np.sort(np.random.default_rng(seed + 3000).permutation(len(y_tr))[:im["n_train"]])
         X_tr, y_tr = X_tr[keep], y_tr[keep]
@@ -151,8 +160,8 @@ def run_image(settings: Mapping[str, Any], arm: str, seed: int) -> dict[str, Any
     im = settings["image"]
     st = image_setup(settings, seed)
     sizes = (im["pca_dim"], im["hidden"], 10)
-    Xtr, ytr = torch.from_numpy(st["X_train"]), torch.from_numpy(st["y_train"])
-    Xte, yte = torch.from_numpy(st["X_test"]), torch.from_numpy(st["y_test"])
+    Xtr, ytr = torch.tensor(st["X_train"]), torch.tensor(st["y_train"])
+    Xte, yte = torch.tensor(st["X_test"]), torch.tensor(st["y_test"])
     parts = [torch.from_numpy(ix) for ix in st["parts"]]
     K, B = im["n_clients"], im["batch_size"]
     m = max(1, int(round(im["participation"] * K)))

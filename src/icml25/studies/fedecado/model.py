@@ -1,7 +1,7 @@
 """The MNIST-5k classifier: an MLP 64-128-10 (ReLU) on a flat parameter vector, so that the federated methods
 (which add, average and integrate parameter vectors) work on 1-D tensors directly.
 
-Layout of θ (P = 64·128 + 128 + 128·10 + 10 = 9738 for the default sizes): W1 (in, hidden) row-major, b1 (hidden),
+Layout of θ (P = 64·128 + 128 + 128·10 + 10 = 9610 for the default sizes): W1 (in, hidden) row-major, b1 (hidden),
 W2 (hidden, out), b2 (out). The cross-entropy gradient is written out by hand (two matmuls each way), which is
 several times faster than autograd for 20-sample minibatches; a test checks it against autograd.
 """
