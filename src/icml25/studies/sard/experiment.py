@@ -1,0 +1,99 @@
+"""One dataset × arm × seed of the sard study end to end in memory: :func:`run`; the claim-4 identities:
+:func:`run_identities`.
+
+Arms: ``clean_l2d`` (clean two-stage surrogate), ``sard`` (adversarial ρ-margin comp-sum, joint inner PGD),
+``sard_ce`` (adversarial comp-sum, convex in the scores), ``clean_l2d_agents_perturbed`` (the clean_l2d rejector,
+re-trained identically, evaluated with the main model also seeing x′).
+
+Randomness, shared by every arm of a seed (so arms are paired): data split, g's subsample and expert draws
+(:mod:`.data`), rejector initialisation ``torch.manual_seed(seed)``, minibatches ``Generator(seed)``, training PGD
+starts ``Generator(seed + 1)``, validation attack ``Generator(seed + 2)``, test attacks ``Generator(seed + 3)``.
+"""
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from .data import prepare
+from .identities import bayes_allocation, surrogate_bound_gaps
+from .metrics import evaluate_rejector
+from .model import make_rejector
+from .settings import validate
+from .train import train_rejector
+
+ARMS = ("clean_l2d", "sard", "sard_ce", "clean_l2d_agents_perturbed")
+_PREP_CACHE: dict[tuple[str, int, str], dict[str, Any]] = {}
+_MODEL_CACHE: dict[str, tuple[dict, dict]] = {}
+#: arm keys that change training (agents_see_perturbation only changes the evaluation)
+_TRAIN_KEYS = ("loss", "nu", "rho", "inner", "rho_warmup_epochs")
+
+
+def prepared(settings: Mapping[str, Any], dataset: str, seed: int) -> dict[str, Any]:
+    """:func:`.data.prepare`, cached per (dataset, seed, dataset settings) within the process (arms share it)."""
+    key = (dataset, seed, json.dumps(settings[dataset], sort_keys=True))
+    if key not in _PREP_CACHE:
+        _PREP_CACHE.clear()  # one dataset × seed at a time: arms of a seed run together
+        _PREP_CACHE[key] = prepare(dataset, seed, settings)
+    return _PREP_CACHE[key]
+
+
+def run(settings: Mapping[str, Any], arm: str, seed: int, dataset: str = "digits") -> dict[str, Any]:
+    """Train the rejector of ``arm`` on ``dataset`` for ``seed`` and evaluate it on the test split.
+
+    Returns ``curves`` (per epoch: ``epoch``, ``train_surrogate``, ``val_def_loss_clean``, ``val_def_loss_adv``),
+    ``metrics`` (test metrics of :func:`.metrics.evaluate_rejector`, the agents' quality and oracle deferral loss
+    ``info`` with prefix ``agents/``, ``train_seconds``), ``points`` (per-test-point arrays for the paired
+    bootstrap), ``seconds``. A rejector whose training inputs (dataset, seed, dataset and training settings, the
+    arm's loss keys) equal those of an earlier run in this process is reused, not re-trained (identical result:
+    training is deterministic), so ``clean_l2d_agents_perturbed`` after ``clean_l2d`` costs only its evaluation."""
+    validate(settings)
+    if arm not in ARMS:
+        raise ValueError(f"sard: unknown arm {arm!r}; expected one of {ARMS}")
+    if dataset not in settings["datasets"]:
+        raise ValueError(f"sard: dataset {dataset!r} is not in settings['datasets'] = {settings['datasets']}")
+    t0 = time.perf_counter()
+    prep = prepared(settings, dataset, seed)
+    arm_cfg = settings["arm_config"][arm]
+    ds = settings[dataset]
+    idx = prep["idx"]
+    x_t = {s: torch.from_numpy(prep["x"][idx[s]]) for s in ("train", "val")}
+    c_t = {s: torch.from_numpy(prep["costs"][idx[s]]) for s in ("train", "val")}
+    model = make_rejector(prep["x"].shape[1], ds["hidden"], prep["costs"].shape[1], seed)
+    t1 = time.perf_counter()
+    key = json.dumps([dataset, seed, ds, settings["train"], {k: arm_cfg.get(k) for k in _TRAIN_KEYS}],
+                     sort_keys=True)
+    if key in _MODEL_CACHE:  # an arm that differs only in evaluation (clean_l2d_agents_perturbed): same network
+        state, curves = _MODEL_CACHE[key]
+        model.load_state_dict(state)
+        model.eval()
+    else:
+        curves = train_rejector(model, x_t["train"], c_t["train"], x_t["val"], c_t["val"], arm_cfg,
+                                settings["train"], int(ds["epochs"]), seed, prep["clip"])
+        while len(_MODEL_CACHE) >= 16:
+            _MODEL_CACHE.pop(next(iter(_MODEL_CACHE)))
+        _MODEL_CACHE[key] = ({k: v.clone() for k, v in model.state_dict().items()}, curves)
+    t2 = time.perf_counter()
+    ev = evaluate_rejector(model, prep, settings["attack"], seed,
+                           agents_see_perturbation=bool(arm_cfg["agents_see_perturbation"]))
+    metrics = {**ev["metrics"], **{f"agents/{k}": v for k, v in prep["info"].items()},
+               "train_seconds": t2 - t1, "eval_seconds": time.perf_counter() - t2}
+    return {"dataset": dataset, "arm": arm, "seed": seed, "curves": curves, "metrics": metrics,
+            "points": ev["points"], "seconds": time.perf_counter() - t0}
+
+
+def run_identities(settings: Mapping[str, Any], n_agents: int = 3) -> dict[str, float]:
+    """The exact parts of claim 4 on ``settings["identities"]["n"]`` random inputs: surrogate-bound gaps
+    (comp-sum and ρ-margin) and the Bayes-allocation quantities."""
+    n, s = int(settings["identities"]["n"]), int(settings["identities"]["seed"])
+    return {**surrogate_bound_gaps(n, n_agents, s), **{f"bayes_{k}": v for k, v in
+                                                       bayes_allocation(n, n_agents, s).items()}}
+
+
+def stack_points(results: list[Mapping[str, Any]], key: str) -> list[np.ndarray]:
+    """Per-seed arrays of ``points[key]`` from a list of runs of one arm (in seed order)."""
+    return [np.asarray(r["points"][key]) for r in sorted(results, key=lambda r: r["seed"])]

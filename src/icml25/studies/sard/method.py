@@ -1,0 +1,231 @@
+"""The losses and attacks of two-stage learning to defer (L2D) and of SARD (Montreuil, Carlier, Ng, Ooi, ICML 2025).
+
+Notation. There are J + 1 agents: j = 0 is the fixed main model, j = 1..J the fixed experts. A rejector
+r: X → ℝ^{J+1} scores them; the allocation is π(x) = argmax_j r_j(x) (ties → lowest index) and the deferral loss is
+ℓ_def = c_{π(x)}, with per-example costs c ∈ [0, 1]^{J+1} computed from the agents at the clean input.
+
+Everything below except the deferral loss is a reconstruction [R] (the paper's method section was not read):
+
+* **Two-stage surrogate** (two-stage multi-expert L2D of Mao et al., 2023): Φ_def = Σ_j τ_j Φ(r, x, j) with
+  τ_j = Σ_{k≠j} c_k, so that the agent of smallest cost gets the largest weight.
+* **Comp-sum family** (Mao, Mohri & Zhong, 2023): Φ_ν(r, x, j) = Ψ_ν(Σ_{k≠j} exp(r_k − r_j)) with Ψ_1(v) = log(1+v)
+  (cross-entropy) and Ψ_ν(v) = (1 − (1+v)^{1−ν})/(ν − 1) otherwise (ν = 0: sum-exponential, ν = 2: MAE form).
+* **ρ-margin comp-sum** (the adversarial comp-sum losses of the same authors): Φ^ρ_ν(r, x, j) =
+  Ψ_ν(Σ_{k≠j} Φ_ρ(r_j − r_k)) with the ramp Φ_ρ(t) = min(1, max(0, 1 − t/ρ)).
+* **SARD** (the paper's adversarial training objective): min_θ mean_i Σ_j τ_j(x_i, y_i) sup_{x′ ∈ B∞(x_i, γ)}
+  Φ^ρ_ν(r_θ, x′, j); the costs stay at the clean input (only the rejector is attacked). The supremum is
+  approximated by PGD on the smooth comp-sum objective Σ_j τ_j Φ_ν(r, x′, j) (one joint point, or one point per
+  agent); the ramp loss is evaluated at the point found.
+* **Attacks**: ℓ∞ PGD with random start; untargeted maximises the expected cost Σ_j c_j softmax_j(r(x′)),
+  targeted (at agent t) maximises log softmax_t(r(x′)).
+
+Shapes: scores and costs are (n, J+1) tensors; per-example losses are (n,).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+INNER_MODES = ("joint", "per_agent")
+
+
+# ------------------------------------------------------------------------------------------- allocation
+
+
+def _check_pair(scores: Tensor, costs: Tensor, who: str) -> None:
+    if scores.ndim != 2 or costs.shape != scores.shape:
+        raise ValueError(f"{who}: scores and costs must both be (n, J+1); got {tuple(scores.shape)} and "
+                         f"{tuple(costs.shape)}")
+
+
+def allocation(scores: Tensor) -> Tensor:
+    """π(x) = argmax_j r_j(x), ties to the lowest index: (n, J+1) → (n,) int64.
+
+    ``torch.argmax`` returns the first maximal index, which is the lowest-index tie rule."""
+    if scores.ndim != 2:
+        raise ValueError(f"allocation: scores must be (n, J+1), got {tuple(scores.shape)}")
+    return torch.argmax(scores, dim=1)
+
+
+def deferral_loss(scores: Tensor, costs: Tensor) -> Tensor:
+    """ℓ_def = Σ_j c_j 1{π(x) = j} = c_{π(x)}: scores, costs (n, J+1) → (n,) (not differentiable in the scores)."""
+    _check_pair(scores, costs, "deferral_loss")
+    return costs.gather(1, allocation(scores).unsqueeze(1)).squeeze(1)
+
+
+def tau_weights(costs: Tensor) -> Tensor:
+    """τ_j = Σ_{k≠j} c_k = Σ_k c_k − c_j: (n, J+1) → (n, J+1)."""
+    return costs.sum(dim=1, keepdim=True) - costs
+
+
+# -------------------------------------------------------------------------------------------- surrogates
+
+
+def psi(v: Tensor, nu: float) -> Tensor:
+    """Ψ_ν(v) of the comp-sum family, v ≥ 0: log(1+v) for ν = 1, (1 − (1+v)^{1−ν})/(ν − 1) otherwise."""
+    if nu == 1.0:
+        return torch.log1p(v)
+    return (1.0 - torch.pow(1.0 + v, 1.0 - nu)) / (nu - 1.0)
+
+
+def ramp(t: Tensor, rho: float) -> Tensor:
+    """The ρ-margin ramp Φ_ρ(t) = min(1, max(0, 1 − t/ρ)): 1 for t ≤ 0, 0 for t ≥ ρ, linear between."""
+    if not rho > 0:
+        raise ValueError(f"ramp: rho must be > 0, got {rho}")
+    return torch.clamp(1.0 - t / rho, min=0.0, max=1.0)
+
+
+def per_agent_loss(scores: Tensor, nu: float = 1.0, rho: float | None = None) -> Tensor:
+    """Φ(r, x, j) for every agent j: (n, J+1) → (n, J+1).
+
+    ``rho=None``: comp-sum Ψ_ν(Σ_{k≠j} e^{r_k − r_j}); for ν = 1 this is computed stably as
+    logsumexp_k r_k − r_j (= −log softmax_j). A float ρ: Ψ_ν(Σ_{k≠j} Φ_ρ(r_j − r_k))."""
+    if scores.ndim != 2:
+        raise ValueError(f"per_agent_loss: scores must be (n, J+1), got {tuple(scores.shape)}")
+    m = scores.shape[1]
+    off = ~torch.eye(m, dtype=torch.bool, device=scores.device)  # off[j, k] = k != j
+    diff = scores.unsqueeze(1) - scores.unsqueeze(2)  # diff[:, j, k] = r_k − r_j
+    if rho is None:
+        if nu == 1.0:
+            return torch.logsumexp(scores, dim=1, keepdim=True) - scores
+        v = (torch.exp(diff) * off).sum(dim=2)
+    else:
+        v = (ramp(-diff, rho) * off).sum(dim=2)  # Φ_ρ(r_j − r_k)
+    return psi(v, nu)
+
+
+def two_stage_surrogate(scores: Tensor, costs: Tensor, nu: float = 1.0, rho: float | None = None) -> Tensor:
+    """The two-stage deferral surrogate Σ_j τ_j Φ(r, x, j): scores, costs (n, J+1) → (n,).
+
+    ``rho=None`` gives the comp-sum Φ_ν (the clean two-stage L2D loss for ν = 1); a float ρ gives the ρ-margin
+    comp-sum Φ^ρ_ν that SARD uses at the adversarial point. Costs are weights only (no gradient flows to them
+    in the intended use)."""
+    _check_pair(scores, costs, "two_stage_surrogate")
+    return (tau_weights(costs) * per_agent_loss(scores, nu=nu, rho=rho)).sum(dim=1)
+
+
+# ---------------------------------------------------------------------------------------------- attacks
+
+
+def _check_attack(eps: float, steps: int) -> None:
+    if not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps >= 0):
+        raise ValueError(f"attack: eps must be a finite number >= 0, got {eps!r}")
+    if not (isinstance(steps, int) and steps >= 1):
+        raise ValueError(f"attack: steps must be an integer >= 1, got {steps!r}")
+
+
+def pgd_iterates(model: Callable[[Tensor], Tensor], x: Tensor, objective: Callable[[Tensor], Tensor], eps: float,
+                 steps: int, alpha: float | None = None, clip: tuple[float, float] | None = (0.0, 1.0),
+                 rand_init: bool = True, generator: torch.Generator | None = None) -> Iterator[Tensor]:
+    """Yield the start point and every PGD iterate (steps + 1 tensors shaped like x), see :func:`pgd_attack`.
+
+    Projection: x′ ← min(max(x′, x − ε), x + ε), then clip to ``clip`` (when given); x is assumed inside ``clip``.
+    ε = 0 yields x itself (bitwise) steps + 1 times."""
+    _check_attack(eps, steps)
+    x = x.detach()
+    if eps == 0:
+        for _ in range(steps + 1):
+            yield x.clone()
+        return
+    alpha = 2.5 * eps / steps if alpha is None else float(alpha)
+    lo, hi = x - eps, x + eps
+    if clip is not None:
+        lo, hi = lo.clamp(clip[0], clip[1]), hi.clamp(clip[0], clip[1])
+    if rand_init:
+        u = torch.rand(x.shape, generator=generator, dtype=x.dtype, device=x.device)
+        x_adv = torch.minimum(torch.maximum(x + (2.0 * u - 1.0) * eps, lo), hi)
+    else:
+        x_adv = x.clone()
+    yield x_adv
+    for _ in range(steps):
+        x_adv = x_adv.detach().requires_grad_(True)
+        value = objective(model(x_adv)).sum()  # per-example objectives are independent: the sum's gradient
+        (grad,) = torch.autograd.grad(value, x_adv)  # is each example's own gradient
+        x_adv = torch.minimum(torch.maximum(x_adv.detach() + alpha * grad.sign(), lo), hi)
+        yield x_adv
+
+
+def pgd_attack(model: Callable[[Tensor], Tensor], x: Tensor, objective: Callable[[Tensor], Tensor], eps: float,
+               steps: int, alpha: float | None = None, clip: tuple[float, float] | None = (0.0, 1.0),
+               rand_init: bool = True, generator: torch.Generator | None = None) -> Tensor:
+    """ℓ∞ projected gradient ascent of ``objective(model(x′))`` over B∞(x, ε) ∩ clip box (Madry et al. style).
+
+    x: (n, d). ``objective`` maps scores (n, J+1) to per-example values (n,) (their sum is differentiated).
+    α defaults to 2.5ε/steps; ``rand_init`` starts uniformly in the ball (one restart); ``clip=None`` disables
+    the box (standardised tabular features). Returns the last iterate, detached; ε = 0 returns x bitwise.
+    Gradients are taken with respect to x′ only: the model's parameters are not touched."""
+    last = x
+    for last in pgd_iterates(model, x, objective, eps, steps, alpha, clip, rand_init, generator):
+        pass
+    return last.detach()
+
+
+def attack_objective(kind: Literal["untargeted", "targeted"], costs: Tensor | None = None,
+                     target: int | Tensor | None = None) -> Callable[[Tensor], Tensor]:
+    """The attacker's objective on scores (n, J+1) → (n,).
+
+    * ``untargeted``: expected cost Σ_j c_j softmax_j(r) (costs (n, J+1) at the clean input), a smooth proxy of
+      the deferral loss it is meant to raise;
+    * ``targeted``: log softmax_t(r), pushing the allocation to agent t (an int, or a (n,) int tensor)."""
+    if kind == "untargeted":
+        if costs is None:
+            raise ValueError("attack_objective: kind='untargeted' needs costs (n, J+1)")
+        c = costs.detach()
+        return lambda scores: (c * torch.softmax(scores, dim=1)).sum(dim=1)
+    if kind == "targeted":
+        if target is None:
+            raise ValueError("attack_objective: kind='targeted' needs a target agent")
+        if isinstance(target, Tensor):
+            t = target.long().view(-1, 1)
+            return lambda scores: torch.log_softmax(scores, dim=1).gather(1, t).squeeze(1)
+        t_int = int(target)
+        return lambda scores: torch.log_softmax(scores, dim=1)[:, t_int]
+    raise ValueError(f"attack_objective: kind must be 'untargeted' or 'targeted', got {kind!r}")
+
+
+def inner_objective(costs: Tensor, nu: float = 1.0, agent: int | None = None) -> Callable[[Tensor], Tensor]:
+    """SARD's inner maximisation objective on scores: Σ_j τ_j Φ_ν(r, x′, j) (``agent=None``, the joint point) or
+    τ_j Φ_ν(r, x′, j) for one agent j (the per-agent points). Smooth comp-sum: the ramp has no gradient outside
+    (0, ρ), so the attack follows the comp-sum and the ramp loss is evaluated at the point it finds."""
+    tau = tau_weights(costs.detach())
+    if agent is None:
+        return lambda scores: (tau * per_agent_loss(scores, nu=nu, rho=None)).sum(dim=1)
+    return lambda scores: tau[:, agent] * per_agent_loss(scores, nu=nu, rho=None)[:, agent]
+
+
+def sard_loss(model: Callable[[Tensor], Tensor], x: Tensor, costs: Tensor, eps: float, steps: int, nu: float = 1.0,
+              rho: float | None = 1.0, inner: str = "joint", *, alpha: float | None = None,
+              clip: tuple[float, float] | None = (0.0, 1.0), generator: torch.Generator | None = None) -> Tensor:
+    """The SARD training loss on a batch (scalar tensor, differentiable in the model's parameters).
+
+    mean_i Σ_j τ_j(c_i) Φ^ρ_ν(r_θ, x′_i, j), x′ from PGD (``steps`` steps, budget ε, random start) on the smooth
+    objective of :func:`inner_objective`. ``inner="joint"``: one point per example for all agents;
+    ``inner="per_agent"``: one point per (example, agent), the j-th term evaluated at its own point.
+    ``rho=None`` evaluates the comp-sum Φ_ν instead (arm ``sard_ce``: convex in the scores).
+    Keyword-only extensions: ``alpha`` (PGD step, default 2.5ε/steps), ``clip`` (box, None for unbounded
+    features), ``generator`` (random start). x: (n, d), costs: (n, J+1)."""
+    if inner not in INNER_MODES:
+        raise ValueError(f"sard_loss: inner must be one of {INNER_MODES}, got {inner!r}")
+    if x.ndim != 2 or costs.ndim != 2 or costs.shape[0] != x.shape[0]:
+        raise ValueError(f"sard_loss: x must be (n, d) and costs (n, J+1); got {tuple(x.shape)}, "
+                         f"{tuple(costs.shape)}")
+    costs = costs.detach()
+    if inner == "joint":
+        x_adv = pgd_attack(model, x, inner_objective(costs, nu), eps, steps, alpha, clip, True, generator)
+        return two_stage_surrogate(model(x_adv), costs, nu=nu, rho=rho).mean()
+    tau = tau_weights(costs)
+    total = x.new_zeros(())
+    for j in range(costs.shape[1]):
+        x_adv = pgd_attack(model, x, inner_objective(costs, nu, agent=j), eps, steps, alpha, clip, True, generator)
+        total = total + (tau[:, j] * per_agent_loss(model(x_adv), nu=nu, rho=rho)[:, j]).mean()
+    return total
+
+
+def clean_loss(model: Callable[[Tensor], Tensor], x: Tensor, costs: Tensor, nu: float = 1.0) -> Tensor:
+    """The clean two-stage L2D loss mean_i Σ_j τ_j Φ_ν(r_θ, x_i, j) (arm ``clean_l2d``): scalar tensor."""
+    return two_stage_surrogate(model(x), costs.detach(), nu=nu, rho=None).mean()
+
