@@ -1,7 +1,8 @@
 """Data, agents and costs of the sard study (offline scales): scikit-learn's bundled ``digits`` and ``diabetes``.
 
-The three files ship inside the scikit-learn wheel (``sklearn/datasets/data/``) and are read with
-``importlib.resources``, never downloaded; each is checked against a pinned sha256 (:data:`PACKAGE_FILES`).
+The three files ship inside the scikit-learn wheel (``sklearn/datasets/data/``) and are located with
+``importlib.util.find_spec`` (scikit-learn is not imported), never downloaded; each is checked against a pinned
+sha256 (:data:`PACKAGE_FILES`).
 
 Agents (all [R]; the paper's offline agents were not read): J = 2 experts plus the main model, fixed before the
 rejector is trained.
@@ -23,10 +24,12 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import importlib.resources
+import importlib.metadata
+import importlib.util
 import io
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -59,10 +62,12 @@ def verify_sha256(raw: bytes, expected: str, name: str) -> None:
     """Raise :class:`DataError` naming ``name`` when sha256(raw) differs from ``expected``."""
     got = hashlib.sha256(raw).hexdigest()
     if got != expected:
-        import sklearn
-
+        try:
+            installed = importlib.metadata.version("scikit-learn")
+        except importlib.metadata.PackageNotFoundError:
+            installed = "none"
         raise DataError(f"{name}: sha256 {got} differs from the pinned {expected} (pinned for scikit-learn "
-                        f"{PINNED_SKLEARN}, installed {sklearn.__version__})")
+                        f"{PINNED_SKLEARN}, installed {installed})")
 
 
 def package_bytes(filename: str) -> bytes:
@@ -70,10 +75,14 @@ def package_bytes(filename: str) -> bytes:
     if filename not in PACKAGE_FILES:
         raise DataError(f"sard data: unknown package file {filename!r}; expected one of {sorted(PACKAGE_FILES)}")
     where = f"{PACKAGE}/{'/'.join(RESOURCE_DIR)}/{filename}"
+    spec = importlib.util.find_spec(PACKAGE)  # locates the installed package without importing it (slow)
+    if spec is None or not spec.submodule_search_locations:
+        raise DataError(f"sard data: {where} not found; install scikit-learn")
+    path = Path(list(spec.submodule_search_locations)[0]).joinpath(*RESOURCE_DIR, filename)
     try:
-        raw = importlib.resources.files(PACKAGE).joinpath(*RESOURCE_DIR, filename).read_bytes()
-    except (ModuleNotFoundError, FileNotFoundError) as exc:
-        raise DataError(f"sard data: {where} not found; install scikit-learn") from exc
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise DataError(f"sard data: cannot read {where} ({path}): {exc}") from exc
     verify_sha256(raw, PACKAGE_FILES[filename], where)
     return raw
 
@@ -271,10 +280,13 @@ def prepare(dataset: str, seed: int, settings: Mapping[str, Any]) -> dict[str, A
 
 def main_costs_at(prep: Mapping[str, Any], x_new: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """Cost of the main model g re-evaluated at inputs ``x_new`` (n, d) for the examples ``rows`` (n,) — the
-    ``agents_see_perturbation`` threat model. Experts are simulated from (x, y) and keep their clean costs."""
+    ``agents_see_perturbation`` threat model. Experts are simulated from (x, y) and keep their clean costs.
+    Returns (n,) in the dtype of ``prep["costs"]``."""
     fee_max = 1.0 + max(prep["beta"])
     y = prep["y"][rows]
     if prep["task"] == "classification":
-        return (prep["g"].predict(x_new) != y).astype(np.float64) / fee_max
-    pred = prep["g"].predict(x_new[:, prep["g_columns"]])
-    return np.minimum(1.0, (pred - y) ** 2 / prep["cost_scale"]) / fee_max
+        c = (prep["g"].predict(x_new) != y).astype(np.float64) / fee_max
+    else:
+        pred = prep["g"].predict(x_new[:, prep["g_columns"]])
+        c = np.minimum(1.0, (pred - y) ** 2 / prep["cost_scale"]) / fee_max
+    return c.astype(prep["costs"].dtype)  # the stored costs' precision, so that x_new = x gives them back exactly

@@ -1,0 +1,486 @@
+"""Tests of the sard study: the deferral loss, the comp-sum / ρ-margin surrogates and their special cases, the ramp,
+PGD (analytic optimum on a linear rejector, budget and box, ε = 0), SARD's loss, the claim-4 identities, data,
+agents and costs, the verdict functions (each outcome and its boundaries), settings validation and a smoke run of
+every arm."""
+from __future__ import annotations
+
+import gzip
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings as hsettings, strategies as st
+
+from icml25.studies import sard
+from icml25.studies.sard import data as D
+from icml25.studies.sard import evaluate as E
+from icml25.studies.sard import experiment as X
+from icml25.studies.sard import settings as S
+from icml25.studies.sard.identities import bayes_allocation, surrogate_bound_gaps
+from icml25.studies.sard.method import allocation, per_agent_loss, pgd_iterates, psi, ramp, tau_weights
+from icml25.studies.sard.metrics import costliest_expert, eps_key
+from icml25.studies.sard.model import make_rejector
+
+torch.set_num_threads(1)
+
+# ------------------------------------------------------------------------------------------ public API
+
+
+def test_public_api_exact_names_and_defaults():
+    import inspect
+
+    assert sorted(sard.__all__) == sorted(["deferral_loss", "two_stage_surrogate", "pgd_attack", "attack_objective",
+                                           "sard_loss"])
+    sig = inspect.signature(sard.two_stage_surrogate)
+    assert list(sig.parameters)[:4] == ["scores", "costs", "nu", "rho"]
+    assert sig.parameters["nu"].default == 1.0 and sig.parameters["rho"].default is None
+    sig = inspect.signature(sard.pgd_attack)
+    assert list(sig.parameters) == ["model", "x", "objective", "eps", "steps", "alpha", "clip", "rand_init",
+                                    "generator"]
+    assert sig.parameters["clip"].default == (0.0, 1.0) and sig.parameters["rand_init"].default is True
+    sig = inspect.signature(sard.sard_loss)
+    assert list(sig.parameters)[:8] == ["model", "x", "costs", "eps", "steps", "nu", "rho", "inner"]
+    assert (sig.parameters["nu"].default, sig.parameters["rho"].default, sig.parameters["inner"].default) == \
+        (1.0, 1.0, "joint")
+    sig = inspect.signature(sard.attack_objective)
+    assert list(sig.parameters) == ["kind", "costs", "target"]
+
+
+# --------------------------------------------------------------------------------------- deferral loss
+
+
+def test_deferral_loss_equals_direct_indexing_with_lowest_index_ties():
+    g = torch.Generator().manual_seed(0)
+    scores = torch.randn(500, 3, generator=g)
+    scores[:50] = torch.round(scores[:50])  # ties
+    scores[0] = torch.tensor([1.0, 1.0, 0.0])
+    costs = torch.rand(500, 3, generator=g)
+    pi = np.argmax(scores.numpy(), axis=1)  # numpy: first maximal index
+    expect = costs.numpy()[np.arange(500), pi]
+    assert np.array_equal(sard.deferral_loss(scores, costs).numpy(), expect)
+    assert allocation(scores)[0].item() == 0
+    assert sard.deferral_loss(torch.tensor([[0.0, 2.0, 1.0]]), torch.tensor([[0.3, 0.7, 0.1]])).item() == \
+        pytest.approx(0.7)
+    with pytest.raises(ValueError, match="scores and costs"):
+        sard.deferral_loss(torch.zeros(4, 3), torch.zeros(4, 2))
+
+
+# ------------------------------------------------------------------------------------------ comp-sum
+
+
+def _rand(n=64, m=3, seed=0, dtype=torch.float64):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, m, generator=g, dtype=dtype) * 2, torch.rand(n, m, generator=g, dtype=dtype)
+
+
+def test_comp_sum_nu1_is_cross_entropy_on_one_hot_labels():
+    r, _ = _rand()
+    y = torch.arange(64) % 3
+    got = per_agent_loss(r, nu=1.0).gather(1, y[:, None]).squeeze(1)
+    assert torch.allclose(got, F.cross_entropy(r, y, reduction="none"), atol=1e-12)
+    # two agents with costs 1 - onehot(y) give tau = onehot(y): the surrogate is the cross-entropy itself
+    r2, y2 = r[:, :2], torch.arange(64) % 2
+    costs = 1.0 - F.one_hot(y2, 2).double()
+    assert torch.equal(tau_weights(costs), F.one_hot(y2, 2).double())
+    assert torch.allclose(sard.two_stage_surrogate(r2, costs, nu=1.0), F.cross_entropy(r2, y2, reduction="none"),
+                          atol=1e-12)
+
+
+def test_comp_sum_nu0_is_sum_exponential_and_nu2_is_mae():
+    r, _ = _rand(seed=1)
+    m = r.shape[1]
+    for j in range(m):
+        others = [k for k in range(m) if k != j]
+        sum_exp = torch.exp(r[:, others] - r[:, [j]]).sum(dim=1)
+        assert torch.allclose(per_agent_loss(r, nu=0.0)[:, j], sum_exp, rtol=1e-12)
+        assert torch.allclose(per_agent_loss(r, nu=2.0)[:, j], 1.0 - torch.softmax(r, dim=1)[:, j], atol=1e-12)
+    # the nu = 1 branch (log1p) is the limit of the general formula
+    v = torch.linspace(0, 50, 101, dtype=torch.float64)
+    assert torch.allclose(psi(v, 1.0 + 1e-7), psi(v, 1.0), atol=1e-5)
+    assert torch.allclose(psi(v, 1.0 - 1e-7), psi(v, 1.0), atol=1e-5)
+
+
+def test_two_stage_surrogate_weights_by_tau():
+    r, c = _rand(seed=2)
+    tau = c.sum(1, keepdim=True) - c
+    expect = (tau * -torch.log_softmax(r, dim=1)).sum(1)
+    assert torch.allclose(sard.two_stage_surrogate(r, c), expect, atol=1e-12)
+    # rho-margin with well separated scores: agent 0 ahead by >= rho of both -> its term is Psi(0) = 0, the others
+    # are log(1 + 1 + 0) or log(1 + 1 + 1)
+    r = torch.tensor([[5.0, 2.0, 0.0]], dtype=torch.float64)
+    c = torch.tensor([[0.2, 0.5, 0.9]], dtype=torch.float64)
+    got = sard.two_stage_surrogate(r, c, nu=1.0, rho=1.0).item()
+    assert got == pytest.approx(1.4 * 0.0 + 1.1 * math.log(2.0) + 0.7 * math.log(3.0), abs=1e-12)
+
+
+@given(t=st.floats(-100, 100, allow_nan=False), rho=st.floats(1e-3, 10.0))
+@hsettings(max_examples=200, deadline=None)
+def test_ramp_is_one_below_zero_zero_above_rho_linear_between(t, rho):
+    v = ramp(torch.tensor([t], dtype=torch.float64), rho).item()
+    if t <= 0:
+        assert v == 1.0
+    elif t >= rho:
+        assert v == 0.0
+    else:
+        assert v == pytest.approx(1.0 - t / rho, abs=1e-12)
+    with pytest.raises(ValueError, match="rho"):
+        ramp(torch.zeros(1), 0.0)
+
+
+# ----------------------------------------------------------------------------------------- claim 4
+
+
+def test_claim4_surrogate_bound_on_1e5_random_inputs():
+    gaps = surrogate_bound_gaps(100_000, 3, seed=0)
+    assert gaps["min_gap_comp_sum"] >= -E.BOUND_TOL and gaps["min_gap_rho_margin"] >= -E.BOUND_TOL
+    assert E.check_surrogate_bound(gaps["min_gap_comp_sum"], gaps["min_gap_rho_margin"])[0]
+
+
+@given(r=st.lists(st.floats(-20, 20), min_size=3, max_size=3), c=st.lists(st.floats(0, 1), min_size=3, max_size=3),
+       rho=st.floats(0.05, 5.0))
+@hsettings(max_examples=300, deadline=None)
+def test_claim4_surrogate_bound_property(r, c, rho):
+    rt, ct = torch.tensor([r], dtype=torch.float64), torch.tensor([c], dtype=torch.float64)
+    rhs = 2 * math.log(2.0) * sard.deferral_loss(rt, ct).item()
+    assert sard.two_stage_surrogate(rt, ct, nu=1.0).item() >= rhs - 1e-12
+    assert sard.two_stage_surrogate(rt, ct, nu=1.0, rho=rho).item() >= rhs - 1e-12
+
+
+def test_claim4_bayes_allocation_gradient_vanishes_at_log_tau():
+    b = bayes_allocation(100_000, 3, seed=0)
+    assert b["max_abs_grad"] <= 1e-10
+    assert b["max_softmax_err"] <= 1e-12
+    assert b["argmax_is_argmin_cost"] == 1.0
+    assert E.check_bayes_allocation(b["max_abs_grad"], b["argmax_is_argmin_cost"])[0]
+    # away from log tau the gradient is not zero (the check can fail)
+    c = torch.tensor([[0.1, 0.5, 0.9]], dtype=torch.float64)
+    r = torch.zeros(1, 3, dtype=torch.float64, requires_grad=True)
+    (g,) = torch.autograd.grad(sard.two_stage_surrogate(r, c).sum(), r)
+    tau = c.sum() - c
+    assert torch.allclose(g, tau.sum() / 3 - tau, atol=1e-12) and g.abs().max() > 0.1
+
+
+def _mlp(d=8, seed=0):
+    m = make_rejector(d, [16], 3, seed)
+    m.eval()
+    return m
+
+
+def test_claim4_eps0_attack_returns_x_bitwise():
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(32, 8, generator=g)
+    x[0, 0] = -0.0
+    model, c = _mlp(), torch.rand(32, 3, generator=g)
+    for kind, kw in (("untargeted", {"costs": c}), ("targeted", {"target": 2})):
+        out = sard.pgd_attack(model, x, sard.attack_objective(kind, **kw), 0.0, 5, generator=g)
+        assert torch.equal(out.view(torch.int32), x.view(torch.int32))
+        assert out.data_ptr() != x.data_ptr()
+
+
+@pytest.mark.parametrize("eps,clip", [(0.05, (0.0, 1.0)), (0.3, (0.0, 1.0)), (0.5, None)])
+def test_claim4_every_pgd_iterate_stays_in_ball_and_box(eps, clip):
+    g = torch.Generator().manual_seed(1)
+    x = torch.rand(64, 8, generator=g)
+    x[:8] = 0.0  # on the box boundary
+    x[8:16] = 1.0
+    model, c = _mlp(seed=1), torch.rand(64, 3, generator=g)
+    its = list(pgd_iterates(model, x, sard.attack_objective("untargeted", costs=c), eps, 10, None, clip, True, g))
+    assert len(its) == 11
+    moved = 0.0
+    for it in its:
+        assert ((it.double() - x.double()).abs().max().item()) <= eps + E.BALL_TOL
+        if clip is not None:
+            assert it.min().item() >= 0.0 and it.max().item() <= 1.0
+        moved = max(moved, (it - x).abs().max().item())
+    assert moved > 0.5 * eps  # the attack does move
+
+
+def test_claim4_checks_fail_when_their_property_fails():
+    assert E.check_surrogate_bound(-1e-12, 0.0)[0] and not E.check_surrogate_bound(-2e-12, 0.0)[0]
+    assert not E.check_surrogate_bound(0.0, float("nan"))[0]
+    assert E.check_bayes_allocation(1e-10, 1.0)[0]
+    assert not E.check_bayes_allocation(1.1e-10, 1.0)[0] and not E.check_bayes_allocation(0.0, 0.999)[0]
+    assert E.check_attack_budget([True, True], [0.0, 1e-6])[0]
+    assert not E.check_attack_budget([True, False], [0.0, 0.0])[0]
+    assert not E.check_attack_budget([True], [1.1e-6])[0]
+    assert E.check_monotone_eps([[0.1, 0.2, 0.2, 0.3]], [0, 0.05, 0.1, 0.2])[0]
+    assert not E.check_monotone_eps([[0.1, 0.2, 0.19, 0.3]], [0, 0.05, 0.1, 0.2])[0]
+    assert E.check_monotone_eps([[0.3, 0.1]], [0.2, 0.0])[0]  # columns are ordered by eps
+    ok = (True, {})
+    assert E.check_mechanism(ok, ok, ok, ok)[0]
+    assert not E.check_mechanism(ok, ok, (False, {}), ok)[0]
+    with pytest.raises(ValueError):
+        E.check_attack_budget([], [])
+
+
+# --------------------------------------------------------------------------------------------- PGD
+
+
+def test_targeted_pgd_reaches_analytic_optimum_on_linear_two_agent_rejector():
+    g = torch.Generator().manual_seed(3)
+    d = 12
+    lin = torch.nn.Linear(d, 2)
+    with torch.no_grad():
+        lin.weight.copy_(torch.randn(2, d, generator=g))
+        lin.bias.copy_(torch.randn(2, generator=g))
+    x = torch.randn(40, d, generator=g)
+    eps = 0.25
+    for t, k in ((1, 0), (0, 1)):
+        out = sard.pgd_attack(lin, x, sard.attack_objective("targeted", target=t), eps, 20, clip=None, generator=g)
+        sign = torch.sign(lin.weight[t] - lin.weight[k]).detach()
+        assert (sign != 0).all()
+        assert torch.equal(out, x + eps * sign)
+        # it is the maximiser: the score margin r_t - r_k grows by exactly eps * ||w_t - w_k||_1
+        w = (lin.weight[t] - lin.weight[k]).detach()
+        gain = (out - x) @ w
+        assert torch.allclose(gain, torch.full((40,), eps * w.abs().sum().item()), atol=1e-5)
+
+
+def test_attack_objective_values_and_errors():
+    r, c = _rand(seed=4)
+    assert torch.allclose(sard.attack_objective("untargeted", costs=c)(r), (c * torch.softmax(r, 1)).sum(1))
+    assert torch.allclose(sard.attack_objective("targeted", target=2)(r), torch.log_softmax(r, 1)[:, 2])
+    tt = torch.arange(64) % 3
+    assert torch.allclose(sard.attack_objective("targeted", target=tt)(r),
+                          torch.log_softmax(r, 1).gather(1, tt[:, None]).squeeze(1))
+    with pytest.raises(ValueError, match="costs"):
+        sard.attack_objective("untargeted")
+    with pytest.raises(ValueError, match="target"):
+        sard.attack_objective("targeted")
+    with pytest.raises(ValueError, match="kind"):
+        sard.attack_objective("other")
+    with pytest.raises(ValueError, match="eps"):
+        sard.pgd_attack(_mlp(), torch.rand(2, 8), sard.attack_objective("targeted", target=0), -0.1, 3)
+    with pytest.raises(ValueError, match="steps"):
+        sard.pgd_attack(_mlp(), torch.rand(2, 8), sard.attack_objective("targeted", target=0), 0.1, 0)
+
+
+def test_untargeted_pgd_raises_expected_cost():
+    g = torch.Generator().manual_seed(5)
+    model = _mlp(seed=5)
+    x, c = torch.rand(200, 8, generator=g), torch.rand(200, 3, generator=g)
+    obj = sard.attack_objective("untargeted", costs=c)
+    out = sard.pgd_attack(model, x, obj, 0.3, 20, generator=g)
+    with torch.no_grad():
+        assert (obj(model(out)) >= obj(model(x)) - 1e-6).float().mean() > 0.95
+        assert obj(model(out)).mean() > obj(model(x)).mean() + 1e-3
+
+
+# --------------------------------------------------------------------------------------------- SARD
+
+
+def test_sard_loss_at_eps0_is_the_surrogate_at_x_and_trains_only_the_rejector():
+    g = torch.Generator().manual_seed(6)
+    model = _mlp(seed=6)
+    x, c = torch.rand(16, 8, generator=g), torch.rand(16, 3, generator=g)
+    for rho in (1.0, None):
+        expect = sard.two_stage_surrogate(model(x), c, nu=1.0, rho=rho).mean()
+        for inner in ("joint", "per_agent"):
+            got = sard.sard_loss(model, x, c, 0.0, 3, rho=rho, inner=inner)
+            assert torch.allclose(got, expect, atol=1e-6)
+    x.requires_grad_(False)
+    loss = sard.sard_loss(model, x, c, 0.1, 3, generator=g)
+    loss.backward()
+    assert all(p.grad is not None for p in model.parameters()) and x.grad is None
+    with pytest.raises(ValueError, match="inner"):
+        sard.sard_loss(model, x, c, 0.1, 3, inner="bad")
+
+
+def test_sard_ce_inner_point_raises_the_comp_sum():
+    g = torch.Generator().manual_seed(7)
+    model = _mlp(seed=7)
+    x, c = torch.rand(128, 8, generator=g), torch.rand(128, 3, generator=g)
+    clean = sard.two_stage_surrogate(model(x), c).mean()
+    adv = sard.sard_loss(model, x, c, 0.2, 10, rho=None, generator=g)
+    assert adv.item() > clean.item() + 1e-3
+
+
+# ---------------------------------------------------------------------------------------- data, agents
+
+
+@pytest.fixture(scope="module")
+def default_settings():
+    return S.get("default")
+
+
+def test_package_files_match_pinned_sha256_and_bad_bytes_fail():
+    for name in D.PACKAGE_FILES:
+        assert len(D.package_bytes(name)) > 0
+    with pytest.raises(D.DataError, match="digits.csv.gz.*sha256"):
+        D.verify_sha256(b"not the file", D.PACKAGE_FILES["digits.csv.gz"], "digits.csv.gz")
+    with pytest.raises(D.DataError, match="expected shape"):
+        D.parse_digits(gzip.compress(b"1,2,3\n4,5,6\n"))
+    with pytest.raises(D.DataError, match="unknown package file"):
+        D.package_bytes("iris.csv")
+    X, y = D.load_digits()
+    assert X.shape == (1797, 64) and np.bincount(y).tolist()[:2] == [178, 182]
+    Xd, yd = D.load_diabetes()
+    assert Xd.shape == (442, 10) and yd[0] == 151.0 and Xd[0, 0] == 59.0
+
+
+def test_split_is_a_stratified_partition():
+    _, y = D.load_digits()
+    idx = D.split_indices(len(y), [0.3, 0.4, 0.1, 0.2], 0, stratify=y)
+    allidx = np.concatenate(list(idx.values()))
+    assert np.array_equal(np.sort(allidx), np.arange(len(y)))
+    for cls in range(10):
+        n_c = (y == cls).sum()
+        assert abs((y[idx["test"]] == cls).sum() - 0.2 * n_c) <= 1
+    with pytest.raises(ValueError, match="fractions"):
+        D.split_indices(10, [0.5, 0.5, 0.1, 0.1], 0)
+
+
+def test_digits_agents_and_costs_deterministic_in_unit_interval(default_settings):
+    cfg = default_settings["digits"]
+    a, b = D.prepare_digits(0, cfg), D.prepare_digits(0, cfg)
+    assert np.array_equal(a["costs"], b["costs"]) and np.array_equal(a["preds"], b["preds"])
+    other = D.split_indices(len(a["y"]), cfg["split"], 1, stratify=a["y"])
+    assert not np.array_equal(a["idx"]["test"], other["test"])
+    assert not np.array_equal(a["preds"][:, 1:], D.simulate_experts(a["y"], cfg["expert_classes"], 0.95, 10, 1))
+    c = a["costs"].astype(np.float64)
+    assert c.min() >= 0.0 and c.max() <= 1.0
+    allowed = {0.0, 1 / 1.1, 0.05 / 1.1, 1.05 / 1.1, 0.1 / 1.1, 1.0}
+    assert all(any(abs(v - w) < 1e-6 for w in allowed) for v in np.unique(c))
+    y, p = a["y"], a["preds"]
+    on1, on2 = np.isin(y, [5, 6, 7]), np.isin(y, [7, 8, 9])
+    assert (p[on1, 1] == y[on1]).mean() > 0.9 and (p[~on1, 1] == y[~on1]).mean() < 0.2
+    assert (p[on2, 2] == y[on2]).mean() > 0.9 and (p[~on2, 2] == y[~on2]).mean() < 0.2
+    strong = y < 5
+    assert (p[strong, 0] == y[strong]).mean() > (p[~strong, 0] == y[~strong]).mean() + 0.2
+    assert a["x"].min() >= 0.0 and a["x"].max() <= 1.0
+    assert costliest_expert(cfg["beta"]) == 2
+
+
+def test_diabetes_agents_and_costs(default_settings):
+    cfg = default_settings["diabetes"]
+    a, b = D.prepare_diabetes(0, cfg), D.prepare_diabetes(0, cfg)
+    assert np.array_equal(a["costs"], b["costs"])
+    c = a["costs"]
+    assert c.min() >= 0.0 and c.max() <= 1.0
+    assert c[:, 1].min() >= 0.05 / 1.1 - 1e-6 and c[:, 2].min() >= 0.1 / 1.1 - 1e-6
+    ag = a["idx"]["agents"]
+    assert np.abs(a["x"][ag].mean(axis=0)).max() < 1e-5 and abs(a["y"][ag].mean()) < 1e-12
+    # the main model's cost re-evaluated at the clean inputs is its clean cost
+    te = a["idx"]["test"]
+    assert np.array_equal(D.main_costs_at(a, a["x"][te], te), c[te, 0])
+
+
+def test_cost_functions_values():
+    y = np.array([1, 2])
+    preds = np.array([[1, 0, 2], [0, 2, 2]])
+    got = D.classification_costs(y, preds, [0.05, 0.10])
+    assert np.allclose(got, np.array([[0, 1.05, 1.1], [1, 0.05, 0.1]]) / 1.1)
+    got = D.regression_costs(np.array([0.0]), np.array([[1.0, 3.0, 0.0]]), [0.05, 0.1])
+    assert np.allclose(got, np.array([[0.25, 1.05, 0.1]]) / 1.1)
+
+
+def test_settings_validation_names_the_key(default_settings):
+    S.validate(default_settings)
+    for key, value, match in (("attack.eps_grid", [0.0, -0.1], "attack.eps_grid"),
+                              ("attack.steps", 0, "attack.steps"), ("train.eps", -1.0, "train.eps"),
+                              ("train.steps", 0, "train.steps")):
+        st_ = S.get("default")
+        sect, k = key.split(".")
+        st_[sect][k] = value
+        with pytest.raises(ValueError, match=match):
+            S.validate(st_)
+    st_ = S.get("default")
+    st_["digits"]["beta"] = [-0.1, 0.1]
+    with pytest.raises(ValueError, match="digits.beta"):
+        S.validate(st_)
+    with pytest.raises(KeyError, match="unknown scale"):
+        S.get("huge")
+
+
+# ------------------------------------------------------------------------------------------- verdicts
+
+
+def test_verdict_untargeted_outcomes_and_boundaries():
+    rep, nrep, s = E.verdict_untargeted([[0.0], [0.0]], [[0.02], [0.02]])
+    assert (rep, nrep) == (True, False) and s["mean_diff"] == -0.02 and s["ci_high"] == -0.02
+    assert E.verdict_untargeted([[0.0], [0.0]], [[0.0199], [0.0199]])[:2] == (False, False)
+    assert E.verdict_untargeted([[0.5], [0.5]], [[0.5], [0.5]])[:2] == (False, False)  # CI = [0, 0]
+    assert E.verdict_untargeted([[0.51], [0.51]], [[0.5], [0.5]])[:2] == (False, True)
+    rng = np.random.default_rng(0)
+    noisy = rng.normal(-0.05, 1.0, size=200)  # mean below -0.02 but the CI straddles 0
+    rep, nrep, s = E.verdict_untargeted([noisy + 1.0], [np.ones(200)])
+    assert (rep, nrep) == (False, False) and s["ci_low"] < 0 < s["ci_high"]
+    with pytest.raises(ValueError, match="paired"):
+        E.verdict_untargeted([[0.0, 0.1]], [[0.0]])
+    with pytest.raises(ValueError, match="non-finite"):
+        E.verdict_untargeted([[np.nan]], [[0.0]])
+
+
+def test_verdict_targeted_outcomes_and_boundaries():
+    n = 2000
+    ones = np.ones(n)
+    clean = np.zeros(n)
+    clean[:100] = 1.0  # rate 0.05
+    rep, nrep, s = E.verdict_targeted([np.zeros(n)], [ones], [clean], [ones])
+    assert (rep, nrep) == (True, False) and s["rate_diff"] == -0.05 and s["ci_high"] < 0
+    clean99 = clean.copy()
+    clean99[99] = 0.0  # 4.95 points: CI excludes 0 but the drop is below 5 points
+    rep, nrep, s = E.verdict_targeted([np.zeros(n)], [ones], [clean99], [ones])
+    assert (rep, nrep) == (False, False) and s["ci_high"] < 0
+    rep, nrep, s = E.verdict_targeted([clean], [ones], [np.zeros(n)], [ones])
+    assert (rep, nrep) == (False, True) and s["ci_low"] > 0
+    # eligibility enters the rate: sard eligible on half the points, same successes -> higher rate
+    half = np.r_[np.ones(n // 2), np.zeros(n // 2)]
+    s = E.verdict_targeted([clean], [half], [clean], [ones])[2]
+    assert s["rate_sard"] == pytest.approx(0.1) and s["rate_clean"] == pytest.approx(0.05)
+    # a rejector that already sends everything to t: undefined rate -> inconclusive
+    rep, nrep, s = E.verdict_targeted([np.zeros(n)], [np.zeros(n)], [clean], [ones])
+    assert (rep, nrep) == (False, False) and s["undefined_for"] == ["sard"]
+    with pytest.raises(ValueError, match="eligible"):
+        E.verdict_targeted([ones], [np.zeros(n)], [clean], [ones])
+
+
+def test_verdict_clean_noninferiority_outcomes_and_boundaries():
+    assert E.verdict_clean_noninferiority([[0.03], [0.03]], [[0.0], [0.0]])[:2] == (True, False)
+    assert E.verdict_clean_noninferiority([[0.030001], [0.030001]], [[0.0], [0.0]])[:2] == (False, True)
+    mixed = np.r_[np.zeros(100), np.full(100, 0.06)]
+    rep, nrep, s = E.verdict_clean_noninferiority([mixed], [np.zeros(200)])
+    assert (rep, nrep) == (False, False) and s["ci_low"] <= 0.03 < s["ci_high"]
+    # mean 0 but a wide CI reaching above the margin: inconclusive
+    assert E.verdict_clean_noninferiority([[0.1, 0.2]], [[0.2, 0.1]])[:2] == (False, False)
+
+
+def test_bootstrap_is_deterministic_and_pools_seeds():
+    rng = np.random.default_rng(1)
+    a, b = [rng.random(50), rng.random(60)], [rng.random(50), rng.random(60)]
+    s1, s2 = E.verdict_untargeted(a, b)[2], E.verdict_untargeted(a, b)[2]
+    assert s1 == s2 and s1["n_points"] == 110 and s1["points_per_seed"] == [50, 60]
+    assert s1["mean_diff"] == pytest.approx(np.concatenate(a).mean() - np.concatenate(b).mean())
+
+
+# ------------------------------------------------------------------------------------------ smoke run
+
+
+def test_smoke_run_of_every_arm():
+    st_ = S.get("smoke")
+    st_["digits"]["epochs"] = 2
+    X._MODEL_CACHE.clear()
+    out = {arm: X.run(st_, arm, 0, "digits") for arm in X.ARMS}
+    for arm, r in out.items():
+        m = r["metrics"]
+        assert len(r["curves"]["epoch"]) == 2
+        assert m["def_loss_adv_eps0"] == m["def_loss_clean"]
+        assert m["eps0_bitwise"] is True and m["ball_violation"] <= E.BALL_TOL
+        assert sum(m[f"alloc_rate_{j}"] for j in range(3)) == pytest.approx(1.0)
+        assert m["def_loss_clean"] >= m["agents/oracle_def_loss"] - 1e-12
+        n_test = len(r["points"]["def_loss_clean"])
+        assert m["def_loss_clean"] == pytest.approx(float(np.mean(r["points"]["def_loss_clean"])))
+        assert n_test == 359
+    a, b = out["clean_l2d"], out["clean_l2d_agents_perturbed"]
+    assert a["metrics"]["def_loss_clean"] == b["metrics"]["def_loss_clean"]  # same network
+    assert a["curves"] == b["curves"]
+    # an unseen arm-independent re-run is identical (deterministic training)
+    X._MODEL_CACHE.clear()
+    again = X.run(st_, "clean_l2d", 0, "digits")
+    assert again["metrics"][f"def_loss_adv_{eps_key(0.1)}"] == a["metrics"]["def_loss_adv_eps0.1"]
+    with pytest.raises(ValueError, match="unknown arm"):
+        X.run(st_, "nope", 0, "digits")
+    with pytest.raises(ValueError, match="diabetes"):
+        X.run(st_, "sard", 0, "diabetes")
