@@ -380,7 +380,7 @@ def test_settings_validation_names_the_key(default_settings):
     S.validate(default_settings)
     for key, value, match in (("attack.eps_grid", [0.0, -0.1], "attack.eps_grid"),
                               ("attack.steps", 0, "attack.steps"), ("train.eps", -1.0, "train.eps"),
-                              ("train.steps", 0, "train.steps")):
+                              ("train.steps", 0, "train.steps"), ("attack.norm", "l2", "attack.norm")):
         st_ = S.get("default")
         sect, k = key.split(".")
         st_[sect][k] = value

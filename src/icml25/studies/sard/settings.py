@@ -112,6 +112,10 @@ def validate(settings: dict) -> None:
                        ("train.val_steps", tr["val_steps"]), ("train.batch_size", tr["batch_size"])):
         if not (isinstance(value, int) and value >= 1):
             bad(key, value, "must be an integer >= 1")
+    if att["norm"] != "linf":
+        bad("attack.norm", att["norm"], "is not implemented (only 'linf')")
+    if att["target"] != "costliest":
+        bad("attack.target", att["target"], "is not implemented (only 'costliest': the expert with the largest fee)")
     if not att["alpha_factor"] > 0:
         bad("attack.alpha_factor", att["alpha_factor"], "must be > 0")
     if not tr["lr"] > 0:
