@@ -141,7 +141,7 @@ def to_float16(x: np.ndarray, out: np.ndarray, *, backend: str | None = None) ->
     """out[:] = x as float16 (round to nearest even); x: contiguous float32 (n,), out: float16 (n,).
 
     NumPy's float32 -> float16 cast is a scalar loop here (about 6-9 ns per value, more than the rest of a shard
-    together); the compiled loop does the same rounding with integer operations.
+    together); the compiled loop does the same rounding with integer operations (0.4-2 ns per value).
     """
     if (backend or BACKEND) == "numba":
         _nb_to_float16(x, out.view(np.uint16))

@@ -622,9 +622,8 @@ class RomsRecords:
     def __init__(self, paths: str | Path | Sequence[str | Path], variables: Sequence[str] | None = None, *,
                  chunk_time: int = 1, _parent: RomsRecords | None = None, _rows: np.ndarray | None = None) -> None:
         if _parent is not None:
-            self.__dict__.update({k: v for k, v in _parent.__dict__.items()
-                                  if k not in ("_nc", "_nc_index", "_buffers")})
-            self.rows, self._buffers = _rows, {}
+            self.__dict__.update({k: v for k, v in _parent.__dict__.items() if k not in ("_nc", "_nc_index")})
+            self.rows = _rows  # the record buffers are shared with the parent: selections are read one at a time
             self._nc, self._nc_index = None, -1
             return
         import netCDF4
@@ -676,7 +675,8 @@ class RomsRecords:
         return self.tables["w" if vgrid == "s_w" else hgrid]
 
     def select(self, start: int, stop: int) -> RomsRecords:
-        """The records start..stop-1 (e.g. one day), sharing grids and tables."""
+        """The records start..stop-1 (e.g. one day), sharing grids, tables and record buffers (so read one
+        selection at a time: a read overwrites the previous read of the same shape)."""
         return RomsRecords(self.paths, _parent=self, _rows=self.rows[start:stop])
 
     def chunks(self) -> list[tuple[int, int]]:

@@ -314,4 +314,6 @@ def _write_shard_records(path, src, variables, stats, *, dtype=np.float16) -> tu
                     c += 1
                 del x
             block.tofile(fh)
+    src.release()  # memory stays one record however many days are written
+    src.close()
     return shape
