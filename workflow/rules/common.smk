@@ -48,11 +48,14 @@ def bench(slug, name):
 
 
 def stage_cmd(slug, stage):
-    """Shell command of a stage job; Snakemake fills in the params.cfg placeholder when the job runs."""
-    mirror = f" --mirror {config['mirror']}" if config.get("mirror") else ""
+    """Shell command of a stage job; Snakemake fills in the params.cfg placeholder when the job runs. Every
+    value from the configuration is shell-quoted (a `mirror` such as `x; rm -rf ~` stays one argument)."""
+    q = wf.shell_quote
+    mirror = f" --mirror {q(config['mirror'])}" if config.get("mirror") else ""
     return (
-        f"python -m icml25.studies.{slug} {stage} --scale {SCALE} --config-json {{params.cfg:q}}"
-        f" --data-source {config['data_source']}{mirror} --results {RESULTS} --rule {slug}__{stage}"
+        f"python -m icml25.studies.{q(slug)} {q(stage)} --scale {q(SCALE)} --config-json {{params.cfg:q}}"
+        f" --data-source {q(config['data_source'])}{mirror} --results {q(RESULTS)}"
+        f" --rule {q(f'{slug}__{stage}')}"
     )
 
 
@@ -70,8 +73,9 @@ _LOCAL_SERVER = {}
 
 
 def init_tracking():
-    """onstart: create the MLflow store and the experiments once, before any job writes to them; with a
-    local SQLite store and `mlflow.local_server`, serve it for this run so jobs log over cheap REST calls.
+    """onstart: create the MLflow store and the experiments once, before any job writes to them; replay the
+    tracking spooled by earlier jobs, mark runs of killed invocations KILLED; with a local SQLite store and
+    `mlflow.local_server`, serve it for this run so jobs log over cheap REST calls.
     """
     from icml25.core.tracking import init_store, resolve_tracking_uri
 
@@ -84,6 +88,7 @@ def init_tracking():
             "http://$(hostname -f):5000` before submitting (docs/slurm.md)"
         )
     init_store(uri, [*SELECTED, "summary"], RESULTS)
+    wf.recover_tracking(RESULTS, uri)
     if uri.startswith("sqlite:") and config.get("mlflow", {}).get("local_server", True):
         started = wf.start_local_server(RESULTS, uri)
         if started:
@@ -93,10 +98,7 @@ def init_tracking():
 
 
 def finish_tracking(status):
-    """onsuccess/onerror: close this invocation's parent runs, stop the local server."""
-    from icml25.core.tracking import finish_invocation
-
-    finish_invocation(status, RESULTS)
-    if "pgid" in _LOCAL_SERVER:
-        wf.stop_local_server(_LOCAL_SERVER.pop("pgid"))
-        wf.set_tracking_uri(_LOCAL_SERVER.pop("store"))
+    """onsuccess/onerror: close this invocation's parent runs, stop the local server. Never raises and prints
+    nothing: a failed job's error stays the last thing on screen (problems go to results/.tracking/errors.log).
+    """
+    wf.finish_tracking(RESULTS, status, _LOCAL_SERVER.pop("pgid", None), _LOCAL_SERVER.pop("store", None))

@@ -180,7 +180,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         uri = resolve_tracking_uri(args.results)
         ids = init_store(uri, [*args.studies, "summary"], args.results)
-        log.info("MLflow store %s ready: %s", uri, ids)
+        from .mlflow_rest import redact
+
+        log.info("MLflow store %s ready: %s", redact(uri), ids)
     elif args.cmd == "finish-tracking":
         from .tracking import finish_invocation
 
