@@ -77,7 +77,7 @@ def init_tracking():
     tracking spooled by earlier jobs, mark runs of killed invocations KILLED; with a local SQLite store and
     `mlflow.local_server`, serve it for this run so jobs log over cheap REST calls.
     """
-    from icml25.core.tracking import init_store, resolve_tracking_uri
+    from icml25.core.tracking import resolve_tracking_uri
 
     uri = resolve_tracking_uri(RESULTS)
     if workflow.non_local_exec and uri.startswith("sqlite:"):
@@ -87,7 +87,7 @@ def init_tracking():
             "--pid-file results/mlflow-server.pid`) and `export MLFLOW_TRACKING_URI="
             "http://$(hostname -f):5000` before submitting (docs/slurm.md)"
         )
-    init_store(uri, [*SELECTED, "summary"], RESULTS)
+    wf.init_tracking_store(uri, [*SELECTED, "summary"], RESULTS)
     wf.recover_tracking(RESULTS, uri)
     if uri.startswith("sqlite:") and config.get("mlflow", {}).get("local_server", True):
         started = wf.start_local_server(RESULTS, uri)

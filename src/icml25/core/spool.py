@@ -26,6 +26,7 @@ import os
 import shutil
 import socket
 import time
+import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -267,6 +268,9 @@ def replay(results_dir: str | Path, make_backend: Callable[[str], Any] | None = 
 
 
 def _replay_one(journal: Path, lines: list[dict], client: Any, d: Path) -> None:
+    from .tracking import artifact_root
+
+    store = lines[0]["store"]
     ids_file, progress = d / "ids.json", journal.with_suffix(".done")
     ids: dict[str, list[str]] = _read_json(ids_file, {})
     start = int(progress.read_text() or 0) if progress.exists() else 0
@@ -305,7 +309,17 @@ def _replay_one(journal: Path, lines: list[dict], client: Any, d: Path) -> None:
         elif op == "log_artifact":
             run = entry["run_id"]
             uri = ids[run][1] if run.startswith(PLACEHOLDER) else entry["artifact_uri"]
-            client.log_artifact(real(run), uri, Path(entry["path"]), entry.get("artifact_path"))
+            root = artifact_root(store)
+            if uri.startswith("mlflow-artifacts:") and root is not None:
+                # a run created through the local server, replayed into the SQLite store it served: its
+                # proxied artifacts live under the server's destination, the root beside the store
+                from .mlflow_rest import RestTracking
+
+                local_uri = (root / urllib.parse.urlparse(uri).path.lstrip("/")).as_uri()
+                RestTracking("http://unused").log_artifact(real(run), local_uri, Path(entry["path"]),
+                                                           entry.get("artifact_path"))
+            else:
+                client.log_artifact(real(run), uri, Path(entry["path"]), entry.get("artifact_path"))
         _write_json(ids_file, ids)
         progress.write_text(str(i))
 

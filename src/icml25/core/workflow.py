@@ -105,6 +105,27 @@ def shell_quote(value: object) -> str:
     return shlex.quote(str(value))
 
 
+def init_tracking_store(uri: str, slugs: Sequence[str], results: str | Path) -> bool:
+    """onstart: create the store and experiments (``tracking.init_store``). A store that does not answer is
+    not fatal (jobs spool their tracking and it is replayed later): logged, False returned."""
+    import logging
+
+    from .mlflow_rest import redact
+    from .spool import is_outage
+    from .tracking import init_store
+
+    try:
+        init_store(uri, list(slugs), results)
+        return True
+    except Exception as err:  # noqa: BLE001
+        if not is_outage(err):
+            raise
+        logging.getLogger("icml25").warning("tracking store %s unreachable (%s); jobs spool their tracking under "
+                                            "%s/.tracking/spool until it answers", redact(uri),
+                                            redact(str(err).splitlines()[0][:300]), results)
+        return False
+
+
 def recover_tracking(results: str | Path, store_uri: str) -> None:
     """onstart, after the store exists: name the durable store for this invocation's spool journals
     (``ICML25_STORE_URI``, jobs inherit it), replay journals left by earlier jobs, record this invocation, and

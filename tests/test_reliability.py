@@ -1,0 +1,394 @@
+"""Issue 11, "nothing lost, nobody let in": each finding of the issue reproduced with real components (a real
+``mlflow server`` on loopback, real HTTP, real Snakemake runs killed with SIGKILL) and checked fixed."""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import clean_env, copy_project, free_port, run_snakemake, tail
+from icml25.core import server as srv
+from icml25.core import spool
+from icml25.core.mlflow_rest import RestError, RestTracking, redact
+from icml25.core.tracking import init_store, stage_run
+
+
+def _server_groups(marker: str) -> set[int]:
+    """Process groups of running ``mlflow server`` processes whose command line contains ``marker``."""
+    out = set()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmd = (proc / "cmdline").read_bytes().split(b"\0")
+            if b"server" in cmd and any(b"mlflow" in c for c in cmd[:2]) and marker.encode() in b" ".join(cmd):
+                out.add(os.getpgid(int(proc.name)))
+        except OSError:
+            continue
+    return out
+
+
+def _gone(pgid: int, within: float) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def _runs(uri: str) -> list:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    exps = [e.experiment_id for e in client.search_experiments() if e.name.startswith("icml25/")]
+    return client.search_runs(exps, max_results=10000) if exps else []
+
+
+# -- 1. a server start that knows its own process ------------------------------------------------------------
+
+def test_server_cli_fails_on_a_port_another_server_answers(tmp_path, http_server):
+    """Finding 1: another server answering ``/health`` on the port is not "mlflow server up"."""
+    (tmp_path / "www").mkdir()
+    (tmp_path / "www" / "health").write_text("OK")  # http.server answers GET /health with 200
+    base = http_server(tmp_path / "www")
+    port = int(base.rstrip("/").rsplit(":", 1)[1])
+    out = subprocess.run([sys.executable, "-m", "icml25.core.cli", "server", "--port", str(port), "--results",
+                          str(tmp_path / "r"), "--detach", "--pid-file", str(tmp_path / "pid")],
+                         env=clean_env(), capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "mlflow server up" not in out.stdout and "export MLFLOW_TRACKING_URI" not in out.stdout
+    assert f"127.0.0.1:{port}" in out.stderr and "Address already in use" in out.stderr
+    assert not (tmp_path / "pid").exists()
+
+
+def test_readiness_requires_the_listener_in_the_servers_own_process_group(tmp_path, http_server):
+    """Finding 1, the race: the port was free when checked, another process bound it first. ``/health`` answers,
+    but from a socket outside the server's process group: not ready; the server's exit is the error."""
+    (tmp_path / "www").mkdir()
+    (tmp_path / "www" / "health").write_text("OK")
+    base = http_server(tmp_path / "www")
+    port = int(base.rstrip("/").rsplit(":", 1)[1])
+    ours = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3)"], start_new_session=True)
+    try:
+        assert srv.serves_port(ours.pid, port) is False
+        assert srv.port_owners(port) and os.getpid() not in srv.port_owners(port)
+        with pytest.raises(RuntimeError, match="another process"):
+            srv.wait_ready(base.rstrip("/"), timeout=20, proc=ours, pgid=ours.pid, port=port)
+    finally:
+        ours.kill()
+        ours.wait()
+
+
+def test_icml25_server_binds_loopback_unless_told():
+    """Finding 7: the default interface is 127.0.0.1."""
+    args = srv._parser().parse_args([])
+    assert args.host == "127.0.0.1"
+    cmd = srv.server_command(backend_store_uri="sqlite:////x", artifacts_destination="file:///a", auth=True)
+    assert cmd[cmd.index("--host") + 1] == "127.0.0.1"
+    assert cmd[cmd.index("--app-name") + 1] == "basic-auth"
+
+
+# -- 2. the tie to the parent exists from the moment the server exists -------------------------------------
+
+@pytest.mark.slow
+def test_sigkill_of_snakemake_during_server_start_leaves_no_server(tmp_path):
+    """Finding 2: SIGKILL Snakemake while its local server is starting; the server is gone within seconds."""
+    work = copy_project(tmp_path / "work")
+    snake = subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "1", "--config", "scale=smoke",
+                              "studies=[cat_iv]"], cwd=work, env=clean_env(), stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True)
+    groups: set[int] = set()
+    try:
+        deadline = time.monotonic() + 240
+        while not groups and time.monotonic() < deadline and snake.poll() is None:
+            groups = _server_groups(str(work))
+            time.sleep(0.05)
+        assert groups, "no mlflow server was started"
+        log = work / "results" / "logs" / "mlflow-server.log"
+        os.killpg(snake.pid, signal.SIGKILL)  # Snakemake and everything in its group
+        snake.wait()
+        for pgid in groups:
+            assert _gone(pgid, 20), f"mlflow server (group {pgid}) still running after Snakemake died: {log}"
+    finally:
+        for pgid in groups:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, signal.SIGKILL)
+
+
+# -- 3. tracking that loses nothing ------------------------------------------------------------------------
+
+def test_store_killed_mid_job_loses_nothing_and_replays(mlflow_server, tmp_path, monkeypatch):
+    """Finding 3: the tracking server dies in the middle of a stage job. The job finishes normally, what it
+    logged after the outage is spooled under results/.tracking/spool, and the replay puts every metric, the
+    artifact and the FINISHED status into the store."""
+    results = tmp_path / "results"
+    store = f"sqlite:///{mlflow_server.store / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_server.url)
+    monkeypatch.setenv(spool.ENV_STORE, store)
+    monkeypatch.setenv("ICML25_TRACKING_RETRIES", "1")
+    monkeypatch.setenv("ICML25_INVOCATION", "outage-test")
+    artifact = tmp_path / "fig.txt"
+    artifact.write_text("figure")
+    with stage_run("outage", "train", arm="a", seed=0, config={"lr": 0.1}, results_dir=results) as run:
+        for step in range(5):
+            run.log_metric("train/loss", 1.0 / (step + 1), step=step)
+        run.flush()
+        srv.stop(mlflow_server.pgid)  # the store goes away mid-job
+        for step in range(5, 10):
+            run.log_metric("train/loss", 1.0 / (step + 1), step=step)
+        run.log_artifact(artifact, "figures")
+    journals = spool.pending(results)
+    assert len(journals) == 1
+    assert spool.replay(results) == (1, 0)  # into the SQLite store the server served
+    assert spool.pending(results) == [] and not list((results / ".tracking" / "spool").glob("*.files"))
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=store)
+    runs = [r for r in _runs(store) if r.data.tags.get("stage") == "train"]
+    assert len(runs) == 1 and runs[0].info.status == "FINISHED"
+    history = client.get_metric_history(runs[0].info.run_id, "train/loss")
+    assert sorted(m.step for m in history) == list(range(10))
+    assert runs[0].data.params == {"lr": "0.1"}
+    # proxied artifact of a server-made run, replayed beside the SQLite store (where the local server keeps them)
+    uploaded = list((mlflow_server.store / "mlartifacts").rglob("fig.txt"))
+    assert [p.read_text() for p in uploaded] == ["figure"]
+    assert runs[0].info.run_id in str(uploaded[0]) and uploaded[0].parent.name == "figures"
+
+
+def test_store_unreachable_from_the_start_spools_whole_run_with_its_parent(tmp_path, monkeypatch):
+    """Finding 3: no store at all during a job (its parent run created while away too): the job succeeds; the
+    replay creates the parent and the child with the link between them."""
+    results = tmp_path / "results"
+    store = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{free_port()}")  # nobody listens
+    monkeypatch.setenv(spool.ENV_STORE, store)
+    monkeypatch.setenv("ICML25_TRACKING_RETRIES", "0")
+    monkeypatch.setenv("ICML25_INVOCATION", "away-test")
+    with stage_run("away", "evaluate", config={"k": 1}, results_dir=results) as run:
+        run.log_metrics({"eval/acc": 0.75})
+    with pytest.raises(ValueError):
+        with stage_run("away", "train", seed=1, results_dir=results):
+            raise ValueError("the job's own error")  # still raised: tracking never hides the science
+    parents = json.loads((results / ".tracking" / "parents.json").read_text())
+    assert all(v.startswith(spool.PLACEHOLDER) for v in parents.values())
+    init_store(store, [], results)
+    assert spool.replay(results) == (2, 0)
+    runs = _runs(store)
+    by_stage = {r.data.tags["stage"]: r for r in runs}
+    assert set(by_stage) == {"pipeline", "evaluate", "train"}
+    assert by_stage["evaluate"].info.status == "FINISHED" and by_stage["train"].info.status == "FAILED"
+    assert by_stage["evaluate"].data.metrics == {"eval/acc": 0.75}
+    parent = by_stage["pipeline"].info.run_id
+    assert by_stage["evaluate"].data.tags["mlflow.parentRunId"] == parent == by_stage["train"].data.tags[
+        "mlflow.parentRunId"]
+    assert list(json.loads((results / ".tracking" / "parents.json").read_text()).values()) == [parent]
+
+
+def test_request_errors_are_not_outages(mlflow_server, tmp_path, monkeypatch):
+    """A wrong request (4xx) is a bug, not an outage: it is raised, not spooled."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_server.url)
+    from icml25.core.tracking import tracking_client
+
+    client = tracking_client(mlflow_server.url, tmp_path / "results")
+    with pytest.raises(RestError, match="HTTP 4"):
+        client.log_batch("no-such-run", params=[("a", "1")])
+    assert not client.offline and spool.pending(tmp_path / "results") == []
+
+
+def _find_server(work: Path, timeout: float = 240) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        groups = _server_groups(str(work))
+        if groups:
+            return groups.pop()
+        time.sleep(0.1)
+    raise AssertionError("no local mlflow server")
+
+
+@pytest.mark.slow
+def test_pipeline_survives_its_server_killed_mid_run(tmp_path):
+    """Finding 3: the local tracking server is SIGKILLed while the pipeline runs. No job fails; at the end the
+    spool is replayed into results/mlflow.db: every job's run FINISHED under a FINISHED parent, none RUNNING."""
+    work = copy_project(tmp_path / "work")
+    env = clean_env(ICML25_TRACKING_RETRIES="1", PYTHONPATH=os.environ.get("PYTHONPATH", ""))
+    snake = subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "2", "--config", "scale=smoke",
+                              "studies=[cat_iv]"], cwd=work, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+    pgid = _find_server(work)
+    logs = work / "results" / "cat_iv" / "logs"
+    deadline = time.monotonic() + 300
+    while not (logs.is_dir() and any(logs.glob("*.log"))) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    os.killpg(pgid, signal.SIGKILL)
+    out, _ = snake.communicate(timeout=900)
+    assert snake.returncode == 0, out[-6000:]
+    assert (work / "results" / "cat_iv" / "claims.json").exists()
+    assert spool.pending(work / "results") == []
+    runs = _runs(f"sqlite:///{work / 'results' / 'mlflow.db'}")
+    jobs = [r for r in runs if r.data.tags.get("stage") != "pipeline"]
+    parents = [r for r in runs if r.data.tags.get("stage") == "pipeline"]
+    assert len(jobs) >= 5 and {r.info.status for r in jobs} == {"FINISHED"}, [(r.info.run_name, r.info.status)
+                                                                             for r in jobs]
+    assert {r.info.status for r in parents} == {"FINISHED"}
+    assert {r.data.tags["mlflow.parentRunId"] for r in jobs if r.data.tags["study"] == "cat_iv"} == {
+        r.info.run_id for r in parents if r.data.tags["study"] == "cat_iv"}
+
+
+@pytest.mark.slow
+def test_killed_pipeline_recovers_with_the_readme_commands(tmp_path):
+    """Finding 3: SIGKILL the whole Snakemake process group during a job. The README's recovery commands
+    (`snakemake --unlock`, then the run command with `--rerun-incomplete`) finish the pipeline, and the runs the
+    killed invocation left RUNNING are marked KILLED; nothing is RUNNING afterwards."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert "snakemake --unlock" in readme and "--rerun-incomplete" in readme
+    work = copy_project(tmp_path / "work")
+    args = ["--config", "scale=smoke", "studies=[cat_iv]"]
+    snake = subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "2", *args], cwd=work,
+                             env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
+    db = work / "results" / "mlflow.db"
+    deadline = time.monotonic() + 400
+    first: list = []
+    while time.monotonic() < deadline and snake.poll() is None:
+        if db.exists():
+            try:
+                first = [r for r in _runs(f"sqlite:///{db}") if r.data.tags.get("stage") not in (None, "pipeline")]
+            except Exception:  # noqa: BLE001 - the store is being written
+                first = []
+            if first:
+                break
+        time.sleep(1)
+    assert first, "no job run appeared"
+    os.killpg(snake.pid, signal.SIGKILL)
+    snake.wait()
+    killed_inv = first[0].data.tags["invocation"]
+    unlock = run_snakemake(work, "--unlock", *args)
+    assert unlock.returncode == 0, tail(unlock)
+    again = run_snakemake(work, "--cores", "2", "--rerun-incomplete", *args, timeout=900)
+    assert again.returncode == 0, tail(again)
+    runs = _runs(f"sqlite:///{db}")
+    assert "RUNNING" not in {r.info.status for r in runs}
+    old = [r for r in runs if r.data.tags.get("invocation") == killed_inv]
+    assert "KILLED" in {r.info.status for r in old}  # the parent at least, and the jobs that were cut off
+    assert {r.info.status for r in old if r.data.tags["stage"] == "pipeline"} == {"KILLED"}
+
+
+def _hb_remote(mirror: str, *extra: str) -> list[str]:
+    return ["--cores", "1", "--show-failed-logs", "--config", "scale=smoke", "studies=[human_baselines]",
+            "data_source=remote", f"mirror={mirror}", "overrides={human_baselines: {try_origin: false}}", *extra]
+
+
+def test_onerror_keeps_the_job_error_last_and_closes_parents_through_the_spool(tmp_path):
+    """Finding 3: a job fails while the tracking store is down. Snakemake's output ends with the job's own error
+    (no RestError, no traceback of the handler), and the FAILED status of the job's run and of the parent run are
+    spooled; once a server answers on that address, the replay writes them."""
+    work = copy_project(tmp_path / "work")
+    (tmp_path / "empty").mkdir()
+    port = free_port()
+    env = clean_env(MLFLOW_TRACKING_URI=f"http://127.0.0.1:{port}", ICML25_TRACKING_RETRIES="0")
+    out = run_snakemake(work, *_hb_remote(str(tmp_path / "empty"), "--until", "human_baselines__download"),
+                        env=env, timeout=300)
+    text = out.stdout + out.stderr
+    assert out.returncode != 0
+    assert "not found in the directory mirror" in text
+    assert "RestError" not in text and "Traceback" not in text.split("not found in the directory mirror")[-1]
+    results = work / "results"
+    ops = [json.loads(line) for j in spool.pending(results) for line in j.read_text().splitlines()]
+    assert [o["status"] for o in ops if o["op"] == "set_terminated"] == ["FAILED", "FAILED"]  # job, parent
+    handle = srv.start(backend_store_uri=f"sqlite:///{tmp_path / 'late' / 'mlflow.db'}",
+                       artifacts_destination=str(tmp_path / "late" / "art"), port=port, workers=1,
+                       log=tmp_path / "late.log")
+    try:
+        n = len(spool.pending(results))
+        assert n >= 1 and spool.replay(results) == (n, 0)
+        runs = _runs(handle.url)
+    finally:
+        srv.stop(handle.pgid)
+    assert {(r.data.tags["stage"], r.info.status) for r in runs} == {("download", "FAILED"),
+                                                                     ("pipeline", "FAILED")}
+
+
+# -- 7. credentials ---------------------------------------------------------------------------------------
+
+def test_rest_client_sends_standard_credentials_and_never_prints_them(tmp_path, monkeypatch):
+    """Finding 7: MLFLOW_TRACKING_USERNAME/PASSWORD (basic) or MLFLOW_TRACKING_TOKEN (bearer) are sent, and
+    credentials in a tracking URI never reach a message."""
+    import http.server
+    import threading
+
+    seen: list[str | None] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            seen.append(self.headers.get("Authorization"))
+            self.send_response(401)
+            self.end_headers()
+            self.wfile.write(b'{"error_code": "UNAUTHENTICATED"}')
+
+        def log_message(self, *a):
+            pass
+
+    httpd = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    port = httpd.server_address[1]
+    try:
+        monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "alice")
+        monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "s3cret")
+        with pytest.raises(RestError) as err:
+            RestTracking(f"http://127.0.0.1:{port}", retries=0).experiment_id("x")
+        assert seen[-1] == "Basic YWxpY2U6czNjcmV0" and err.value.status == 401 and not err.value.outage
+        monkeypatch.delenv("MLFLOW_TRACKING_USERNAME")
+        monkeypatch.delenv("MLFLOW_TRACKING_PASSWORD")
+        monkeypatch.setenv("MLFLOW_TRACKING_TOKEN", "tok123")
+        with pytest.raises(RestError):
+            RestTracking(f"http://127.0.0.1:{port}", retries=0).experiment_id("x")
+        assert seen[-1] == "Bearer tok123"
+        monkeypatch.delenv("MLFLOW_TRACKING_TOKEN")
+        with pytest.raises(RestError) as err:
+            RestTracking(f"http://bob:hunter2@127.0.0.1:{port}", retries=0).experiment_id("x")
+        assert seen[-1] == "Basic Ym9iOmh1bnRlcjI=" and "hunter2" not in str(err.value)
+    finally:
+        httpd.shutdown()
+    dead = f"http://bob:hunter2@127.0.0.1:{free_port()}"
+    with pytest.raises(RestError) as err:
+        RestTracking(dead, retries=0).experiment_id("x")
+    assert "hunter2" not in str(err.value) and err.value.outage
+    assert redact(f"uri {dead}/api and https://u:p@h/x") == f"uri http://***@127.0.0.1:{dead.rsplit(':', 1)[1]}/api " \
+                                                            "and https://***@h/x"
+
+
+def test_pipeline_never_prints_credentials_of_the_tracking_uri(tmp_path):
+    """Finding 7: a tracking URI with a password, unreachable: neither Snakemake's output nor any job log
+    contains the password."""
+    work = copy_project(tmp_path / "work")
+    (tmp_path / "empty").mkdir()
+    env = clean_env(MLFLOW_TRACKING_URI=f"http://bob:hunter2@127.0.0.1:{free_port()}", ICML25_TRACKING_RETRIES="0")
+    out = run_snakemake(work, *_hb_remote(str(tmp_path / "empty"), "--until", "human_baselines__download"),
+                        env=env, timeout=300)
+    logs = "".join(p.read_text(errors="replace") for p in (work / "results").rglob("*.log"))
+    assert "unreachable" in out.stdout + out.stderr + logs  # the outage was met and reported
+    assert "hunter2" not in out.stdout + out.stderr + logs
+
+
+# -- 8. quoting -------------------------------------------------------------------------------------------
+
+def test_mirror_value_cannot_inject_a_shell_command(tmp_path):
+    """Finding 8: ``mirror=<dir>; touch <tmp>/PWNED #`` stays one argument of the stage command."""
+    work = copy_project(tmp_path / "work")
+    pwned = tmp_path / "PWNED"
+    mirror = f"{tmp_path}/x; touch {pwned} #"
+    out = run_snakemake(work, *_hb_remote(mirror, "--until", "human_baselines__download"), timeout=300)
+    assert out.returncode != 0  # the mirror does not exist
+    assert not pwned.exists()
+    log = (work / "results" / "human_baselines" / "logs" / "download.log").read_text()
+    assert "not found in the directory mirror" in log and "touch" in log  # the whole value reached the job
