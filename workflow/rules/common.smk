@@ -83,7 +83,7 @@ def init_tracking():
     if workflow.non_local_exec and uri.startswith("sqlite:"):
         raise ConfigError(
             "mlflow: jobs on other nodes cannot write to the local SQLite store "
-            f"({uri}); start a tracking server (`icml25 server --port 5000 --detach "
+            f"({uri}); start a tracking server (`icml25 server --host 0.0.0.0 --auth --port 5000 --detach "
             "--pid-file results/mlflow-server.pid`) and `export MLFLOW_TRACKING_URI="
             "http://$(hostname -f):5000` before submitting (docs/slurm.md)"
         )
