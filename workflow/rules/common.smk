@@ -52,6 +52,7 @@ def stage_cmd(slug, stage):
     value from the configuration is shell-quoted (a `mirror` such as `x; rm -rf ~` stays one argument)."""
     q = wf.shell_quote
     mirror = f" --mirror {q(config['mirror'])}" if config.get("mirror") else ""
+    mirror += " --trust-unpinned" if config.get("trust_unpinned") else ""
     return (
         f"python -m icml25.studies.{q(slug)} {q(stage)} --scale {q(SCALE)} --config-json {{params.cfg:q}}"
         f" --data-source {q(config['data_source'])}{mirror} --results {q(RESULTS)}"

@@ -121,7 +121,8 @@ def _download_month(stage, run) -> None:
     out = stage.output(0)
     if len(stage.outputs) > 1:  # the preview directory of the offline layout (previews are not fetched per month)
         stage.output(1).mkdir(parents=True, exist_ok=True)
-    files = remote.fetch_month(HERE / "manifest.csv", month, out.parent, mirror=stage.mirror)
+    files = remote.fetch_month(HERE / "manifest.csv", month, out.parent, mirror=stage.mirror,
+                               trust_unpinned=stage.trust_unpinned, variables=SHARD_VARS)
     _write_manifest(out, files)
     run.log_metrics({"download/bytes": sum(Path(f).stat().st_size for f in files), "download/files": len(files)})
 
