@@ -253,9 +253,9 @@ def test_killed_pipeline_recovers_with_the_readme_commands(tmp_path):
     assert "snakemake --unlock" in readme and "--rerun-incomplete" in readme
     work = copy_project(tmp_path / "work")
     args = ["--config", "scale=smoke", "studies=[cat_iv]"]
+    first_log = open(tmp_path / "first.log", "w")  # noqa: SIM115
     snake = subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "2", *args], cwd=work,
-                             env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             start_new_session=True)
+                             env=clean_env(), stdout=first_log, stderr=subprocess.STDOUT, start_new_session=True)
     db = work / "results" / "mlflow.db"
     deadline = time.monotonic() + 400
     first: list = []
@@ -268,7 +268,8 @@ def test_killed_pipeline_recovers_with_the_readme_commands(tmp_path):
             if first:
                 break
         time.sleep(1)
-    assert first, "no job run appeared"
+    first_log.close()
+    assert first, (tmp_path / "first.log").read_text()[-4000:]
     os.killpg(snake.pid, signal.SIGKILL)
     snake.wait()
     killed_inv = first[0].data.tags["invocation"]
@@ -392,3 +393,87 @@ def test_mirror_value_cannot_inject_a_shell_command(tmp_path):
     assert not pwned.exists()
     log = (work / "results" / "human_baselines" / "logs" / "download.log").read_text()
     assert "not found in the directory mirror" in log and "touch" in log  # the whole value reached the job
+
+
+# -- 6. ROMS files changed or corrupt after download --------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def roms_smoke(tmp_path_factory):
+    """Two smoke-scale ROMS history files written by the coastalbench download stage (with raw/manifest.csv)."""
+    from icml25.core.cli import stage_main
+    from icml25.studies.coastalbench.__main__ import STAGES
+    from icml25.studies.coastalbench.config import Config
+
+    r = tmp_path_factory.mktemp("roms") / "coastalbench"
+    his = [r / "raw" / f"ocean_his_2008010{d}.nc" for d in (2, 3)]
+    assert stage_main("coastalbench", Config, STAGES, ["download", "--out", str(r / "raw/manifest.csv"),
+                      str(r / "raw/preview"), *map(str, his), "--scale", "smoke", "--no-track"]) == 0
+    return r, his
+
+
+def _preprocess(r: Path, his: list[Path], work: Path) -> tuple[int, str, Path]:
+    """The preprocess stage in a subprocess (as a job runs it) on copies of the raw files under ``work``."""
+    import shutil
+
+    raw = work / "raw"
+    shutil.copytree(r / "raw", raw)
+    p = work / "processed"
+    outs = [p / "channels.json", p / "stats.json", p / "grid.npz", p / "ingest_checks.json",
+            *(p / "shards" / f"{h.stem.rsplit('_', 1)[1]}.npy" for h in his)]
+    out = subprocess.run([sys.executable, "-m", "icml25.studies.coastalbench", "preprocess", "--scale", "smoke",
+                          "--no-track", "--in", str(raw / "manifest.csv"), str(raw / "preview"),
+                          *(str(raw / h.name) for h in his), "--out", *map(str, outs)],
+                         capture_output=True, text=True, timeout=300, env=clean_env())
+    return out.returncode, out.stderr, p
+
+
+def test_roms_file_changed_after_download_fails_on_its_recorded_hash(roms_smoke, tmp_path):
+    """Finding 6: ``pm`` multiplied by 10 after download (the grid spacing silently 10x smaller): preprocess
+    re-checks the hashes recorded at download and fails naming the file; nothing is written."""
+    import netCDF4
+
+    import shutil
+
+    r, his = roms_smoke
+    base = tmp_path / "base"
+    shutil.copytree(r / "raw", base / "raw")
+    with netCDF4.Dataset(base / "raw" / his[1].name, "a") as ds:
+        ds.variables["pm"][:] = ds.variables["pm"][:] * 10
+    rc, err, processed = _preprocess(base, his, tmp_path / "w")
+    assert rc != 0
+    last = err.strip().splitlines()[-1]
+    assert f"{his[1].name}: sha256" in last and "recorded at download" in last, err[-2000:]
+    assert not processed.exists() or not any(processed.rglob("*.npy"))
+
+
+def test_roms_corrupt_compressed_chunk_fails_naming_file_and_variable(roms_smoke, tmp_path):
+    """Finding 6: bytes flipped inside a compressed chunk of ``temp`` (corrupt at the source, so its recorded hash
+    matches): the bare ``NetCDF: HDF error`` becomes an error naming the file and the variable, and no shard is
+    left behind."""
+    import hashlib
+    import shutil
+
+    import h5py
+
+    r, his = roms_smoke
+    base = tmp_path / "base"
+    shutil.copytree(r / "raw", base / "raw")
+    victim = base / "raw" / his[1].name
+    with h5py.File(victim, "r") as f:
+        info = f["temp"].id.get_chunk_info(0)
+    with open(victim, "r+b") as fh:
+        fh.seek(info.byte_offset + info.size // 2)
+        chunk = fh.read(16)
+        fh.seek(info.byte_offset + info.size // 2)
+        fh.write(bytes(b ^ 0xFF for b in chunk))
+    listing = base / "raw" / "manifest.csv"
+    lines = listing.read_text().splitlines()
+    digest = hashlib.sha256(victim.read_bytes()).hexdigest()
+    listing.write_text("\n".join(
+        f"{victim.name},{digest},{victim.stat().st_size}" if ln.startswith(victim.name + ",") else ln
+        for ln in lines) + "\n")
+    rc, err, processed = _preprocess(base, his, tmp_path / "w")
+    assert rc != 0
+    last = err.strip().splitlines()[-1]
+    assert f"{victim.name}: variable 'temp' cannot be read" in last, err[-3000:]
+    assert not processed.exists() or not any(processed.rglob("*.npy"))

@@ -169,7 +169,7 @@ def finish_tracking(results: str | Path, status: str, pgid: int | None, store_ur
     errors = Path(results) / ".tracking" / "errors.log"
     errors.parent.mkdir(parents=True, exist_ok=True)
     logger = logging.getLogger("icml25")
-    handler = logging.FileHandler(errors)
+    handler = logging.FileHandler(errors, delay=True)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
     propagate, logger.propagate = logger.propagate, False
     logger.addHandler(handler)
