@@ -477,3 +477,111 @@ def test_roms_corrupt_compressed_chunk_fails_naming_file_and_variable(roms_smoke
     last = err.strip().splitlines()[-1]
     assert f"{victim.name}: variable 'temp' cannot be read" in last, err[-3000:]
     assert not processed.exists() or not any(processed.rglob("*.npy"))
+
+
+# -- 9. human_baselines inputs --------------------------------------------------------------------------------
+
+def _xlsx_with(tmp_path: Path, name: str, parts: dict[str, bytes]) -> Path:
+    import zipfile
+
+    path = tmp_path / name
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for part, data in parts.items():
+            z.writestr(part, data)
+    return path
+
+
+def test_workbook_zip_bomb_is_capped(tmp_path):
+    """Finding 9: a workbook whose part inflates to 200 MB (a few hundred KB zipped) is refused at the cap;
+    the reading process stays far below the inflated size."""
+    import zipfile
+
+    bomb = tmp_path / "bomb.xlsx"
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as z:
+        with z.open("xl/workbook.xml", "w", force_zip64=True) as fh:
+            for _ in range(200):
+                fh.write(b" " * (1 << 20))
+    assert bomb.stat().st_size < 2_000_000
+    code = ("import resource, sys\nfrom icml25.studies.human_baselines.workbook import read_workbook\n"
+            "try:\n    read_workbook(sys.argv[1])\nexcept ValueError as e:\n    print(e)\n"
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+    out = subprocess.run([sys.executable, "-c", code, str(bomb)], capture_output=True, text=True, timeout=120)
+    message, peak_kb = out.stdout.strip().splitlines()
+    assert "bomb.xlsx: part 'xl/workbook.xml' declares 209715200 bytes unzipped" in message, out.stderr
+    assert int(peak_kb) < 200_000  # KB: well under the 200 MB the part would inflate to
+
+
+def test_workbook_bad_xml_and_corrupt_entry_name_the_file_and_part(tmp_path):
+    """Finding 9: malformed XML and a corrupt compressed entry raise WorkbookSchemaError naming file and part."""
+    import zipfile
+
+    from icml25.studies.human_baselines.synthetic import make_synthetic_workbook
+    from icml25.studies.human_baselines.workbook import WorkbookSchemaError, read_workbook
+
+    bad = _xlsx_with(tmp_path, "bad.xlsx", {"xl/workbook.xml": b"<workbook><sheets>"})
+    with pytest.raises(WorkbookSchemaError, match=r"bad.xlsx: part 'xl/workbook.xml' is not well-formed XML"):
+        read_workbook(bad)
+    dtd = _xlsx_with(tmp_path, "dtd.xlsx", {"xl/workbook.xml": b'<!DOCTYPE x [<!ENTITY a "aaaa">]><x>&a;</x>'})
+    with pytest.raises(WorkbookSchemaError, match=r"dtd.xlsx: part 'xl/workbook.xml' declares a DTD"):
+        read_workbook(dtd)
+    good = tmp_path / "corrupt.xlsx"
+    make_synthetic_workbook(good, seed=0)
+    with zipfile.ZipFile(good) as z:
+        info = z.getinfo("xl/worksheets/sheet1.xml")
+    with open(good, "r+b") as fh:  # flip bytes in the middle of the sheet's compressed data
+        fh.seek(info.header_offset + 30 + len(info.filename) + len(info.extra) + info.compress_size // 2)
+        fh.write(b"\x00\xff\x00\xff\x00\xff\x00\xff")
+    with pytest.raises(WorkbookSchemaError, match=r"corrupt.xlsx: part 'xl/worksheets/sheet1.xml' is corrupt"):
+        read_workbook(good)
+
+
+def _checklist(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "icml25.studies.human_baselines.checklist", *argv],
+                          capture_output=True, text=True, timeout=120, env=clean_env())
+
+
+def test_checklist_cli_bad_inputs_give_one_error_line(tmp_path):
+    """Finding 9: binary CSV, a 4,300-digit integer, ``--literature abc`` (missing file and non-numeric file), an
+    unwritable ``--json`` path, a 50 MB answer and a YAML alias bomb each give one ``error:`` line, exit 2,
+    no traceback, and messages stay short."""
+    good = tmp_path / "ok.yaml"
+    good.write_text("power_analysis: Yes\n")
+    binary = tmp_path / "bin.csv"
+    binary.write_bytes(b"item,answer\n\x00\x01\x02\xff\xfe")
+    digits = tmp_path / "digits.yaml"
+    digits.write_text("power_analysis: " + "9" * 4300 + "\n")
+    more_digits = tmp_path / "more_digits.yaml"
+    more_digits.write_text("power_analysis: " + "9" * 5000 + "\n")
+    huge = tmp_path / "huge.csv"
+    huge.write_text("item,answer\npower_analysis," + "x" * 50_000_000 + "\n")
+    long_answer = tmp_path / "long.yaml"
+    long_answer.write_text("power_analysis: " + "x" * 500_000 + "\n")
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+                    "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
+                    "power_analysis: [*d, *d, *d, *d, *d, *d, *d, *d, *d]\n")
+    words = tmp_path / "words.csv"
+    words.write_text("item,all_yes_pct\nPower analysis,abc\n")
+    cases = {
+        "binary": ([str(binary)], "bin.csv: not UTF-8 text"),
+        "4300 digits": ([str(digits)], "digits.yaml: item power_analysis (1.8 Power analysis): answer 9999"),
+        "5000 digits": ([str(more_digits)], "more_digits.yaml: unreadable value"),
+        "50 MB answer": ([str(huge)], "huge.csv: 50000028 bytes, more than a checklist can be"),
+        "long answer": ([str(long_answer)], "answer 'xxxxx"),
+        "alias bomb": ([str(bomb)], "bomb.yaml: YAML aliases"),
+        "--literature abc": ([str(good), "--literature", "abc"], "abc: no such file"),
+        "--literature words": ([str(good), "--literature", str(words)], "words.csv:2: column all_yes_pct: not a "
+                                                                          "number: 'abc'"),
+        "--json unwritable": ([str(good), "--json", str(tmp_path / "no" / "such" / "dir" / "x.json")
+                               if os.geteuid() != 0 else "/proc/version/x.json"], "--json"),
+    }
+    for name, (argv, expected) in cases.items():
+        out = _checklist(*argv)
+        lines = out.stderr.strip().splitlines()
+        assert out.returncode == 2, (name, out.stderr[-500:])
+        assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], (name, lines[:3])
+        assert "Traceback" not in out.stderr and len(out.stderr) < 600, name
+    nan = _checklist(str(good), "--min-score", "nan")
+    assert nan.returncode == 2 and "--min-score: must be a share in [0, 1], got 'nan'" in nan.stderr
+    assert _checklist(str(good), "--min-score", "0.05").returncode == 0  # 1/16 items met passes 0.05
+    assert _checklist(str(good), "--min-score", "0.5").returncode == 1
