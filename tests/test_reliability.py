@@ -585,3 +585,60 @@ def test_checklist_cli_bad_inputs_give_one_error_line(tmp_path):
     assert nan.returncode == 2 and "--min-score: must be a share in [0, 1], got 'nan'" in nan.stderr
     assert _checklist(str(good), "--min-score", "0.05").returncode == 0  # 1/16 items met passes 0.05
     assert _checklist(str(good), "--min-score", "0.5").returncode == 1
+
+
+# -- 10. coastalbench configuration the maths cannot honour -----------------------------------------------------
+
+def test_vtransform1_with_hc_deeper_than_the_shallowest_water_fails_at_parse_naming_the_key():
+    """Finding 10: Vtransform 1 with hc (5 m) below the shallowest water (1.9 m on the smoke grid) fails when
+    the config is resolved (as the Snakefile does at parse time), naming sim.hc; hc = 1 m is accepted."""
+    from icml25.core.config import ConfigError
+    from icml25.core.workflow import resolve_study
+    from icml25.studies.coastalbench.config import Config
+
+    root = Path(__file__).resolve().parents[1]
+    bad = {"scale": "smoke", "overrides": {"coastalbench": {"sim": {"vtransform": 1}}}}
+    with pytest.raises((ConfigError, ValueError), match=r"sim.hc: Vtransform 1 needs hc <= min\(h\).*shallowest water of this grid is 1.9 m"):
+        resolve_study("coastalbench", Config, bad, root)
+    ok = {"scale": "smoke", "overrides": {"coastalbench": {"sim": {"vtransform": 1, "hc": 1.0}}}}
+    assert resolve_study("coastalbench", Config, ok, root)["sim"]["hc"] == 1.0
+
+
+def test_his_writer_checks_arguments_before_creating_the_file(tmp_path):
+    """Finding 10: HisWriter rejects Vstretching 2, Vtransform 3 and (Vtransform 1, hc > min h) without leaving a
+    file behind."""
+    from icml25.studies.coastalbench.config import Sim
+    from icml25.studies.coastalbench.roms import HisWriter
+    from icml25.studies.coastalbench.simulator import make_sim_grid
+
+    grid = make_sim_grid(Sim(nx=16, ny=16, n_levels=3))
+    cases = {"Vstretching": ({"Vstretching": 2}, "Vstretching=2 is not supported"),
+             "Vtransform": ({"Vtransform": 3}, "Vtransform=3 is not supported"),
+             "hc": ({"Vtransform": 1, "hc": 50.0}, r"Vtransform 1 needs hc <= min\(h\)")}
+    for name, (change, message) in cases.items():
+        path = tmp_path / f"{name}.nc"
+        with pytest.raises(ValueError, match=message):
+            HisWriter(path, {**grid, **change}, ["zeta"])
+        assert not path.exists(), name
+    with HisWriter(tmp_path / "ok.nc", grid, ["zeta"]):
+        pass
+    assert (tmp_path / "ok.nc").exists()
+
+
+def test_literal_config_fields_checked_at_run_time():
+    """Finding 10: Literal-typed fields are checked when the dataclasses are built in code, not only from yaml."""
+    from icml25.studies.coastalbench.config import Config, Ingest, Sim, Train
+
+    with pytest.raises(ValueError, match=r"sim.land_value: 'none' is not one of \['fill', 'zero'\]"):
+        Sim(land_value="none")
+    with pytest.raises(ValueError, match=r"sim.vtransform: 3 is not one of \[1, 2\]"):
+        Sim(vtransform=3)
+    with pytest.raises(ValueError, match=r"sim.vtransform: True is not one of"):
+        Sim(vtransform=True)
+    with pytest.raises(ValueError, match=r"arms: 'vit_xl' is not one of"):
+        Config(seeds=(0,), arms=("vit", "vit_xl"))
+    with pytest.raises(ValueError, match=r"train.device: 'tpu' is not one of"):
+        Config(seeds=(0,), arms=("vit",), train=Train(device="tpu"))
+    with pytest.raises(ValueError, match=r"ingest.layout: 'HWC' is not one of"):
+        Config(seeds=(0,), arms=("vit",), ingest=Ingest(layout="HWC"))
+    assert Config(seeds=(0,), arms=("vit", "persistence")).sim.vtransform == 2

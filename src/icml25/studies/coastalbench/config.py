@@ -12,6 +12,27 @@ Arm = Literal["vit", "persistence", "climatology", "vit_no_boundary"]
 TRAINED_ARMS = ("vit", "vit_no_boundary")
 
 
+def check_literals(obj: object, where: str) -> None:
+    """Check every ``Literal``-typed field of dataclass ``obj`` (also tuples of Literals) at run time, not only
+    when parsed from yaml: ``ValueError`` naming the key and the allowed values."""
+    import dataclasses
+    import typing
+
+    hints = typing.get_type_hints(type(obj))
+    for f in dataclasses.fields(obj):
+        tp, value = hints[f.name], getattr(obj, f.name)
+        key = f"{where}.{f.name}" if where else f.name
+        if typing.get_origin(tp) is tuple and typing.get_args(tp)[-1:] == (Ellipsis,):
+            tp, values = typing.get_args(tp)[0], tuple(value)
+        else:
+            values = (value,)
+        if typing.get_origin(tp) is Literal:
+            allowed = typing.get_args(tp)
+            bad = [v for v in values if v not in allowed or type(v) is not type(allowed[allowed.index(v)])]
+            if bad:
+                raise ValueError(f"{key}: {bad[0]!r} is not one of {list(allowed)}")
+
+
 @dataclass(frozen=True)
 class Sim:
     """The mini-ROMS simulator (spec "Simulator [R]")."""
@@ -50,6 +71,19 @@ class Sim:
             raise ValueError("sim.output_interval_s: must divide a day")
         if self.dt_s <= 0 or self.output_interval_s % self.dt_s:
             raise ValueError("sim.dt_s: must be positive and divide output_interval_s")
+        check_literals(self, "sim")
+        if self.vtransform == 1:  # the simulated bathymetry is fixed by the grid size: check hc against it
+            import numpy as np
+
+            from .simulator import make_grid
+
+            grid = make_grid(self.ny, self.nx, self.dx_m)
+            h, mask = np.asarray(grid.h), np.asarray(grid.mask)
+            shallowest = float(h[mask > 0].min())
+            if self.hc > shallowest:
+                raise ValueError(f"sim.hc: Vtransform 1 needs hc <= min(h) over water; hc={self.hc} m but the "
+                                 f"shallowest water of this grid is {shallowest:.3g} m (lower sim.hc or use "
+                                 f"sim.vtransform: 2)")
 
 
 @dataclass(frozen=True)
@@ -134,6 +168,9 @@ class Config:
     remote: Remote = field(default_factory=Remote)
 
     def __post_init__(self) -> None:
+        check_literals(self, "")
+        for name in ("ingest", "train"):
+            check_literals(getattr(self, name), name)
         if not self.seeds:
             raise ValueError("seeds: at least one seed")
         if self.seeds_per_job is not None and self.seeds_per_job < 1:

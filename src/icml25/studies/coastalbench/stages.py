@@ -230,8 +230,8 @@ def preprocess(stage, run) -> None:
     days = [_day(p) for p in paths]
     if sorted(shard_out) != days:
         raise SystemExit(f"coastalbench preprocess: shards {sorted(shard_out)} do not match days {days}")
-    check_recorded_hashes(stage.input(0), paths)
     validate_files(paths, SHARD_VARS)  # every malformed input fails here, before anything is written
+    check_recorded_hashes(stage.input(0), paths)  # and every file changed since its download
     train, _, _ = split_days(cfg, days)
     chunks = {"ocean_time": cfg.ingest.chunk_time}
     ds_train = open_roms(paths[: len(train)], chunks, variables=SHARD_VARS)
