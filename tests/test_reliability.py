@@ -642,3 +642,28 @@ def test_literal_config_fields_checked_at_run_time():
     with pytest.raises(ValueError, match=r"ingest.layout: 'HWC' is not one of"):
         Config(seeds=(0,), arms=("vit",), ingest=Ingest(layout="HWC"))
     assert Config(seeds=(0,), arms=("vit", "persistence")).sim.vtransform == 2
+
+
+# -- 4. two clones on one store ------------------------------------------------------------------------------
+
+def test_two_clones_on_one_store_keep_artifacts_beside_the_store(tmp_path):
+    """Finding 4: clone A creates the experiment, clone B logs to the same SQLite store; both clones' artifacts
+    land in ``<store dir>/mlartifacts``, none in either clone's results/ (B's used to go into A's)."""
+    store_dir = tmp_path / "shared_store"
+    uri = f"sqlite:///{store_dir / 'mlflow.db'}"
+    code = ("import sys\nfrom pathlib import Path\nfrom icml25.core.tracking import stage_run\n"
+            "Path('fig.txt').write_text(sys.argv[1])\n"
+            "with stage_run('twoclones', 'report', results_dir='results') as run:\n"
+            "    run.log_artifact('fig.txt', 'figures')\n")
+    for clone in ("A", "B"):
+        (tmp_path / clone).mkdir()
+        out = subprocess.run([sys.executable, "-c", code, f"from {clone}"], cwd=tmp_path / clone,
+                             env=clean_env(MLFLOW_TRACKING_URI=uri), capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr[-2000:]
+    figs = sorted(p.read_text() for p in (store_dir / "mlartifacts" / "twoclones").rglob("fig.txt"))
+    assert figs == ["from A", "from B"]
+    for clone in ("A", "B"):
+        assert not list((tmp_path / clone).rglob("mlartifacts")), clone
+    runs = _runs(uri)
+    assert len(runs) == 2 and all(r.info.artifact_uri.startswith((store_dir / "mlartifacts").as_uri())
+                                  for r in runs)
