@@ -49,7 +49,8 @@ def bench(slug, name):
 
 def stage_cmd(slug, stage):
     """Shell command of a stage job; Snakemake fills in the params.cfg placeholder when the job runs. Every
-    value from the configuration is shell-quoted (a `mirror` such as `x; rm -rf ~` stays one argument)."""
+    value from the configuration is shell-quoted (a `mirror` such as `x; rm -rf ~` stays one argument).
+    """
     q = wf.shell_quote
     mirror = f" --mirror {q(config['mirror'])}" if config.get("mirror") else ""
     mirror += " --trust-unpinned" if config.get("trust_unpinned") else ""
@@ -102,4 +103,9 @@ def finish_tracking(status):
     """onsuccess/onerror: close this invocation's parent runs, stop the local server. Never raises and prints
     nothing: a failed job's error stays the last thing on screen (problems go to results/.tracking/errors.log).
     """
-    wf.finish_tracking(RESULTS, status, _LOCAL_SERVER.pop("pgid", None), _LOCAL_SERVER.pop("store", None))
+    wf.finish_tracking(
+        RESULTS,
+        status,
+        _LOCAL_SERVER.pop("pgid", None),
+        _LOCAL_SERVER.pop("store", None),
+    )
