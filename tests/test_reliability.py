@@ -259,8 +259,10 @@ def test_killed_pipeline_recovers_with_the_readme_commands(tmp_path):
     db = work / "results" / "mlflow.db"
     deadline = time.monotonic() + 400
     first: list = []
+    logs = work / "results" / "smoke" / "cat_iv" / "logs"
     while time.monotonic() < deadline and snake.poll() is None:
-        if db.exists():
+        # open the store only once jobs run: a reader creating the schema during onstart would race init_store
+        if logs.is_dir() and any(logs.glob("*.log")):
             try:
                 first = [r for r in _runs(f"sqlite:///{db}") if r.data.tags.get("stage") not in (None, "pipeline")]
             except Exception:  # noqa: BLE001 - the store is being written
