@@ -309,7 +309,11 @@ def test_package_files_match_pinned_sha256_and_bad_bytes_fail():
     for name in D.PACKAGE_FILES:
         assert len(D.package_bytes(name)) > 0
     with pytest.raises(D.DataError, match="digits.csv.gz.*sha256"):
-        D.verify_sha256(b"not the file", D.PACKAGE_FILES["digits.csv.gz"], "digits.csv.gz")
+        D.verify_sha256(b"not the file", D.pinned_sha256("digits.csv.gz"), "digits.csv.gz")
+    with pytest.raises(D.DataError, match="no sha256 for scikit-learn 0.1"):
+        D.pinned_sha256("digits.csv.gz", "0.1")
+    assert D.pinned_sha256("digits.csv.gz", "1.9.1") == \
+        "09f66e6debdee2cd2b5ae59e0d6abbb73fc2b0e0185d2e1957e9ebb51e23aa22"
     with pytest.raises(D.DataError, match="expected shape"):
         D.parse_digits(gzip.compress(b"1,2,3\n4,5,6\n"))
     with pytest.raises(D.DataError, match="unknown package file"):

@@ -1,8 +1,8 @@
 """Data, agents and costs of the sard study (offline scales): scikit-learn's bundled ``digits`` and ``diabetes``.
 
 The three files ship inside the scikit-learn wheel (``sklearn/datasets/data/``) and are located with
-``importlib.util.find_spec`` (scikit-learn is not imported), never downloaded; each is checked against a pinned
-sha256 (:data:`PACKAGE_FILES`).
+``importlib.util.find_spec`` (scikit-learn is not imported), never downloaded; each is checked against the sha256
+pinned for the installed scikit-learn version in the study's ``data_files.csv``.
 
 Agents (all [R]; the paper's offline agents were not read): J = 2 experts plus the main model, fixed before the
 rejector is trained.
@@ -22,6 +22,7 @@ Random streams (shared by every arm of a seed): split = ``default_rng([seed, 0])
 """
 from __future__ import annotations
 
+import csv
 import gzip
 import hashlib
 import importlib.metadata
@@ -35,15 +36,10 @@ from typing import Any
 import numpy as np
 
 PACKAGE = "sklearn"
+DIST = "scikit-learn"
 RESOURCE_DIR = ("datasets", "data")
-#: sha256 of the files inside the scikit-learn wheel, verified against scikit-learn 1.9.1 (unchanged files across
-#: releases keep their hash; a release that changes a file fails loudly here and must be re-pinned).
-PACKAGE_FILES = {
-    "digits.csv.gz": "09f66e6debdee2cd2b5ae59e0d6abbb73fc2b0e0185d2e1957e9ebb51e23aa22",
-    "diabetes_data_raw.csv.gz": "7fc0ded571454b1982210d3bb43f0aca44eae01a0b8654a3b24022bdb6b38009",
-    "diabetes_target.csv.gz": "8e53f65eb811df43c206f3534bb3af0e5fed213bc37ed6ba36310157d6023803",
-}
-PINNED_SKLEARN = "1.9.1"
+#: the bundled files this study reads; their sha256 per scikit-learn version are rows of ``data_files.csv``
+PACKAGE_FILES = ("digits.csv.gz", "diabetes_data_raw.csv.gz", "diabetes_target.csv.gz")
 DIGITS_SHAPE = (1797, 65)          #: 64 pixels + label
 DIABETES_SHAPE = (442, 10)         #: age, sex, bmi, bp, s1..s6 (raw units)
 DIABETES_COLUMNS = ("age", "sex", "bmi", "bp", "s1", "s2", "s3", "s4", "s5", "s6")
@@ -58,22 +54,44 @@ class DataError(ValueError):
 # ------------------------------------------------------------------------------------------- raw files
 
 
+def data_files() -> list[dict[str, str]]:
+    """Rows of the study's ``data_files.csv`` (name, version, source, sha256, size, licence, note)."""
+    return list(csv.DictReader(Path(__file__).with_name("data_files.csv").read_text().splitlines()))
+
+
+def installed_version() -> str:
+    """The installed scikit-learn version, read from its metadata (without importing it); "none" if absent."""
+    try:
+        return importlib.metadata.version(DIST)
+    except importlib.metadata.PackageNotFoundError:
+        return "none"
+
+
+def pinned_sha256(filename: str, version: str | None = None) -> str:
+    """The sha256 that ``data_files.csv`` pins for ``filename`` under scikit-learn ``version`` (default: installed).
+
+    Raises :class:`DataError` when no row pins it for that version."""
+    version = installed_version() if version is None else version
+    rows = [r for r in data_files() if r["name"] == filename and r["version"] == version and r["sha256"]]
+    if not rows:
+        raise DataError(f"{filename}: data_files.csv has no sha256 for scikit-learn {version}; check the bundled "
+                        f"file and pin it there")
+    return rows[0]["sha256"]
+
+
 def verify_sha256(raw: bytes, expected: str, name: str) -> None:
     """Raise :class:`DataError` naming ``name`` when sha256(raw) differs from ``expected``."""
     got = hashlib.sha256(raw).hexdigest()
     if got != expected:
-        try:
-            installed = importlib.metadata.version("scikit-learn")
-        except importlib.metadata.PackageNotFoundError:
-            installed = "none"
-        raise DataError(f"{name}: sha256 {got} differs from the pinned {expected} (pinned for scikit-learn "
-                        f"{PINNED_SKLEARN}, installed {installed})")
+        raise DataError(f"{name}: sha256 {got} differs from the pinned {expected} (data_files.csv, "
+                        f"scikit-learn {installed_version()})")
 
 
 def package_bytes(filename: str) -> bytes:
-    """The bytes of ``sklearn/datasets/data/<filename>``, sha256-verified."""
+    """The bytes of ``sklearn/datasets/data/<filename>``, checked against the sha256 pinned for the installed
+    scikit-learn version in ``data_files.csv``."""
     if filename not in PACKAGE_FILES:
-        raise DataError(f"sard data: unknown package file {filename!r}; expected one of {sorted(PACKAGE_FILES)}")
+        raise DataError(f"sard data: unknown package file {filename!r}; expected one of {list(PACKAGE_FILES)}")
     where = f"{PACKAGE}/{'/'.join(RESOURCE_DIR)}/{filename}"
     spec = importlib.util.find_spec(PACKAGE)  # locates the installed package without importing it (slow)
     if spec is None or not spec.submodule_search_locations:
@@ -83,7 +101,7 @@ def package_bytes(filename: str) -> bytes:
         raw = path.read_bytes()
     except OSError as exc:
         raise DataError(f"sard data: cannot read {where} ({path}): {exc}") from exc
-    verify_sha256(raw, PACKAGE_FILES[filename], where)
+    verify_sha256(raw, pinned_sha256(filename), where)
     return raw
 
 
