@@ -45,7 +45,7 @@ CLAIMS_SCHEMA: dict[str, Any] = {
         "scale": {"enum": ["smoke", "default", "paper"]},
         "data_source": {"type": "string"},
         "config_hash": {"type": "string"},
-        "paper": {"type": "object", "properties": {"title": {"type": "string"}, "url": {"type": "string"}}},
+        "paper": {"type": "object", "properties": {"title": {"type": "string"}, "ref": {"type": "string"}}},
         "seeds": {"type": "array", "items": {"type": "integer"}},
         "claims": {
             "type": "array",
@@ -238,7 +238,7 @@ def log_verdicts(run: Any, doc: Mapping[str, Any]) -> dict[str, int]:
 def write_claims(path: str | Path, *, study: str, scale: str, data_source: str, claims: Sequence[Claim],
                  config_hash: str = "", paper: Mapping[str, str] | None = None,
                  seeds: Sequence[int] = ()) -> dict[str, Any]:
-    """Validate and atomically write ``claims.json``; return the document. ``paper`` is ``{title, url}``;
+    """Validate and atomically write ``claims.json``; return the document. ``paper`` is ``{title, ref}`` (ref: venue, DOI or URL);
     ``seeds`` the evaluation seeds of the run (shown in the claims table)."""
     doc = {"study": study, "scale": scale, "data_source": data_source, "config_hash": config_hash,
            "paper": dict(paper or {}), "seeds": [int(s) for s in seeds],

@@ -30,9 +30,12 @@ class Config:
     noise_ratio: float = 0.3
     alpha: float = 0.05
     standardize_x: bool = True
-    binary_branch: bool = True
+    binary_branch: bool = False  # authors' code: control function for every candidate
     residual_method: Literal["random_forest", "linear"] = "random_forest"  # covariates of case1_w [V]
     forest_trees: int = 500
+    forest_residuals: Literal["oob", "in_sample"] = "oob"  # authors' code: in_sample
+    unknown_k_test: Literal["t", "permutation"] = "t"  # independence test of the unknown-K rule
+    permutations: int = 399  # draws of the permutation test (>= 399 to reach the Bonferroni level at p = 5)
     bootstrap_resamples: int = 2000
     real: RealData = field(default_factory=RealData)
 
@@ -57,5 +60,7 @@ class Config:
             raise ValueError(f"noise_ratio: must be >= 0, got {self.noise_ratio}")
         if self.forest_trees < 1:
             raise ValueError(f"forest_trees: must be >= 1, got {self.forest_trees}")
+        if self.permutations < 1:
+            raise ValueError(f"permutations: must be >= 1, got {self.permutations}")
         if self.bootstrap_resamples < 100:
             raise ValueError(f"bootstrap_resamples: must be >= 100, got {self.bootstrap_resamples}")
