@@ -42,8 +42,9 @@ class Sim:
     def __post_init__(self) -> None:
         if self.nx < 8 or self.ny < 8:
             raise ValueError("sim.nx, sim.ny: the grid must be at least 8 x 8")
-        if self.n_levels < 2:
-            raise ValueError("sim.n_levels: at least 2 levels")
+        if self.n_levels < 3:
+            raise ValueError(f"sim.n_levels: at least 3 levels (the emulator reads distinct bottom, mid and "
+                             f"surface levels: 13 state channels, 33 inputs), got {self.n_levels}")
         if self.days < 1:
             raise ValueError("sim.days: at least 1 day")
         if 86400 % self.output_interval_s:
@@ -143,8 +144,6 @@ class Config:
             raise ValueError(f"split: train_days + val_days + test_days must equal sim.days ({self.sim.days})")
         if s.train_days < 1 or s.test_days < 1:
             raise ValueError("split: at least one train day and one test day")
-        if self.data == "simulate" and (self.sim.nx % self.model.patch or self.sim.ny % self.model.patch):
-            pass  # the ViT pads to a multiple of the patch size; allowed
 
     @property
     def trained_arms(self) -> tuple[str, ...]:
