@@ -31,5 +31,5 @@ rule summary__claims:
         mem_mb=1000,
         runtime=10,
     shell:
-        "python -m icml25.core.cli summary --in {input.claims} --md {output.md} --csv {output.csv}"
-        " --html {output.html} --results " + RESULTS + " > {log} 2>&1"
+        f"python -m icml25.core.cli summary --in {{input.claims}} --md {{output.md}} --csv {{output.csv}}"
+        f" --html {{output.html}} --results {RESULTS} > {{log}} 2>&1"
