@@ -1,7 +1,7 @@
 # The cross-study claims table and its MLflow record. Every selected study's claims.json (and its figures,
-# through <slug>__all) feeds results/claims.md, results/claims.csv and results/claims.html; the HTML table opens
-# the Snakemake report (`snakemake --report`): it is the report's front page (workflow/report/workflow.rst) and
-# the "Claims" result.
+# through <slug>__all) feeds results/<scale>/claims.md, claims.csv and claims.html; the HTML table opens the
+# Snakemake report (`snakemake --report`): it is the report's front page (workflow/report/workflow.rst) and the
+# "Claims" result.
 
 
 report: "../report/workflow.rst"
@@ -12,18 +12,18 @@ rule summary__claims:
         claims=[res(slug, "claims.json") for slug in SELECTED],
         studies=[getattr(rules, f"{slug}__all").input for slug in SELECTED],
     output:
-        md=f"{RESULTS}/claims.md",
-        csv=f"{RESULTS}/claims.csv",
+        md=f"{SCALE_DIR}/claims.md",
+        csv=f"{SCALE_DIR}/claims.csv",
         html=report(
-            f"{RESULTS}/claims.html",
+            f"{SCALE_DIR}/claims.html",
             caption="../report/summary/claims.rst",
             category="Claims",
             labels={"table": "claims and checks"},
         ),
     log:
-        f"{RESULTS}/logs/summary.log",
+        f"{SCALE_DIR}/logs/summary.log",
     benchmark:
-        f"{RESULTS}/benchmarks/summary.tsv"
+        f"{SCALE_DIR}/benchmarks/summary.tsv"
     conda:
         "../../envs/core.yaml"
     threads: 1
