@@ -247,22 +247,20 @@ def test_binary_branch_is_an_option_off_by_default():
     np.testing.assert_allclose(a_on[:, 0], y - wald_ratio(x, y, zb) * x, atol=1e-12)
     a_default = auxiliary_residuals(x, y, zb[:, None], effect="nonlinear")
     np.testing.assert_allclose(a_default[:, 0], y - control_function_effect(x, y, zb), atol=1e-12)
-    assert Config(seeds=(0,), arms=("cat_k2",), n=(300,)).binary_branch is False
+    assert Config.model_fields["binary_branch"].default is False
     assert load_yaml(ROOT / "config/studies/cat_iv.yaml")["binary_branch"] is False
 
 
 def test_card_selection_follows_the_authors_code_by_default():
     """On Card's 1601 rows the authors' R CAT() selects nearc4 and libcrd14 (2SLS 0.079); the Wald branch for
     binary candidates (binary_branch: true) departs from it (libcrd14, KWW; 0.102)."""
-    import dataclasses
-
     from icml25.studies.cat_iv.train import real_record
 
     card = D.real_arrays(D.read_raw(D.wheel_file("card"), "card"), "card")
     cfg = _config("default")
     rec = real_record("cat_k2", card, cfg, seed=0)
     assert rec["selected_names"] == ["nearc4", "libcrd14"] and rec["beta_2sls"] == pytest.approx(0.0792, abs=5e-4)
-    wald = real_record("cat_k2", card, dataclasses.replace(cfg, binary_branch=True), seed=0)
+    wald = real_record("cat_k2", card, cfg.model_copy(update={"binary_branch": True}), seed=0)
     assert wald["selected_names"] == ["libcrd14", "KWW"] and wald["beta_2sls"] == pytest.approx(0.1020, abs=5e-4)
 
 
