@@ -582,11 +582,14 @@ def test_make_claims_entries_evidence_and_checks():
     from icml25.studies.coastalbench.evaluation import make_claims
 
     cfg = Config(seeds=(0, 1, 2), arms=("vit", "persistence", "climatology"))
-    checks = {k: {"ok": True} for k in ("zlevels", "destagger", "stats", "memory")}
+    checks = {k: {"ok": True} for k in ("destagger", "stats", "memory")}
+    checks["zlevels"] = {"ok": True, "vtransform1": {"bottom_err": 0.0, "thickness_err": 2e-16},
+                         "vtransform2": {"bottom_err": 1e-16, "thickness_err": 0.0}}
     checks["preview"] = {"ok": None, "days": 0, "note": "not applicable: no preview on this path"}
     by = {c.id: c for c in make_claims(cfg, _metrics(1.0, 3), checks)}
     assert list(by) == [*INGEST_IDS, "vit_vs_persistence", "vit_vs_climatology", "error_growth"]
     assert [by[k].holds for k in INGEST_IDS] == [True, True, True, None, True]  # preview: not applicable
+    assert by["ingest_zlevels"].key_numbers == {"max_err": 2e-16}
     assert by["vit_vs_persistence"].verdict == "reproduced" and by["vit_vs_persistence"].evidence.n == 3
     assert by["vit_vs_persistence"].key_numbers["gain 6h"] == 0.5
     assert by["vit_vs_persistence"].key_numbers["full-domain gain 6h"] == 0.75  # reported beside, not deciding

@@ -210,6 +210,10 @@ def ingestion_checks(checks: dict) -> list[Claim]:
     for key, (title, statement, threshold) in INGEST_CHECKS.items():
         sub = checks.get(key)
         numbers = {k: v for k, v in (sub or {}).items() if k != "ok" and isinstance(v, (int, float, str, bool))}
+        nested = [x for v in (sub or {}).values() if isinstance(v, dict) for x in v.values()
+                  if isinstance(x, (int, float)) and not isinstance(x, bool)]
+        if not numbers and nested:  # e.g. zlevels: {vtransform1: {bottom_err, ...}, vtransform2: {...}}
+            numbers = {"max_err": max(nested)}
         out.append(check(f"ingest_{key}", statement, title=title, holds=None if sub is None or sub.get("ok") is None else bool(sub["ok"]),
                          data="mini-ROMS history files of this run", test="identity on this run's files",
                          threshold=threshold, evidence=Evidence(1, "runs"), statistic=sub,
