@@ -140,7 +140,7 @@ def test_gpu_rule_got_the_fake_gpu(slurm_smoke):
     assert "JobState=COMPLETED" in info
 
 
-_MEASURED = ("memory", "memory_ratio", "runtime_s", "seconds")  # traced memory and run times
+_MEASURED = ("memory", "memory_ratio", "runtime_s", "seconds", "peak_traced_bytes", "ratio")  # traced memory, run times
 
 
 def _computed(doc):

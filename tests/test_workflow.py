@@ -17,7 +17,7 @@ import pytest
 
 from conftest import clean_env, copy_project, run_snakemake
 
-from icml25.core.claims import VERDICTS, load_claims
+from icml25.core.claims import INCONCLUSIVE, load_claims
 from icml25.studies import STUDIES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,13 +72,20 @@ def smoke(smoke_run):
 def test_smoke_pipeline_writes_computed_claims(smoke):
     work, _ = smoke
     md = (work / "results" / "smoke" / "claims.md").read_text()
+    assert md.splitlines()[2].startswith("**paper claims: 0 reproduced · ")
+    failed = []
     for slug in STUDIES:
         doc = load_claims(work / "results" / "smoke" / slug / "claims.json")
-        assert doc["scale"] == "smoke" and doc["claims"]
-        assert all(c["verdict"] in VERDICTS for c in doc["claims"])
-        assert f"## {slug}" in md
+        assert doc["scale"] == "smoke" and doc["claims"] and doc["paper"]["title"]
+        # smoke runs have < 3 seeds: every seed-based claim is inconclusive; checks still hold or fail
+        assert all(c["verdict"] == INCONCLUSIVE for c in doc["claims"]
+                   if c["kind"] == "claim" and c["evidence"]["unit"] == "seeds"), doc["claims"]
+        failed += [c["id"] for c in doc["claims"] if c["kind"] == "check" and c["holds"] is False]
+        assert f"## {slug} — {doc['paper']['title']}" in md
+    # known: on smoke's tiny chunks the fixed overhead of the streaming statistics exceeds the 4-chunk memory bound
+    assert failed in ([], ["ingest_memory"]), failed
     csv = (work / "results" / "smoke" / "claims.csv").read_text().splitlines()
-    assert csv[0].startswith("study,claim,source,data,verdict")
+    assert csv[0].startswith("study,kind,claim,source,title,verdict,holds")
     assert len(csv) - 1 == sum(len(load_claims(work / "results" / "smoke" / s / "claims.json")["claims"])
                                for s in STUDIES)
 
@@ -128,6 +135,10 @@ def test_report_includes_every_study_figure(smoke):
     out = smk("--report", "results/report.html", "--config", "scale=smoke", cwd=work, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     html = (work / "results" / "report.html").read_text(errors="replace")
+    # the claims table opens the report (front page) and is a result of its own
+    headline = (work / "results" / "smoke" / "claims.md").read_text().splitlines()[2].strip("*")
+    assert html.count(json.dumps(headline)[1:-1]) >= 2, headline  # embedded as JSON strings (non-ASCII escaped)
+    assert html.count("mechanism_step0_ln2: step-0 DPO loss = ln 2") >= 2
     for slug in STUDIES:
         for fig in (work / "results" / "smoke" / slug / "figures").glob("*.png"):
             assert fig.name in html, f"{fig.name} not in report"

@@ -337,6 +337,48 @@ def test_underpowering_claim_verdicts():
     assert power_summary(_fake_power([True], 0.05), cfg.power)[0]["median_0.05"] == 0.1
 
 
+@pytest.mark.parametrize("got, expected", [
+    ({"1.8 Power analysis": (2, 1.74), "4.1 Significance test": (10, 8.70)}, "reproduced"),
+    ({"1.8 Power analysis": (2, 1.74), "4.1 Significance test": (10, 8.71)}, "not reproduced"),
+    ({"1.8 Power analysis": (3, 1.74), "4.1 Significance test": (10, 8.70)}, "not reproduced"),
+    ({"1.8 Power analysis": (2, 1.74)}, "not reproduced"),
+])
+def test_decide_anchors(got, expected):
+    assert E.decide_anchors(got) == expected
+
+
+@pytest.mark.parametrize("mismatches, expected", [(0, "reproduced"), (1, "not reproduced"),
+                                                  (None, "inconclusive")])
+def test_decide_full_table(mismatches, expected):
+    assert E.decide_full_table(mismatches) == expected
+
+
+@pytest.mark.parametrize("share, median, type1, expected", [
+    ([0.49, 0.1, 0.2], [0.49, 0.3, 0.1], [0.05] * 3, "reproduced"),
+    ([0.5, 0.1, 0.2], [0.1, 0.3, 0.1], [0.05] * 3, "inconclusive"),      # share = 0.5 is not < 0.5 in one seed
+    ([0.5, 0.6, 0.7], [0.1, 0.1, 0.1], [0.05] * 3, "not reproduced"),    # no seed passes
+    ([0.1, 0.1, 0.1], [0.5, 0.5, 0.5], [0.05] * 3, "not reproduced"),    # median = 0.5 fails everywhere
+    ([0.1] * 3, [0.1] * 3, [0.03, 0.07, 0.05], "reproduced"),          # type-I at the range's ends
+    ([0.1] * 3, [0.1] * 3, [0.0299, 0.05, 0.05], "inconclusive"),      # not calibrated
+    ([], [], [], "inconclusive"),
+])
+def test_decide_underpowering(share, median, type1, expected):
+    assert E.decide_underpowering(share, median, type1, (0.03, 0.07)) == expected
+
+
+def test_mechanism_entries_are_checks(synthetic):
+    sheet = hb.read_workbook(synthetic[0])
+    table = hb.table_iii(sheet)
+    c, problems = E.row_sum_claim(table, "x")
+    assert (c.kind, c.holds, problems) == ("check", True, [])
+    broken = table.copy()
+    broken.at["1.8 Power analysis", ("all", "no_n")] += 1
+    c, problems = E.row_sum_claim(broken, "x")
+    assert c.holds is False and c.verdict == "not reproduced" and len(problems) == 1
+    c, _ = E.row15_claim(sheet, "x")
+    assert c.kind == "check" and c.holds is True and c.key_numbers == {"equal": "115/115"}
+
+
 def test_anchor_and_reference_claims(synthetic):
     table = hb.table_iii(hb.read_workbook(synthetic[0]))  # planted anchors 2 and 10
     assert E.anchors_claim(table, True, "x").verdict == "reproduced"
@@ -483,8 +525,12 @@ def test_smoke_all_stages_offline(tmp_path, monkeypatch):
     assert "synthetic" in claims["table_iii_anchors"]["note"] and "synthetic" in claims["table_iii_anchors"]["data"]
     assert claims["underpowering"]["verdict"] == "inconclusive"
     for cid in ("row_sums", "row15_recomputed", "synthetic_planted", "parsers_agree"):
-        assert claims[cid]["verdict"] == "reproduced", cid
+        assert claims[cid]["kind"] == "check" and claims[cid]["holds"] is True, cid
+    for cid in ("table_iii_anchors", "table_iii_full", "underpowering"):  # paper/our claims about the workbook
+        assert claims[cid]["kind"] == "claim" and claims[cid]["evidence"]["paper_data"] is False, cid
+    assert "evidence rule: the statement is about the paper's data" in claims["table_iii_anchors"]["note"]
     assert doc["data_source"] == "offline (synthetic)"
+    assert doc["paper"]["title"].startswith("Position: Human Baselines")
     table = pd.read_csv(r / "metrics/table_iii.csv")
     assert len(table) == 16 and table.loc[table["item"] == "1.8 Power analysis", "all_yes_n"].item() == 2
     assert (r / "figures/power_vs_baseliners.png").stat().st_size > 1000
@@ -583,9 +629,13 @@ def test_checklist_bad_input_names_item(tmp_path):
 
 
 def test_public_api_exports():
-    for name in ("read_workbook", "normalize_answer", "table_iii", "make_synthetic_workbook", "simulate_power",
-                 "score_checklist"):
-        assert callable(getattr(hb, name))
+    from icml25.studies.human_baselines import checklist, power, synthetic, table, workbook
+
+    assert hb.read_workbook is workbook.read_workbook and hb.table_iii is table.table_iii
+    assert hb.normalize_answer is table.normalize_answer and hb.simulate_power is power.simulate_power
+    assert hb.make_synthetic_workbook is synthetic.make_synthetic_workbook
+    assert hb.score_checklist is checklist.score_checklist
+    assert hb.normalize_answer(" partial ", None) == "Yes" and hb.simulate_power(1, 20, 0.1) == 0.0
     with pytest.raises(AttributeError):
         hb.not_an_export  # noqa: B018
 

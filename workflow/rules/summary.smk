@@ -1,5 +1,10 @@
 # The cross-study claims table and its MLflow record. Every selected study's claims.json (and its figures,
-# through <slug>__all) feeds results/<scale>/claims.md and results/<scale>/claims.csv.
+# through <slug>__all) feeds results/<scale>/claims.md, claims.csv and claims.html; the HTML table opens the
+# Snakemake report (`snakemake --report`): it is the report's front page (workflow/report/workflow.rst) and the
+# "Claims" result.
+
+
+report: "../report/workflow.rst"
 
 
 rule summary__claims:
@@ -9,6 +14,12 @@ rule summary__claims:
     output:
         md=f"{SCALE_DIR}/claims.md",
         csv=f"{SCALE_DIR}/claims.csv",
+        html=report(
+            f"{SCALE_DIR}/claims.html",
+            caption="../report/summary/claims.rst",
+            category="Claims",
+            labels={"table": "claims and checks"},
+        ),
     log:
         f"{SCALE_DIR}/logs/summary.log",
     benchmark:
@@ -20,6 +31,5 @@ rule summary__claims:
         mem_mb=1000,
         runtime=10,
     shell:
-        "python -m icml25.core.cli summary --in {input.claims} --md {output.md} --csv {output.csv} --results "
-        + RESULTS
-        + " > {log} 2>&1"
+        f"python -m icml25.core.cli summary --in {{input.claims}} --md {{output.md}} --csv {{output.csv}}"
+        f" --html {{output.html}} --results {RESULTS} > {{log}} 2>&1"

@@ -1,9 +1,22 @@
 """Claims: the ``claims.json`` format every study's evaluate stage writes, and the statistics behind verdicts.
 
-A claim records the statement, whose claim it is (``paper`` or ``ours``), which data the verdict rests on, the
-metric per arm (mean and bootstrap CI over seeds), the test and threshold in words, the computed statistic and
-the verdict. Verdicts come only from :func:`verdict` applied to computed booleans; there is no way to write one
-by hand through this module.
+Each entry is one of two kinds:
+
+* a **claim** (``kind="claim"``): something a paper states (``source="paper"``) or our illustration of it
+  (``source="ours"``), decided from measured outcomes on held-out data;
+* a **check** (``kind="check"``): an identity, invariant or mechanism that must hold by mathematics or by
+  construction. A failing check is a bug, never a finding; a check's verdict is ``reproduced`` when it holds and
+  ``not reproduced`` when it fails, with ``holds`` beside it (``None`` if it could not be computed).
+
+An entry records the statement (and a short ``title`` for tables), which data the verdict rests on, the metric
+per arm (mean and bootstrap CI over seeds), the test and threshold in words, the computed statistic, the few
+``key_numbers`` that decide it, its :class:`Evidence` and the verdict. Verdicts come only from :func:`verdict`
+applied to computed booleans, then the **evidence rules** of :func:`apply_evidence_rules` (one place for every
+study): a claim is ``reproduced`` or ``not reproduced`` only with at least :data:`MIN_UNITS` independent units
+(seeds, functions, test windows, runs, ...) and, when its statement is about the paper's data, only on the paper's
+data; otherwise it is ``inconclusive`` with a note naming the rule. Checks are not gated: they hold or fail at any
+scale. :func:`validate_claims` rejects documents that break the rules, so a one-seed run cannot carry a claim
+verdict other than ``inconclusive``.
 """
 from __future__ import annotations
 
@@ -19,6 +32,10 @@ from .io import read_json, write_json
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "reproduced", "not reproduced", "inconclusive"
 VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE)
+CLAIM, CHECK = "claim", "check"
+KINDS = (CLAIM, CHECK)
+MIN_UNITS = 3  # evidence rule: independent units (seeds, functions, windows, runs) a claim verdict needs
+COUNT_KEYS = ("claims_reproduced", "claims_not_reproduced", "claims_inconclusive", "checks_hold", "checks_failed")
 
 CLAIMS_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -28,15 +45,19 @@ CLAIMS_SCHEMA: dict[str, Any] = {
         "scale": {"enum": ["smoke", "default", "paper"]},
         "data_source": {"type": "string"},
         "config_hash": {"type": "string"},
+        "paper": {"type": "object", "properties": {"title": {"type": "string"}, "ref": {"type": "string"}}},
+        "seeds": {"type": "array", "items": {"type": "integer"}},
         "claims": {
             "type": "array",
             "minItems": 1,
             "items": {
                 "type": "object",
-                "required": ["id", "statement", "source", "data", "metrics", "test", "threshold", "statistic",
-                             "verdict"],
+                "required": ["id", "kind", "statement", "source", "data", "metrics", "test", "threshold",
+                             "statistic", "verdict", "evidence"],
                 "properties": {
                     "id": {"type": "string", "minLength": 1},
+                    "kind": {"enum": list(KINDS)},
+                    "title": {"type": "string"},
                     "statement": {"type": "string", "minLength": 1},
                     "source": {"enum": ["paper", "ours"]},
                     "data": {"type": "string"},
@@ -47,6 +68,12 @@ CLAIMS_SCHEMA: dict[str, Any] = {
                     "threshold": {"type": "string"},
                     "statistic": {},
                     "verdict": {"enum": list(VERDICTS)},
+                    "holds": {"type": ["boolean", "null"]},
+                    "key_numbers": {"type": "object"},
+                    "evidence": {
+                        "type": "object", "required": ["n", "unit", "paper_data"],
+                        "properties": {"n": {"type": "integer", "minimum": 0}, "unit": {"type": "string"},
+                                       "paper_data": {"type": ["boolean", "null"]}}},
                     "note": {"type": "string"},
                 },
             },
@@ -98,9 +125,45 @@ def paired_differences(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.
     return a - b
 
 
+@dataclass(frozen=True)
+class Evidence:
+    """What a verdict rests on: ``n`` independent ``unit``s (seeds, functions, windows, runs, cases, ...), and,
+    for a statement about the paper's data, whether the paper's data was used (``paper_data``: True = yes,
+    False = a stand-in such as a synthetic copy; None = the statement is not about the paper's data)."""
+
+    n: int
+    unit: str = "seeds"
+    paper_data: bool | None = None
+
+
+def evidence_rule(kind: str, evidence: Evidence) -> str:
+    """The evidence rule a claim breaks, in words ("" if none). Checks are never gated."""
+    if kind == CHECK:
+        return ""
+    if evidence.n < MIN_UNITS:
+        return (f"evidence rule: {evidence.n} independent {evidence.unit} < {MIN_UNITS} needed for a "
+                "claim verdict")
+    if evidence.paper_data is False:
+        return "evidence rule: the statement is about the paper's data, which this run did not use"
+    return ""
+
+
+def apply_evidence_rules(kind: str, computed: str, evidence: Evidence) -> tuple[str, str]:
+    """``(verdict, note)``: ``computed`` unless a claim breaks an evidence rule, then ``inconclusive`` with a note
+    naming the rule and what the test alone gave."""
+    rule = evidence_rule(kind, evidence)
+    if rule and computed != INCONCLUSIVE:
+        return INCONCLUSIVE, f"{rule} (the test alone gives {computed!r})"
+    return computed, ""
+
+
 @dataclass
 class Claim:
-    """One claim's computed outcome; see :data:`CLAIMS_SCHEMA`."""
+    """One entry's computed outcome (a claim or a check); see :data:`CLAIMS_SCHEMA` and the module docstring.
+
+    ``verdict`` is the test's outcome; for ``kind="claim"`` the evidence rules are applied on construction
+    (the verdict becomes ``inconclusive`` and the note says why), and ``holds`` is set for checks.
+    """
 
     id: str
     statement: str
@@ -112,16 +175,73 @@ class Claim:
     statistic: Any = None
     metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
     note: str = ""
+    kind: Literal["claim", "check"] = CLAIM
+    evidence: Evidence = field(default_factory=lambda: Evidence(0))
+    title: str = ""
+    key_numbers: dict[str, Any] = field(default_factory=dict)
+    holds: bool | None = None
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
             raise ValueError(f"claim {self.id}: verdict must be one of {VERDICTS}, got {self.verdict!r}")
+        if self.kind not in KINDS:
+            raise ValueError(f"claim {self.id}: kind must be one of {KINDS}, got {self.kind!r}")
+        if not isinstance(self.evidence, Evidence):
+            self.evidence = Evidence(**self.evidence)
+        if self.kind == CHECK:
+            self.holds = None if self.verdict == INCONCLUSIVE else self.verdict == REPRODUCED
+            return
+        self.holds = None
+        self.verdict, rule_note = apply_evidence_rules(self.kind, self.verdict, self.evidence)
+        if rule_note:
+            self.note = f"{self.note.rstrip()} {rule_note}.".strip() if self.note else f"{rule_note}."
+
+
+def check(id: str, statement: str, *, holds: bool | None, data: str, test: str, threshold: str,
+          evidence: Evidence, **kwargs: Any) -> Claim:
+    """A check entry (identity, invariant, mechanism): verdict from ``holds`` (None: could not be computed)."""
+    v = INCONCLUSIVE if holds is None else verdict(bool(holds), not holds)
+    return Claim(id=id, statement=statement, source=kwargs.pop("source", "ours"), data=data, test=test,
+                 threshold=threshold, verdict=v, kind=CHECK, evidence=evidence, **kwargs)
+
+
+def verdict_counts(doc: Mapping[str, Any], source: str | None = None) -> dict[str, int]:
+    """``{claims_reproduced, claims_not_reproduced, claims_inconclusive, checks_hold, checks_failed}`` of one
+    claims document (or of ``{"claims": [...entries of several documents...]}``). ``source`` ("paper" or
+    "ours") restricts the claim counts to one source; checks are counted regardless. A check that could not be
+    computed (``holds`` null) counts in neither check key."""
+    counts = dict.fromkeys(COUNT_KEYS, 0)
+    for c in doc["claims"]:
+        if c.get("kind", CLAIM) == CHECK:
+            if c.get("holds") is True:
+                counts["checks_hold"] += 1
+            elif c.get("holds") is False:
+                counts["checks_failed"] += 1
+        elif source is None or c["source"] == source:
+            counts["claims_" + c["verdict"].replace(" ", "_")] += 1
+    return counts
+
+
+def log_verdicts(run: Any, doc: Mapping[str, Any]) -> dict[str, int]:
+    """Record a study's verdicts in MLflow: tag ``verdict/<id>`` per entry on ``run``; metrics
+    ``verdicts/<key>`` (:func:`verdict_counts`) on ``run`` and on the study's parent run of this invocation."""
+    counts = verdict_counts(doc)
+    run.set_tags({f"verdict/{c['id']}": c["verdict"] for c in doc["claims"]})
+    metrics = {f"verdicts/{k}": v for k, v in counts.items()}
+    run.log_metrics(metrics)
+    log_parent = getattr(run, "log_parent_metrics", None)
+    if callable(log_parent):
+        log_parent(metrics)
+    return counts
 
 
 def write_claims(path: str | Path, *, study: str, scale: str, data_source: str, claims: Sequence[Claim],
-                 config_hash: str = "") -> dict[str, Any]:
-    """Validate and atomically write ``claims.json``; return the document."""
+                 config_hash: str = "", paper: Mapping[str, str] | None = None,
+                 seeds: Sequence[int] = ()) -> dict[str, Any]:
+    """Validate and atomically write ``claims.json``; return the document. ``paper`` is ``{title, ref}`` (ref: venue, DOI or URL);
+    ``seeds`` the evaluation seeds of the run (shown in the claims table)."""
     doc = {"study": study, "scale": scale, "data_source": data_source, "config_hash": config_hash,
+           "paper": dict(paper or {}), "seeds": [int(s) for s in seeds],
            "claims": [_clean(asdict(c)) for c in claims]}
     validate_claims(doc)
     write_json(path, doc)
@@ -143,6 +263,14 @@ def validate_claims(doc: Mapping[str, Any], where: str = "claims") -> None:
     if error is not None:
         loc = ".".join(str(p) for p in error.absolute_path) or "<root>"
         raise ValueError(f"{where}: {loc}: {error.message}")
+    for i, c in enumerate(doc["claims"]):
+        rule = evidence_rule(c["kind"], Evidence(**c["evidence"]))
+        if rule and c["verdict"] != INCONCLUSIVE:
+            raise ValueError(f"{where}: claims.{i} ({c['id']}): verdict {c['verdict']!r} breaks the {rule}")
+        expected = None if c["verdict"] == INCONCLUSIVE else c["verdict"] == REPRODUCED
+        if c["kind"] == CHECK and c.get("holds") is not expected:
+            raise ValueError(f"{where}: claims.{i} ({c['id']}): check holds={c.get('holds')!r} disagrees with "
+                             f"verdict {c['verdict']!r}")
 
 
 def _clean(obj: Any) -> Any:

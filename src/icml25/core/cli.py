@@ -196,6 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--in", dest="inputs", nargs="+", required=True, help="claims.json files")
     p.add_argument("--md", required=True)
     p.add_argument("--csv", required=True)
+    p.add_argument("--html", help="also write the table as an HTML fragment (the Snakemake report shows it)")
     p.add_argument("--results", default="results")
     p.add_argument("--no-track", action="store_true")
     args = parser.parse_args(argv)
@@ -222,7 +223,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .summary import run_summary
 
         run_summary([Path(p) for p in args.inputs], Path(args.md), Path(args.csv), Path(args.results),
-                    track=not args.no_track)
+                    track=not args.no_track, html_out=Path(args.html) if args.html else None)
     return 0
 
 

@@ -260,8 +260,10 @@ def finish_invocation(status: str = "FINISHED", results_dir: str | Path = "resul
 class StageRun:
     """Handle of one stage job's MLflow run; metrics are buffered and written in batches."""
 
-    def __init__(self, client, run_id: str, artifact_uri: str, flush_every: int = 1000) -> None:
+    def __init__(self, client, run_id: str, artifact_uri: str, flush_every: int = 1000,
+                 parent_run_id: str | None = None) -> None:
         self.client, self.run_id, self.artifact_uri, self.flush_every = client, run_id, artifact_uri, flush_every
+        self.parent_run_id = parent_run_id
         self._metrics: list[tuple[str, float, int, int]] = []
         self._last_flush = time.monotonic()
 
@@ -287,6 +289,15 @@ class StageRun:
         """Buffer several metrics at one step."""
         for key, value in metrics.items():
             self.log_metric(key, value, step)
+
+    def log_parent_metrics(self, metrics: Mapping[str, float], step: int = 0) -> None:
+        """Write metrics on the study's parent run of this invocation now (no-op without one): the study-level
+        record, e.g. ``verdicts/<key>`` from the evaluate job."""
+        if self.parent_run_id is None:
+            return
+        ts = int(time.time() * 1000)
+        self.client.log_batch(self.parent_run_id,
+                              metrics=[(k, float(v), ts, int(step)) for k, v in metrics.items()])
 
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
         """Upload a file, or a directory (as ``<artifact_path>/<dir name>/...``)."""
@@ -329,7 +340,7 @@ def stage_run(slug: str, stage: str, *, arm: str | None = None, seed: int | None
         all_tags["mlflow.parentRunId"] = parent
     run_id, artifact_uri = client.create_run(experiment_id, run_name(stage, arm, seed),
                                              {k: str(v) for k, v in all_tags.items() if v is not None})
-    handle = StageRun(client, run_id, artifact_uri)
+    handle = StageRun(client, run_id, artifact_uri, parent_run_id=parent)
     if config is not None:
         from .config import to_dict
 

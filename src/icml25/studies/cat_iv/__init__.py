@@ -15,6 +15,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+PAPER = {"title": "Data-Driven Selection of Instrumental Variables for Additive Nonlinear, Constant Effects Models",
+         "ref": "Guo, Xie, Zeng, Zhang, Geng; ICML 2025, PMLR 267:21163-21183"}  # shown in claims.json / claims.md
+
 _EXPORTS = {
     "select_valid_ivs": "method",
     "cat_pairwise_scores": "method",

@@ -34,9 +34,18 @@ class Config(StudyConfig):
     noise_ratio: float = Field(0.3, ge=0, description="r in the generator (case1_w uses 0.5 as in the paper)")
     alpha: float = Field(0.05, gt=0, lt=1, description="family-wise level of the unknown-K dCor t-tests [R]")
     standardize_x: bool = Field(True, description="standardise X before powers in the control-function branch [R]")
-    binary_branch: bool = Field(True, description="candidates with <= 2 values use the Wald branch [R]")
+    binary_branch: bool = Field(False, description="candidates with <= 2 values use the Wald branch [R]; false "
+                                "(the authors' code): the control function for every candidate")
     residual_method: Residual = Field("random_forest", description="residualisation of case1_w on covariates W")
     forest_trees: int = Field(500, ge=1, description="trees of the random-forest residualisation [R]")
+    forest_residuals: Literal["oob", "in_sample"] = Field(
+        "oob", description="forest residuals against out-of-bag or in-sample predictions (in_sample: the authors' "
+                           "code) [R]")
+    unknown_k_test: Literal["t", "permutation"] = Field(
+        "t", description="unknown-K independence test: t (bias-corrected dCor t-test, miscalibrated on 1-D "
+                         "samples) or permutation (permutation test of dCor, calibrated; both reported) [R]")
+    permutations: int = Field(399, ge=1, description="permutation draws (smallest p = 1/(B+1) must reach "
+                                                     "alpha / (p(p-1)))")
     bootstrap_resamples: int = Field(2000, ge=100, description="resamples of the bootstrap CIs in the claims")
     real: RealData = Field(RealData(), description="real-data qualitative check [R]")
 
@@ -46,7 +55,7 @@ STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "download": (),
     "preprocess": ("settings", "n", "seeds", "noise_ratio", "real.datasets", "real.card_rows"),
     "train": ("arms", "seeds", "settings", "n", "alpha", "standardize_x", "binary_branch", "residual_method",
-              "forest_trees", "real.residual_method"),
+              "forest_trees", "forest_residuals", "unknown_k_test", "permutations", "real.residual_method"),
     "evaluate": ("bootstrap_resamples",),
     "report": (),
 }

@@ -176,3 +176,34 @@ def dcor_t_pvalue(r_star: np.ndarray | float, n: int) -> np.ndarray | float:
         t = np.sqrt(dof) * r / np.sqrt(np.clip(1.0 - r * r, 0.0, None))
     p = stats.t.sf(t, dof)
     return float(p) if np.ndim(p) == 0 else p
+
+
+def dcor_permutation_pvalues(x: np.ndarray, y: np.ndarray, permutations: int = 399,
+                             seed: int = 0) -> np.ndarray:
+    """P[i, j]: permutation p-value of dCor(x[:, i], y[:, j]) against independence; x: (n, p), y: (n, q) → (p, q).
+
+    The calibrated alternative to :func:`dcor_t_pvalue` for univariate samples (the t approximation of
+    Székely & Rizzo 2013 is a high-dimensional one and is miscalibrated on 1-D samples). The statistic is
+    dCov²(x_i, y_j) = mean(A_i∘B_j) of double-centred distance matrices, which orders permutations like dCor
+    (permuting y leaves dVar(y) unchanged). One permutation π of the rows of y serves every pair;
+    p = (1 + #{b : dCov²(x_i, y_j∘π_b) ≥ dCov²(x_i, y_j)}) / (B + 1), so the smallest p is 1/(B + 1).
+    Memory: (p + q) n² doubles (n = 1000, p = q = 5: 80 MB). ``seed`` fixes the permutations.
+    """
+    x, y = _as_2d(x, "x"), _as_2d(y, "y")
+    n = x.shape[0]
+    if y.shape[0] != n:
+        raise ValueError(f"x and y must have the same number of rows, got {n} and {y.shape[0]}")
+    if permutations < 1:
+        raise ValueError(f"permutations: must be >= 1, got {permutations}")
+    a = np.stack([double_centre(distance_matrix(x[:, i])) for i in range(x.shape[1])]).reshape(x.shape[1], -1)
+    b = np.stack([double_centre(distance_matrix(y[:, j])) for j in range(y.shape[1])])
+    observed = a @ b.reshape(y.shape[1], -1).T
+    tol = 1e-12 * np.abs(observed) + 1e-300
+    exceed = np.zeros_like(observed)
+    flat = b.reshape(y.shape[1], -1)
+    rng = np.random.Generator(np.random.PCG64(seed))
+    for _ in range(permutations):
+        perm = rng.permutation(n)
+        bp = np.take(flat, (perm[:, None] * n + perm[None, :]).ravel(), axis=1)  # B[π, π], one gather
+        exceed += (a @ bp.T) >= observed - tol
+    return (1.0 + exceed) / (permutations + 1.0)

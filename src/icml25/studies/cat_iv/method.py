@@ -6,8 +6,17 @@
 3. Auxiliary residuals A_j = Y − ĥ_j(X).
 4. Pairwise scores s_ij = dCor(A_i, Z_j) + dCor(A_j, Z_i) (V-statistic dCor), symmetric, zero diagonal.
 5. Known K: the K-subset with the smallest summed score (lexicographic enumeration, first wins ties).
-6. Unknown K (ours, [R]): the largest set whose ordered pairs all pass the bias-corrected dCor t-test at the
-   Bonferroni level α / (p(p−1)).
+6. Unknown K (ours, [R]): the largest set whose ordered pairs all pass an independence test of A_i vs Z_j at
+   the Bonferroni level α / (p(p−1)): the spec's bias-corrected dCor t-test (``unknown_k_test="t"``), or a
+   permutation test of dCor (``"permutation"``), which is calibrated on the univariate samples CAT tests (the
+   t approximation is not; see :func:`icml25.studies.cat_iv.dcor.dcor_permutation_pvalues`).
+
+Two reconstructions differ from the authors' R code by default or by choice (study README):
+
+* ``binary_branch`` (default **False**, as the authors' code): candidates with ≤ 2 distinct values would use the
+  Wald-ratio branch; the authors apply the control function to every candidate.
+* ``forest_residuals`` (default ``"oob"``): random-forest residualisation on W subtracts out-of-bag predictions;
+  ``"in_sample"`` subtracts in-sample predictions as the authors' code does.
 
 All arrays are float64; rows with a NaN anywhere are dropped. p ≤ 15.
 """
@@ -19,11 +28,13 @@ from typing import Literal
 
 import numpy as np
 
-from .dcor import dcor_matrices, dcor_matrix, dcor_t_pvalue
+from .dcor import dcor_matrices, dcor_matrix, dcor_permutation_pvalues, dcor_t_pvalue
 
 MAX_CANDIDATES = 15
 Effect = Literal["nonlinear", "linear"]
 ResidualMethod = Literal["random_forest", "linear"]
+UnknownKTest = Literal["t", "permutation"]
+ForestResiduals = Literal["oob", "in_sample"]
 
 
 # ------------------------------------------------------------------------------------------ input handling
@@ -59,13 +70,17 @@ def _matrix(a, name: str) -> np.ndarray:
 
 
 def residualize(v: np.ndarray, w: np.ndarray, method: ResidualMethod = "random_forest", seed: int = 0,
-                trees: int = 500) -> np.ndarray:
+                trees: int = 500, forest_residuals: ForestResiduals = "oob") -> np.ndarray:
     """Residuals of each column of v (n, k) on covariates w (n, q) (step 1) → (n, k).
 
     ``linear``: OLS with intercept. ``random_forest`` [R]: sklearn forest (``trees`` trees,
-    ``random_state=seed``) per column, residuals against out-of-bag predictions (what R's
-    ``predict(randomForest(...))`` returns without new data), so the forest cannot memorise the column.
+    ``random_state=seed``) per column. ``forest_residuals="oob"`` (default) subtracts out-of-bag predictions
+    (what R's ``predict(randomForest(...))`` returns without new data), so the forest cannot memorise the
+    column; ``"in_sample"`` subtracts the forest's predictions on its own training rows, as the authors' code
+    does (those residuals are shrunk towards 0 because each row is in ~63% of the trees).
     """
+    if forest_residuals not in ("oob", "in_sample"):
+        raise ValueError(f"forest_residuals: unknown {forest_residuals!r} (known: oob, in_sample)")
     v, w = _matrix(v, "v"), _matrix(w, "covariates")
     if method == "linear":
         design = np.column_stack([np.ones(len(w)), w])
@@ -76,15 +91,17 @@ def residualize(v: np.ndarray, w: np.ndarray, method: ResidualMethod = "random_f
 
         out = np.empty_like(v)
         for j in range(v.shape[1]):
-            forest = RandomForestRegressor(n_estimators=trees, random_state=seed, oob_score=True, n_jobs=1)
+            forest = RandomForestRegressor(n_estimators=trees, random_state=seed,
+                                           oob_score=forest_residuals == "oob", n_jobs=1)
             forest.fit(w, v[:, j])
-            out[:, j] = v[:, j] - forest.oob_prediction_
+            fitted = forest.oob_prediction_ if forest_residuals == "oob" else forest.predict(w)
+            out[:, j] = v[:, j] - fitted
         return out
     raise ValueError(f"residual_method: unknown {method!r} (known: random_forest, linear)")
 
 
 def prepare(treatment, outcome, candidates, covariates=None, *, residual_method: ResidualMethod = "random_forest",
-            seed: int = 0, trees: int = 500) -> Prepared:
+            seed: int = 0, trees: int = 500, forest_residuals: ForestResiduals = "oob") -> Prepared:
     """Validate shapes, drop rows with NaN, note binary candidates (≤ 2 distinct values, before any
     residualisation) and residualise on covariates if given."""
     x, y, z = _vector(treatment, "treatment"), _vector(outcome, "outcome"), _matrix(candidates, "candidates")
@@ -105,7 +122,7 @@ def prepare(treatment, outcome, candidates, covariates=None, *, residual_method:
         raise ValueError(f"only {x.shape[0]} complete rows; need at least 10")
     binary = np.array([np.unique(z[:, j]).size <= 2 for j in range(z.shape[1])])
     if w is not None and w.shape[1] > 0:
-        res = residualize(np.column_stack([x, y, z]), w[keep], residual_method, seed, trees)
+        res = residualize(np.column_stack([x, y, z]), w[keep], residual_method, seed, trees, forest_residuals)
         x, y, z = res[:, 0], res[:, 1], res[:, 2:]
     return Prepared(x, y, z, binary, int((~keep).sum()))
 
@@ -147,12 +164,13 @@ def control_function_effect(x: np.ndarray, y: np.ndarray, z: np.ndarray, standar
 
 
 def auxiliary_residuals(treatment, outcome, candidates, effect: Effect = "nonlinear", *,
-                        standardize_x: bool = True, binary_branch: bool = True,
+                        standardize_x: bool = True, binary_branch: bool = False,
                         binary: np.ndarray | None = None) -> np.ndarray:
     """Columns A_j = Y − ĥ_j(X) (step 3); treatment, outcome: (n,), candidates: (n, p) → (n, p).
 
-    With ``binary_branch`` [R], candidates with ≤ 2 distinct values (or flagged in ``binary``) use the
-    ``linear`` branch whatever ``effect`` says. Rows with a NaN are dropped (the result then has fewer rows).
+    With ``binary_branch`` [R] (off by default, as in the authors' code), candidates with ≤ 2 distinct values
+    (or flagged in ``binary``) use the ``linear`` branch whatever ``effect`` says. Rows with a NaN are dropped
+    (the result then has fewer rows).
     """
     if effect not in ("nonlinear", "linear"):
         raise ValueError(f"effect: unknown {effect!r} (known: nonlinear, linear)")
@@ -243,8 +261,16 @@ def select_unknown_k(pvalues: np.ndarray, scores: np.ndarray, alpha: float = 0.0
 
 
 def cat_select(prepared: Prepared, k: int | None, *, effect: Effect = "nonlinear", alpha: float = 0.05,
-               standardize_x: bool = True, binary_branch: bool = True) -> CatResult:
-    """Run steps 2–6 on prepared inputs; ``k=None`` selects with the unknown-K rule."""
+               standardize_x: bool = True, binary_branch: bool = False, unknown_k_test: UnknownKTest = "t",
+               permutations: int = 399, seed: int = 0) -> CatResult:
+    """Run steps 2–6 on prepared inputs; ``k=None`` selects with the unknown-K rule.
+
+    Unknown K: the selection rests on ``unknown_k_test``; with ``"permutation"`` both rules are computed and
+    ``info`` holds ``selected_by_test = {"t": [...], "permutation": [...]}`` (the permutation p-values use
+    ``permutations`` draws seeded by ``seed``).
+    """
+    if unknown_k_test not in ("t", "permutation"):
+        raise ValueError(f"unknown_k_test: unknown {unknown_k_test!r} (known: t, permutation)")
     p = prepared.z.shape[1]
     if k is not None and not 2 <= k <= p:
         raise ValueError(f"k must satisfy 2 <= k <= p = {p}, got {k}")
@@ -258,8 +284,18 @@ def cat_select(prepared: Prepared, k: int | None, *, effect: Effect = "nonlinear
     np.fill_diagonal(scores, 0.0)
     pvalues = np.asarray(dcor_t_pvalue(r_star, a.shape[0]), dtype=float)
     np.fill_diagonal(pvalues, np.nan)
-    return CatResult(select_unknown_k(pvalues, scores, alpha), scores, d, pvalues,
-                     {"level": alpha / (p * (p - 1))})
+    by_test = {"t": select_unknown_k(pvalues, scores, alpha)}
+    info: dict = {"level": alpha / (p * (p - 1)), "unknown_k_test": unknown_k_test}
+    if unknown_k_test == "permutation":
+        perm = dcor_permutation_pvalues(a, prepared.z, permutations, seed)
+        np.fill_diagonal(perm, np.nan)
+        by_test["permutation"] = select_unknown_k(perm, scores, alpha)
+        info["permutation_pvalues"] = perm.tolist()
+        pvalues_used = perm
+    else:
+        pvalues_used = pvalues
+    info["selected_by_test"] = by_test
+    return CatResult(by_test[unknown_k_test], scores, d, pvalues_used, info)
 
 
 # ------------------------------------------------------------------------------------------ public API
@@ -267,26 +303,29 @@ def cat_select(prepared: Prepared, k: int | None, *, effect: Effect = "nonlinear
 
 def select_valid_ivs(treatment, outcome, candidates, k: int | None = None, covariates=None, seed: int = 0, *,
                      effect: Effect = "nonlinear", residual_method: ResidualMethod = "random_forest",
-                     alpha: float = 0.05, standardize_x: bool = True, binary_branch: bool = True,
-                     trees: int = 500) -> list[int]:
+                     alpha: float = 0.05, standardize_x: bool = True, binary_branch: bool = False,
+                     trees: int = 500, unknown_k_test: UnknownKTest = "t", permutations: int = 399,
+                     forest_residuals: ForestResiduals = "oob") -> list[int]:
     """Ascending indices of the candidate columns CAT selects as valid instruments.
 
     treatment, outcome: (n,); candidates: (n, p), p ≤ 15; covariates: (n, q) or None. ``k=None`` uses the
     unknown-K rule (step 6); otherwise ValueError unless 2 ≤ k ≤ p.
     """
     prepared = prepare(treatment, outcome, candidates, covariates, residual_method=residual_method, seed=seed,
-                       trees=trees)
+                       trees=trees, forest_residuals=forest_residuals)
     result = cat_select(prepared, k, effect=effect, alpha=alpha, standardize_x=standardize_x,
-                        binary_branch=binary_branch)
+                        binary_branch=binary_branch, unknown_k_test=unknown_k_test, permutations=permutations,
+                        seed=seed)
     return sorted(result.selected)
 
 
 def cat_pairwise_scores(treatment, outcome, candidates, covariates=None, effect: Effect = "nonlinear",
                         seed: int = 0, *, residual_method: ResidualMethod = "random_forest",
-                        standardize_x: bool = True, binary_branch: bool = True, trees: int = 500) -> np.ndarray:
+                        standardize_x: bool = True, binary_branch: bool = False, trees: int = 500,
+                        forest_residuals: ForestResiduals = "oob") -> np.ndarray:
     """The score matrix s (p, p) of step 4: s_ij = dCor(A_i, Z_j) + dCor(A_j, Z_i), s_ii = 0."""
     prepared = prepare(treatment, outcome, candidates, covariates, residual_method=residual_method, seed=seed,
-                       trees=trees)
+                       trees=trees, forest_residuals=forest_residuals)
     a = auxiliary_residuals(prepared.x, prepared.y, prepared.z, effect, standardize_x=standardize_x,
                             binary_branch=binary_branch, binary=prepared.binary)
     return score_matrix(a, prepared.z)[0]

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from icml25.core.claims import write_claims
+from icml25.core.claims import log_verdicts, write_claims
 from icml25.core.cli import Stage
 from icml25.core.config import config_hash
 from icml25.core.download import DownloadError, fetch, read_manifest, sha256_file
@@ -127,14 +127,18 @@ def evaluate(stage: Stage, run: Any) -> None:
     arrays = D.read_synthetic(stage.input(0), cells)
     wald = wald_branch_check(arrays, cells)
     claims = evaluate_claims(synth, real, wald, cfg.bootstrap_resamples)
-    write_claims(stage.output(0), study=SLUG, scale=stage.scale, data_source=stage.data_source, claims=claims,
-                 config_hash=config_hash(cfg))
+    from . import PAPER
+
+    claims_doc = write_claims(stage.output(0), study=SLUG, scale=stage.scale, data_source=stage.data_source,
+                              claims=claims, config_hash=config_hash(cfg), paper=PAPER,
+                              seeds=sorted({s for recs in synth.values() for s in recs}))
     synthetic = summaries(synth, cfg.bootstrap_resamples)
     keep = ("selected", "selected_names", "candidates", "n_rows", "beta_2sls", "runtime_s", "k")
     doc = {"scale": stage.scale, "synthetic": synthetic,
            "real": {arm: {ds: {k: r[k] for k in keep} for ds, r in by.items()} for arm, by in real.items()},
            "wald_check": wald,
-           "claims": [{"id": c.id, "verdict": c.verdict, "statistic": c.statistic, "note": c.note} for c in claims]}
+           "claims": [{"id": c.id, "kind": c.kind, "verdict": c.verdict, "statistic": c.statistic, "note": c.note}
+                      for c in claims]}
     write_json(stage.output(1), doc)
     for setting, arms in synthetic.items():
         for arm, by_n in arms.items():
@@ -142,10 +146,7 @@ def evaluate(stage: Stage, run: Any) -> None:
                 prefix = f"eval/{arm}" if setting == CLAIM_SETTING else f"eval/{setting}/{arm}"
                 run.log_metrics({f"{prefix}/f1": m["f1"]["mean"], f"{prefix}/exact": m["exact"]["mean"]},
                                 step=int(n))
-    for c in claims:
-        run.log_metric(f"eval/{c.id}/reproduced", float(c.verdict == "reproduced"))
-    run.log_metric("eval/claims_reproduced", sum(c.verdict == "reproduced" for c in claims))
-    run.set_tags({f"verdict.{c.id}": c.verdict for c in claims})
+    log_verdicts(run, claims_doc)
     run.log_artifact(stage.output(0))
     run.log_artifact(stage.output(1))
     for c in claims:

@@ -38,15 +38,19 @@ def run_arm(arm: str, x: np.ndarray, y: np.ndarray, z: np.ndarray, w: np.ndarray
         raise ValueError(f"arm: unknown {arm!r} (known: {list(ARMS)})")
     t0 = time.perf_counter()
     w = None if w is None or w.shape[1] == 0 else w
-    prepared = prepare(x, y, z, w, residual_method=residual_method, seed=seed, trees=config.forest_trees)
+    prepared = prepare(x, y, z, w, residual_method=residual_method, seed=seed, trees=config.forest_trees,
+                       forest_residuals=config.forest_residuals)
     out: dict[str, Any] = {}
     if arm in CAT_ARMS:
         effect, k = CAT_ARMS[arm]
         result = cat_select(prepared, k, effect=effect, alpha=config.alpha, standardize_x=config.standardize_x,
-                            binary_branch=config.binary_branch)
+                            binary_branch=config.binary_branch, unknown_k_test=config.unknown_k_test,
+                            permutations=config.permutations, seed=seed)
         out.update(selected=sorted(result.selected), scores=result.scores.tolist(), dcor=result.dcor.tolist())
         if result.pvalues is not None:
             out["pvalues"] = result.pvalues.tolist()
+            out["unknown_k_test"] = result.info["unknown_k_test"]
+            out["selected_by_test"] = {t: sorted(v) for t, v in result.info["selected_by_test"].items()}
     else:
         out["selected"] = sorted(BASELINES[arm](prepared.x, prepared.y, prepared.z))
     out["runtime_s"] = time.perf_counter() - t0

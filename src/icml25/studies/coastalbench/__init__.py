@@ -10,6 +10,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+PAPER = {"title": "CoastalBench: A Decade-Long High-Resolution Dataset to Emulate Complex Coastal Processes",
+         "ref": "ICML 2025; https://github.com/spatialdatasciencegroup/CoastalBench"}  # shown in claims.json / claims.md
+
 _EXPORTS = {
     "open_roms": "roms", "zlevels": "roms", "HisWriter": "roms", "RomsFormatError": "roms",
     "validate_files": "roms", "open_preview": "preview", "write_preview": "preview",

@@ -23,7 +23,8 @@ class Sim(Section):
 
     nx: int = Field(64, ge=8, description="xi_rho (grid columns)")
     ny: int = Field(48, ge=8, description="eta_rho (grid rows)")
-    n_levels: int = Field(6, ge=2, description="N: s_rho levels (s_w has N + 1)")
+    n_levels: int = Field(6, ge=3, description="N: s_rho levels (s_w has N + 1); >= 3: the emulator reads distinct "
+                                               "bottom, mid and surface levels (13 state channels, 33 inputs)")
     days: int = Field(21, ge=1, description="simulated days (one history file each, after a 1-day spin-up)")
     start_date: str = Field("2008-01-02", pattern=r"^\d{4}-\d{2}-\d{2}$", description="first day written")
     output_interval_s: int = Field(1800, ge=1, description="seconds between history records (divides a day)")

@@ -25,46 +25,6 @@ def channel_names(n: int) -> list[str]:
     return [f"{v}@{k}" for v in LEVEL_VARS for k in range(n)] + list(SURFACE_VARS) + ["mask"]
 
 
-def write_preview(path: str | Path, ds, *, layout: str = "T_C_H_W", level_order: str = "bottom_up") -> Path:
-    """Write one day of an ``open_roms`` dataset (all 15 preview variables) as a preview zarr (float16).
-
-    Land holds 0 (the mask channel says where water is). Writes chunk by chunk in time (memory: one record).
-    """
-    import zarr
-
-    if layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
-    n = int(ds.sizes["s_rho"])
-    t, hh, ww = int(ds.sizes["ocean_time"]), int(ds.sizes["eta_rho"]), int(ds.sizes["xi_rho"])
-    c = 6 * n + 10
-    shape = {"T_C_H_W": (t, c, hh, ww), "C_T_H_W": (c, t, hh, ww), "TC_H_W": (t * c, hh, ww)}[layout]
-    chunks = {"T_C_H_W": (1, c, hh, ww), "C_T_H_W": (c, 1, hh, ww), "TC_H_W": (c, hh, ww)}[layout]
-    root = zarr.open_group(str(path), mode="w")
-    arr = root.create_array(ARRAY, shape=shape, chunks=chunks, dtype="float16", fill_value=0)
-    root.attrs.update({"layout": layout, "level_order": level_order, "channels": channel_names(n)})
-    mask = ds["mask_rho"].values.astype(np.float16)
-    for k in range(t):
-        rec = np.zeros((c, hh, ww), np.float16)
-        i = 0
-        for v in LEVEL_VARS:
-            x = ds[v].isel(ocean_time=k).values
-            if level_order == "top_down":
-                x = x[::-1]
-            rec[i : i + n] = np.nan_to_num(x, nan=0.0)
-            i += n
-        for v in SURFACE_VARS:
-            rec[i] = np.nan_to_num(ds[v].isel(ocean_time=k).values, nan=0.0)
-            i += 1
-        rec[i] = mask
-        if layout == "T_C_H_W":
-            arr[k] = rec
-        elif layout == "C_T_H_W":
-            arr[:, k] = rec
-        else:
-            arr[k * c : (k + 1) * c] = rec
-    return Path(path)
-
-
 def _day(path: Path) -> dt.datetime:
     stem = path.name.split(".")[0]
     digits = "".join(ch for ch in stem if ch.isdigit())[-8:]

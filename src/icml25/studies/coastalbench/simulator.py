@@ -290,7 +290,6 @@ def reconstruct_3d(sw: ShallowWater, atm: dict[str, np.ndarray], n: int, *, thet
     flux_div[:, 1:] -= fy
     w = np.zeros((n + 1,) + h.shape)
     w[1:] = -np.cumsum(flux_div / dx, axis=0)
-    w -= s_w[:, None, None] * 0.0
     # AKs: damped parabolic profile kappa u* (z+h)(-z)/H / (1 + 5 N2 scale)
     ustar = np.sqrt(2.5e-3) * np.hypot(to_rho_u(sw.u), to_rho_v(sw.v))
     zz = np.clip(z_w - sw.zeta, -H, 0)

@@ -18,6 +18,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+PAPER = {"title": "Position: Human Baselines in Model Evaluations Need Rigor and Transparency (With Recommendations & Reporting Checklist)",
+         "ref": "Wei et al.; ICML 2025, arXiv:2506.13776"}  # shown in claims.json / claims.md
+
 _EXPORTS = {
     "read_workbook": "workbook",
     "check_schema": "workbook",

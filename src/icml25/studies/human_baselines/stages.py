@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from icml25.core.claims import write_claims
+from icml25.core.claims import log_verdicts, write_claims
 from icml25.core.cli import Stage
 from icml25.core.config import config_hash
 from icml25.core.io import read_json, save_figure, write_json, write_text
@@ -135,8 +135,11 @@ def evaluate(stage: Stage, run: Any) -> None:
     claims = [c1, c2, c3a, c3b, c3c, c3d, c4]
 
     data_source = f"{stage.data_source} ({source['source']})"
+    from . import PAPER
+
+    seeds = sorted({int(s) for s in power["seed"].unique()}) if power is not None and "seed" in power else []
     doc = write_claims(stage.output(0), study=SLUG, scale=stage.scale, data_source=data_source, claims=claims,
-                       config_hash=config_hash(cfg))
+                       config_hash=config_hash(cfg), paper=PAPER, seeds=seeds)
     long = pd.read_parquet(long_path)
     rigor = rigor_scores(long)
     flat = flat_table(table)
@@ -150,8 +153,7 @@ def evaluate(stage: Stage, run: Any) -> None:
         "claims": doc["claims"]}
     write_json(stage.output(1), eval_doc)
     D.write_csv(flat, stage.output(2))
-    for c in claims:
-        run.set_tags({f"verdict/{c.id}": c.verdict})
+    log_verdicts(run, doc)
     run.log_metrics({"eval/power_analysis_yes_n": int(table.at["1.8 Power analysis", ("all", "yes_n")]),
                      "eval/significance_test_yes_n": int(table.at["4.1 Significance test", ("all", "yes_n")]),
                      "eval/parser_differences": len(parser_diff), "eval/row15_differences": len(row15_diff)})

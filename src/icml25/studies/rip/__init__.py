@@ -15,6 +15,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+PAPER = {"title": "R.I.P.: Better Models by Survival of the Fittest Prompts",
+         "ref": "Yu et al.; ICML 2025"}  # shown in claims.json / claims.md
+
 _EXPORTS = {
     "judge_reward": "judge",
     "build_pairs": "method",

@@ -142,5 +142,4 @@ STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "train": ("arms", "seeds", "source", "model", "filter", "dpo", "sampling.max_new_tokens", "paper.seed_model",
               "paper.lr", "paper.batch", "paper.epochs"),
     "evaluate": ("source", "model", "filter", "sampling.max_new_tokens", "bootstrap_resamples"),
-    "report": (),  # by hand only: evaluate draws the figure (one job less)
 }

@@ -3,8 +3,9 @@ seeds, the pair table and the train records. Pure functions: no file I/O, no tor
 
 1. rip vs random_same_size on mean noise-free test reward (paper Table 2 analogue).
 2. Low-quality share of the rip kept set ≤ 0.5 × the pool share (paper Table 7 analogue; deterministic).
-3. Mechanism (exact): step-0 DPO loss = ln 2 ± 1e-4; chosen/rejected = max/min of rewards, gap ≥ 0;
-   rip_filter(q=(0,0,1)) keeps all rows; the rip kept set ⊆ every single-criterion kept set.
+3. Mechanism (exact; four *checks*, a violation is a bug): step-0 DPO loss = ln 2 ± 1e-4; chosen/rejected =
+   max/min of rewards, gap ≥ 0; rip_filter(q=(0,0,1)) keeps all rows; the rip kept set ⊆ every single-criterion
+   kept set.
 4. Ours, reported only: rip vs none, single-metric arms and jaccard vs random, win rate against the seed model.
 """
 from __future__ import annotations
@@ -16,7 +17,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from icml25.core.claims import Claim, paired_differences, summarize, verdict
+from icml25.core.claims import (INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, Claim, Evidence, check,
+                                paired_differences, summarize)
 
 from .method import SINGLE_METRIC_ARMS, arm_mask, low_quality_share, rip_filter
 
@@ -69,11 +71,67 @@ def compare(metrics: Mapping[str, Mapping[int, Mapping[str, float]]], a: str, b:
                                                                           _summ(d, resamples).items()}}
 
 
+def decide_paired(d: Sequence[float] | np.ndarray, min_effect: float = MIN_EFFECT) -> str:
+    """Claims 1 and 4 from per-seed paired differences d_s: reproduced if mean d > ``min_effect`` and every
+    d_s > 0; not reproduced if mean d ≤ 0; else inconclusive (the evidence rules then need ≥ 3 seeds)."""
+    d = np.asarray(d, dtype=float)
+    if d.size == 0:
+        return INCONCLUSIVE
+    if d.mean() <= 0:
+        return NOT_REPRODUCED
+    return REPRODUCED if d.mean() > min_effect and bool((d > 0).all()) else INCONCLUSIVE
+
+
+def decide_low_quality(pool_share: float, kept_share: float, factor: float = 0.5) -> str:
+    """Claim 2: reproduced if the kept set's low-quality share ≤ ``factor`` × the pool share, not reproduced
+    if above; inconclusive if either share is unknown (NaN: quality not recorded)."""
+    if math.isnan(pool_share) or math.isnan(kept_share):
+        return INCONCLUSIVE
+    return REPRODUCED if kept_share <= factor * pool_share else NOT_REPRODUCED
+
+
+def _check(id: str, title: str, statement: str, holds: bool | None, *, data: str, test: str, threshold: str,
+           n: int, unit: str, key: dict, statistic: Any = None, note: str = "") -> Claim:
+    return check(id, statement, title=title, holds=holds, data=data, test=test, threshold=threshold,
+                 evidence=Evidence(n, unit), key_numbers=key, statistic=statistic, note=note, source="paper")
+
+
+def mechanism_checks(pairs_checks: Mapping[str, Any], step0: Mapping[str, float]) -> list[Claim]:
+    """Claim 3 as four checks (exact; a violation is a bug): step-0 DPO loss = ln 2; pairs are best vs worst
+    with a non-negative gap; q = (0, 0, 1) keeps all rows; the rip kept set ⊆ every single-criterion set."""
+    dev = max((abs(v - LN2) for v in step0.values()), default=None)
+    rows = pairs_checks["rows"]
+    bad_rows = {k: pairs_checks[k] for k in ("chosen_not_max", "rejected_not_min", "negative_gap")}
+    not_subset = [arm for arm, ok in pairs_checks["rip_subset_of"].items() if not ok]
+    return [
+        _check("mechanism_step0_ln2", "step-0 DPO loss = ln 2",
+               "With policy = reference, the first DPO loss is ln 2 in every run.",
+               None if dev is None else dev <= STEP0_TOL, data="every train run's first step",
+               test="max |loss_0 - ln 2| over runs", threshold=f"<= {STEP0_TOL:g}", n=len(step0), unit="runs",
+               key={"max_dev": dev, "runs": len(step0)}, statistic=dict(step0),
+               note="" if step0 else "no train records"),
+        _check("mechanism_best_vs_worst", "pairs are best vs worst, gap >= 0",
+               "Every row has chosen_reward = max(rewards), rejected_reward = min(rewards), reward_gap >= 0.",
+               not any(bad_rows.values()), data="every row of the pair table", test="count violating rows",
+               threshold="0 rows", n=rows, unit="rows", key=bad_rows),
+        _check("mechanism_q001_keeps_all", "rip_filter(q = (0, 0, 1)) keeps all",
+               "The RIP filter at quantiles (0, 0, 1) keeps every row.", bool(pairs_checks["q001_keeps_all"]),
+               data="the pair table", test="rip_filter(0, 0, 1).all()", threshold="all rows kept", n=rows,
+               unit="rows", key={"keeps_all": bool(pairs_checks["q001_keeps_all"])}),
+        _check("mechanism_rip_subset", "rip kept set within every single-criterion set",
+               "The RIP kept set is a subset of every single-criterion kept set.", not not_subset,
+               data="the pair table", test="kept(rip) & ~kept(single) is empty", threshold="subset of all three",
+               n=len(pairs_checks["rip_subset_of"]), unit="criteria",
+               key={"not_subset_of": ", ".join(not_subset) or "none"}),
+    ]
+
+
 def evaluate_claims(metrics: Mapping[str, Mapping[int, Mapping[str, float]]], seed_metrics: Mapping[str, float],
                     records: Mapping[str, Mapping[int, Mapping[str, Any]]], pairs: pd.DataFrame, q: tuple,
                     resamples: int) -> list[Claim]:
-    """All four claims. ``metrics[arm][seed]`` has ``test_reward`` and ``win_rate_vs_seed``; ``seed_metrics``
-    the seed model's ``test_reward``; ``records[arm][seed]`` the train records (``step0_loss``)."""
+    """The spec's four claims as entries: claim 1 and 2 (paper), claim 3 as four checks, claim 4 (ours).
+    ``metrics[arm][seed]`` has ``test_reward`` and ``win_rate_vs_seed``; ``seed_metrics`` the seed model's
+    ``test_reward``; ``records[arm][seed]`` the train records (``step0_loss``)."""
     arm_summ = {arm: {"test_reward": _summ([m["test_reward"] for _, m in sorted(by.items())], resamples)}
                 for arm, by in metrics.items()}
     seed_summ = {"seed": {"mean": seed_metrics["test_reward"], "n": 1}}
@@ -81,27 +139,26 @@ def evaluate_claims(metrics: Mapping[str, Mapping[int, Mapping[str, float]]], se
 
     # 1. rip vs random_same_size
     c = compare(metrics, "rip", "random_same_size", resamples)
+    base1 = dict(id="rip_beats_random", source="paper", title="RIP beats a random subset of the same size",
+                 statement="RIP-filtered DPO beats DPO on a random subset of the same size (Table 2 analogue).",
+                 threshold=f"reproduced: mean d > {MIN_EFFECT} and all d_s > 0; not reproduced: mean d <= 0; "
+                           "else inconclusive")
     if c is None:
-        claims.append(Claim(
-            id="rip_beats_random", source="paper", verdict=verdict(False),
-            statement="RIP-filtered DPO beats DPO on a random subset of the same size (Table 2 analogue).",
-            data="500 clean test prompts, noise-free judge reward of greedy outputs", metrics={},
-            test="paired per-seed differences d_s = rip − random_same_size", statistic=None,
-            threshold=f"reproduced: mean d > {MIN_EFFECT} and all d_s > 0; not reproduced: mean d <= 0",
-            note="arms rip and random_same_size are not both run at this scale"))
+        claims.append(Claim(**base1, verdict=INCONCLUSIVE, metrics={}, statistic=None,
+                            data="500 clean test prompts, noise-free judge reward of greedy outputs",
+                            test="paired per-seed differences d_s = rip − random_same_size",
+                            evidence=Evidence(0, "seeds"),
+                            note="arms rip and random_same_size are not both run at this scale"))
     else:
         d = np.asarray(c["d"])
         claims.append(Claim(
-            id="rip_beats_random", source="paper",
-            verdict=verdict(bool(d.mean() > MIN_EFFECT and (d > 0).all()), bool(d.mean() <= 0)),
-            statement="RIP-filtered DPO beats DPO on a random subset of the same size (Table 2 analogue).",
+            **base1, verdict=decide_paired(d),
             data="500 clean test prompts (held out), noise-free judge reward of greedy outputs; DPO seeds "
                  f"{c['seeds']}, data and seed model fixed",
             metrics={k: arm_summ[k]["test_reward"] for k in ("rip", "random_same_size")} | seed_summ,
             test="paired per-seed differences d_s = test_reward(rip) − test_reward(random_same_size)",
-            threshold=f"reproduced: mean d > {MIN_EFFECT} and all d_s > 0; not reproduced: mean d <= 0; "
-                      "else inconclusive",
-            statistic=c))
+            statistic=c, key_numbers={"mean_d": round(c["mean_d"], 4), "d_s": [round(x, 4) for x in c["d"]]},
+            evidence=Evidence(len(c["seeds"]), "seeds")))
 
     # 2. low-quality share of the rip kept set
     rip = rip_filter(pairs, *q).to_numpy()
@@ -109,8 +166,8 @@ def evaluate_claims(metrics: Mapping[str, Mapping[int, Mapping[str, float]]], se
     kept_share = low_quality_share(pairs["quality"], rip)
     known = not (math.isnan(pool_share) or math.isnan(kept_share))
     claims.append(Claim(
-        id="rip_drops_low_quality", source="paper",
-        verdict=verdict(known and kept_share <= 0.5 * pool_share, known and kept_share > 0.5 * pool_share),
+        id="rip_drops_low_quality", source="paper", title="RIP drops low-quality prompts",
+        verdict=decide_low_quality(pool_share, kept_share),
         statement="The RIP kept set holds far fewer low-quality prompts than the pool (Table 7 analogue).",
         data="the pool's pair table (quality classes known by construction); deterministic",
         metrics={"pool_low_quality_share": {"mean": pool_share}, "rip_low_quality_share": {"mean": kept_share}},
@@ -118,27 +175,14 @@ def evaluate_claims(metrics: Mapping[str, Mapping[int, Mapping[str, float]]], se
         threshold="reproduced: kept share <= 0.5 x pool share; not reproduced otherwise",
         statistic={"pool_share": pool_share, "kept_share": kept_share, "ratio": kept_share / pool_share
                    if known and pool_share > 0 else None, "kept_n": int(rip.sum()), "pool_n": int(len(rip))},
+        key_numbers={"kept_share": round(kept_share, 3) if known else None,
+                     "pool_share": round(pool_share, 3) if known else None, "kept_n": int(rip.sum())},
+        evidence=Evidence(int(rip.sum()), "kept prompts"),
         note="" if known else "quality is unknown (null) in this pair table"))
 
-    # 3. mechanism
-    checks = pair_table_checks(pairs, q)
+    # 3. mechanism: checks
     step0 = {f"{arm}/seed{s}": rec["step0_loss"] for arm, by in records.items() for s, rec in by.items()}
-    step0_dev = max((abs(v - LN2) for v in step0.values()), default=float("nan"))
-    ok = {"step0_loss": bool(step0) and step0_dev <= STEP0_TOL,
-          "chosen_is_max": checks["chosen_not_max"] == 0, "rejected_is_min": checks["rejected_not_min"] == 0,
-          "gap_nonnegative": checks["negative_gap"] == 0, "q001_keeps_all": checks["q001_keeps_all"],
-          "rip_subset_of_single": all(checks["rip_subset_of"].values())}
-    failed = [k for k, v in ok.items() if not v]
-    claims.append(Claim(
-        id="mechanism", source="paper", verdict=verdict(not failed, bool(failed)),
-        statement="DPO starts at ln 2; pairs are best-vs-worst with a non-negative gap; q=(0,0,1) keeps all; "
-                  "the RIP kept set is a subset of every single-criterion kept set.",
-        data="every train run's first step and every row of the pair table",
-        metrics={"max_step0_deviation": {"mean": step0_dev}},
-        test="exact checks (a violation is a bug)",
-        threshold=f"all hold; step-0 loss within {STEP0_TOL} of ln 2",
-        statistic={"checks": ok, "pair_table": checks, "step0_loss": step0},
-        note=f"failed: {failed}" if failed else ""))
+    claims += mechanism_checks(pair_table_checks(pairs, q), step0)
 
     # 4. ours, reported only
     vs_none = compare(metrics, "rip", "none", resamples)
@@ -147,13 +191,13 @@ def evaluate_claims(metrics: Mapping[str, Mapping[int, Mapping[str, float]]], se
     win = {arm: _summ([m["win_rate_vs_seed"] for _, m in sorted(by.items())], resamples)
            for arm, by in metrics.items()}
     if vs_none is None:
-        v4, note4 = verdict(False), "arm none or rip not run at this scale; reported only"
+        v4, note4, n4, key4 = INCONCLUSIVE, "arm none or rip not run at this scale; reported only", 0, {}
     else:
-        d = np.asarray(vs_none["d"])
-        v4, note4 = verdict(bool(d.mean() > MIN_EFFECT and (d > 0).all()), bool(d.mean() <= 0)), \
-            "reported only (ours); same decision rule as claim 1"
+        v4, note4 = decide_paired(vs_none["d"]), "reported only (ours); same decision rule as claim 1"
+        n4, key4 = len(vs_none["seeds"]), {"mean_d_vs_none": round(vs_none["mean_d"], 4)}
+    key4 |= {f"{arm}-random": round(o["mean_d"], 4) for arm, o in others.items() if o is not None}
     claims.append(Claim(
-        id="rip_vs_none_and_others", source="ours", verdict=v4,
+        id="rip_vs_none_and_others", source="ours", verdict=v4, title="RIP beats all pairs; other filters",
         statement="RIP beats training on all pairs (~4x more data); single-metric and Jaccard filters vs random; "
                   "win rates against the seed model.",
         data="500 clean test prompts (held out); DPO seeds of each arm",
@@ -163,5 +207,5 @@ def evaluate_claims(metrics: Mapping[str, Mapping[int, Mapping[str, float]]], se
         threshold=f"rip vs none: reproduced if mean d > {MIN_EFFECT} and all d_s > 0; not reproduced if mean "
                   "d <= 0",
         statistic={"rip_vs_none": vs_none, "vs_random": others, "win_rate_vs_seed": win},
-        note=note4))
+        key_numbers=key4, evidence=Evidence(n4, "seeds"), note=note4))
     return claims

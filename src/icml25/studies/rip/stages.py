@@ -7,7 +7,6 @@ preprocess → processed/pairs.parquet (pair scoring; or a validated pair table 
              [+ processed/{val,test}.parquet at paper scale]
 train      → models/{arm}/chunk{k}.pt (world: {"seed<k>": state_dict}) + models/{arm}/chunk{k}.json (records)
 evaluate   → claims.json + metrics/eval.json + figures/reward_by_arm.png + report.md + metrics/{arm}_seed{k}.json
-report     → the figure and report.md again from metrics/eval.json (by hand; the rule is evaluate's job)
 """
 from __future__ import annotations
 
@@ -19,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from icml25.core.claims import summarize, write_claims
+from icml25.core.claims import log_verdicts, summarize, write_claims
 from icml25.core.cli import Stage
 from icml25.core.config import config_hash
 from icml25.core.io import atomic_path, read_json, save_figure, write_json, write_text
@@ -309,8 +308,11 @@ def evaluate(stage: Stage, run: Any) -> None:
                 "best_step": rec["best_step"], "best_val_reward": rec["best_val_reward"]}
             records.setdefault(doc["arm"], {})[seed] = rec
     claims = evaluate_claims(metrics, {"test_reward": seed_reward}, records, pairs, _q(cfg), cfg.bootstrap_resamples)
-    write_claims(stage.output(0), study=SLUG, scale=stage.scale, data_source=stage.data_source, claims=claims,
-                 config_hash=config_hash(cfg))
+    from . import PAPER
+
+    claims_doc = write_claims(stage.output(0), study=SLUG, scale=stage.scale, data_source=stage.data_source,
+                              claims=claims, config_hash=config_hash(cfg), paper=PAPER,
+                              seeds=sorted({s for by in metrics.values() for s in by}))
     arms_doc: dict[str, Any] = {"seed": {"test_reward": {"mean": seed_reward, "ci_low": seed_reward,
                                                          "ci_high": seed_reward, "n": 1}}}
     for arm, by in metrics.items():
@@ -323,7 +325,8 @@ def evaluate(stage: Stage, run: Any) -> None:
                          f"eval/{arm}/win_rate_vs_seed": arms_doc[arm]["win_rate_vs_seed"]["mean"]})
     run.log_metric("eval/seed/test_reward", seed_reward)
     doc = {"scale": stage.scale, "arms": arms_doc,
-           "claims": [{"id": c.id, "verdict": c.verdict, "statistic": c.statistic, "note": c.note} for c in claims]}
+           "claims": [{"id": c.id, "kind": c.kind, "verdict": c.verdict, "statistic": c.statistic, "note": c.note}
+                      for c in claims]}
     write_json(stage.output(1), doc)
     for out in stage.outputs[4:]:  # metrics/{arm}_seed{k}.json
         arm, _, seed = out.stem.rpartition("_seed")
@@ -331,9 +334,8 @@ def evaluate(stage: Stage, run: Any) -> None:
             raise SystemExit(f"{SLUG} evaluate: no trained model for {out.name}")
         write_json(out, {"arm": arm, "seed": int(seed), **metrics[arm][int(seed)]})
     for c in claims:
-        run.log_metric(f"eval/{c.id}/reproduced", float(c.verdict == "reproduced"))
-        log.info("%s: %s", c.id, c.verdict)
-    run.set_tags({f"verdict.{c.id}": c.verdict for c in claims})
+        log.info("%s (%s): %s", c.id, c.kind, c.verdict)
+    log_verdicts(run, claims_doc)
     from .report import report_markdown, reward_figure
 
     fig_out, md_out = stage.output(2), stage.output(3)
@@ -343,17 +345,5 @@ def evaluate(stage: Stage, run: Any) -> None:
         run.log_artifact(path)
 
 
-# ---------------------------------------------------------------------------------------------------- report
-def report(stage: Stage, run: Any) -> None:
-    """Reward-by-arm figure (95% CIs over seeds) and report.md from metrics/eval.json."""
-    from .report import report_markdown, reward_figure
-
-    doc = read_json(stage.input(0))
-    save_figure(reward_figure(doc), stage.output(0))
-    write_text(stage.output(1), report_markdown(doc))
-    run.log_artifact(stage.output(0))
-    run.log_artifact(stage.output(1))
-
-
 STAGES = {"prepare": prepare, "download": download, "preprocess": preprocess, "train": train,
-          "evaluate": evaluate, "report": report}
+          "evaluate": evaluate}
