@@ -164,8 +164,10 @@ def mlflow_runs(uri: str) -> dict[str, list]:
 
 
 def job_runs(runs: dict[str, list]) -> dict[str, list]:
-    """The runs of stage jobs (no per-invocation parent runs ``pipeline/...``)."""
-    return {name: [r for r in rs if r.data.tags.get("stage") != "pipeline"] for name, rs in runs.items()}
+    """The runs of stage jobs (no per-invocation parent runs ``pipeline/...``, no per-seed/per-arm runs nested
+    under a job's run)."""
+    return {name: [r for r in rs if r.data.tags.get("stage") != "pipeline" and r.data.tags.get("run_level") != "nested"]
+            for name, rs in runs.items()}
 
 
 def run_names(runs: dict[str, list]) -> dict[str, list[str]]:
