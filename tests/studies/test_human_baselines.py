@@ -495,8 +495,15 @@ def test_smoke_all_stages_offline(tmp_path, monkeypatch):
     runs = client.search_runs([client.get_experiment_by_name("icml25/human_baselines").experiment_id])
     download = next(x for x in runs if x.data.tags.get("stage") == "download")
     assert download.data.tags["workbook_source"] == "synthetic" and download.data.tags["licence"]
-    train = next(x for x in runs if x.data.tags.get("arm") == "power_sim")
-    assert "train/power_median" in train.data.metrics
+    train = [x for x in runs if x.data.tags.get("arm") == "power_sim" and x.data.tags.get("stage") == "train"]
+    (job,) = train  # a job of one seed is that seed's run (no nested run), tagged seed
+    assert job.data.tags["seed"] == "0" and job.data.tags["run_level"] == "job"
+    assert {"train/power_median", "train/type1", "train/share_power_ge_0.8"} <= set(job.data.metrics)
+    steps = [m.step for m in client.get_metric_history(job.info.run_id, "train/power_median")]
+    deltas = load_yaml(ROOT / "config/studies/human_baselines.yaml")["power"]["deltas"]
+    assert sorted(steps) == list(range(len(deltas)))
+    assert {a.path for a in client.list_artifacts(job.info.run_id, "model")} == {"model/chunk0.csv",
+                                                                                  "model/config.json"}
 
 
 @needs_real
