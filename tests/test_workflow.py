@@ -106,7 +106,8 @@ def test_smoke_pipeline_tracks_every_job_under_a_parent(smoke):
             assert r.data.tags["scale"] == "smoke" and r.data.tags["config_hash"] and r.data.tags["git_sha"]
             assert r.data.params, f"{r.info.run_name}: no params"
         evaluate = next(r for r in children if r.data.tags["stage"] == "evaluate")
-        assert any(k.startswith("eval/") for k in evaluate.data.metrics)
+        per_arm = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == evaluate.info.run_id]
+        assert any(k.startswith("eval/") for r in (evaluate, *per_arm) for k in r.data.metrics)
         artifacts = [a.path for a in client.list_artifacts(evaluate.info.run_id)]
         assert any(a.endswith("claims.json") for a in artifacts), artifacts
     summary = client.get_experiment_by_name("icml25/summary")
