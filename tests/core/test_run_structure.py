@@ -28,7 +28,8 @@ def stores(tmp_path_factory):
     root = tmp_path_factory.mktemp("runs")
     direct = f"sqlite:///{root / 'direct' / 'mlflow.db'}"
     (root / "rest").mkdir()
-    srv = server.start(backend_store_uri=f"sqlite:///{root / 'rest' / 'mlflow.db'}", artifacts_destination=str(root / "rest" / "artifacts"),
+    srv = server.start(backend_store_uri=f"sqlite:///{root / 'rest' / 'mlflow.db'}",
+                       artifacts_destination=str(root / "rest" / "artifacts"),
                        port=free_port(), workers=1, log=root / "server.log")
     try:
         yield {"direct": (direct, direct, root / "direct"), "rest": (srv.url, srv.url, root / "rest")}

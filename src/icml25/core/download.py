@@ -8,8 +8,9 @@ nothing at the destination.
 
 A *mirror* replaces the origin: either a URL base (``http://127.0.0.1:8000/``) or a local directory; the file
 is looked up at ``<mirror>/<mirror_path>``. Tests serve the project's data mirror (``$ICML25_MIRROR``, see
-tests/conftest.py) this way, so the real code path runs without internet. Entries with an empty sha256 (large files whose hash the paper does not publish) are
-trusted on first verified download and pinned in a ``<dest>.sha256`` file; later downloads must match the pin.
+tests/conftest.py) this way, so the real code path runs without internet. Entries with an empty sha256 (large
+files whose hash the paper does not publish) are trusted on first verified download and pinned in a
+``<dest>.sha256`` file; later downloads must match the pin.
 """
 from __future__ import annotations
 

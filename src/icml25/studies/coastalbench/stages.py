@@ -79,7 +79,7 @@ def download(stage, run) -> None:
         raise SystemExit(f"coastalbench download: --out files not simulated: {missing}")
     _write_manifest(manifest_out, written)
     run.log_metrics({"download/bytes": n_bytes, "download/files": len(written),
-                     "sim/volume_residual_max": info.get("volume_residual_max", float("nan")),
+                     "download/sim_volume_residual_max": info.get("volume_residual_max", float("nan")),
                      "download/seconds": time.perf_counter() - t_start})
 
 
