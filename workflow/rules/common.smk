@@ -1,15 +1,17 @@
 # Path helpers and config lookups shared by every study's rules. Keep this file small: study logic lives in
 # src/icml25/studies/<slug>/, infrastructure in src/icml25/core/ (workflow.py holds the logic behind these).
 
-import json
 from pathlib import Path
 
 from icml25.core import workflow as wf
 from icml25.core.config import ConfigError
-from icml25.studies import STUDIES, study_config_class
+from icml25.studies import STUDIES, study_config_class, study_stage_keys
 
+# results/ holds the one MLflow store of every scale (mlflow.db, mlartifacts/, .tracking/); each scale's files
+# live apart under results/<scale>/ (<slug>/..., claims.md, claims.csv), so smoke, default and paper coexist.
 RESULTS = "results"
 SCALE = config["scale"]
+SCALE_DIR = f"{RESULTS}/{SCALE}"
 SELECTED = list(STUDIES) if config["studies"] == "all" else list(config["studies"])
 _unimplemented = [s for s in SELECTED if s not in STUDIES]
 if _unimplemented:
@@ -17,11 +19,14 @@ if _unimplemented:
         f"studies: {_unimplemented} not implemented yet (implemented: {list(STUDIES)})"
     )
 
-# Merged study configs, validated by schema and dataclass at parse time: `snakemake -n` fails fast on a bad key.
+# Merged study configs, validated by each study's Config model at parse time: `snakemake -n` fails fast on a
+# bad key. Jobs get the whole config through the environment (no rerun trigger) and the keys their stage reads
+# as params (the rerun trigger): see stage_params.
 STUDY_CONFIG = {
     slug: wf.resolve_study(slug, study_config_class(slug), config, workflow.basedir)
     for slug in STUDIES
 }
+wf.export_study_configs(STUDY_CONFIG)
 
 # Jobs inherit the tracking URI and PYTHONPATH from the environment (switching stores never reruns anything).
 wf.export_job_env(
@@ -35,8 +40,8 @@ def cfg(slug):
 
 
 def res(slug, *parts):
-    """Path under results/<slug>/."""
-    return "/".join([RESULTS, slug, *parts])
+    """Path under results/<scale>/<slug>/."""
+    return "/".join([SCALE_DIR, slug, *parts])
 
 
 def logf(slug, name):
@@ -48,17 +53,22 @@ def bench(slug, name):
 
 
 def stage_cmd(slug, stage):
-    """Shell command of a stage job; Snakemake fills in the params.cfg placeholder when the job runs."""
+    """Shell command of a stage job. The whole config comes from the environment variable set at parse time
+    (the shell expands it when the job runs); the stage sees only its STAGE_KEYS (see stage_params).
+    """
     mirror = f" --mirror {config['mirror']}" if config.get("mirror") else ""
     return (
-        f"python -m icml25.studies.{slug} {stage} --scale {SCALE} --config-json {{params.cfg:q}}"
+        f'python -m icml25.studies.{slug} {stage} --scale {SCALE} --config-json "${wf.config_env_var(slug)}"'
         f" --data-source {config['data_source']}{mirror} --results {RESULTS} --rule {slug}__{stage}"
     )
 
 
-def cfg_param(slug):
-    """Params value carrying the config, so a config change reruns the study's jobs (params trigger)."""
-    return json.dumps(cfg(slug), sort_keys=True)
+def stage_params(slug, stage):
+    """Params of the stage's jobs, one "key=value" string per config key the stage reads (STAGE_KEYS in
+    studies/<slug>/config.py); used as `**stage_params(slug, stage)` under `params`. A change of one of them
+    reruns the jobs (params trigger) and the rerun reason names the changed keys; other keys leave them alone.
+    """
+    return wf.rule_params(cfg(slug), study_stage_keys(slug), slug, stage)
 
 
 def seed_chunks(slug):

@@ -9,19 +9,56 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .config import build, load_yaml, merge_scale, to_dict, validate_schema
+from .config import SCALES, build, load_yaml, merge_scale, stage_params, study_schema, to_dict, validate_schema
 
 
 def resolve_study(slug: str, config_cls: type, global_config: Mapping[str, Any], root: str | Path = ".") -> dict:
-    """The merged study config (yaml common keys + ``scale`` + ``overrides.<slug>`` + global ``seeds``),
-    validated by the study's JSON schema and dataclass; errors name the key. Returns plain data."""
+    """The merged study config (yaml common keys + ``scale`` + ``overrides.<slug>`` + global ``seeds``) as plain
+    data, validated by the study's ``Config`` model; errors name the key.
+
+    The yaml itself is first checked against the JSON schema generated from the model (so a bad key under any
+    scale is reported with its place in the file), and every other scale of the yaml is built too, so a cross-key
+    error of the paper scale shows in a smoke dry run rather than on the cluster.
+    """
     root = Path(root)
-    raw = load_yaml(root / "config" / "studies" / f"{slug}.yaml")
-    validate_schema(raw, root / "workflow" / "schemas" / f"{slug}.schema.yaml", what=f"config/studies/{slug}.yaml")
-    merged = merge_scale(raw, global_config["scale"], (global_config.get("overrides") or {}).get(slug))
+    where = f"config/studies/{slug}.yaml"
+    raw = load_yaml(root / where)
+    validate_schema(raw, study_schema(config_cls, where), what=where)
+    scale = global_config["scale"]
+    for other in SCALES:
+        if other != scale:
+            build(config_cls, merge_scale(raw, other), path=f"{where}: scales.{other}: {slug}")
+    merged = merge_scale(raw, scale, (global_config.get("overrides") or {}).get(slug))
     if global_config.get("seeds") is not None:
         merged["seeds"] = list(global_config["seeds"])
     return to_dict(build(config_cls, merged, path=slug))
+
+
+def config_env_var(slug: str) -> str:
+    """Environment variable holding a study's resolved config (json) for the jobs of one Snakemake run."""
+    return f"ICML25_CONFIG_{slug.upper()}"
+
+
+def export_study_configs(configs: Mapping[str, Mapping]) -> None:
+    """Hand each study's whole resolved config to its jobs through the environment (``config_env_var``).
+
+    Jobs validate the whole config with the study's model but see only their stage's keys; the rule's params
+    hold only those keys (:func:`rule_params`), so Snakemake's params trigger follows exactly what a stage reads.
+    The environment, unlike params or the shell command, is no rerun trigger. Remote jobs re-parse the Snakefile,
+    which sets the same variables there.
+    """
+    import json
+
+    for slug, cfg in configs.items():
+        os.environ[config_env_var(slug)] = json.dumps(cfg, sort_keys=True, separators=(",", ":"))
+
+
+def rule_params(config: Mapping, stage_keys: Mapping[str, Sequence[str]], slug: str, stage: str) -> dict[str, str]:
+    """Params of a ``<slug>__<stage>`` rule: one ``key=value`` string per config key the stage declares."""
+    if stage not in stage_keys:
+        raise KeyError(f"{slug}: stage {stage!r} has no STAGE_KEYS entry in studies/{slug}/config.py "
+                       f"(declared: {sorted(stage_keys)})")
+    return stage_params(config, stage_keys[stage])
 
 
 def seed_chunks(seeds: Sequence[int], per_job: int | None) -> dict[int, list[int]]:

@@ -4,8 +4,8 @@ For researchers who want to check their own human baseline before publishing::
 
     python -m icml25.studies.human_baselines.checklist --template yaml > my_study.yaml   # fill it in
     python -m icml25.studies.human_baselines.checklist my_study.yaml \
-        [--literature results/human_baselines/metrics/table_iii.csv] \
-        [--rigor results/human_baselines/models/rigor_score/chunk0.csv] [--min-score 0.5] [--json out.json]
+        [--literature results/default/human_baselines/metrics/table_iii.csv] \
+        [--rigor results/default/human_baselines/models/rigor_score/chunk0.csv] [--min-score 0.5] [--json out.json]
 
 Input: YAML (a mapping ``item: answer``, or a list of ``{item, answer}``) or CSV (columns ``item,answer``).
 Items are named by key (``power_analysis``), checklist number (``1.8``) or label (``Power analysis``); answers
