@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import hashlib
 import json
 import logging
 import resource
@@ -456,8 +457,8 @@ def train(stage, run) -> None:
             path = out.parent / f"{arm}_s{seed}.pt"
             with atomic_path(path) as tmp:
                 torch.save(model.state_dict(), tmp)
-            info = srun.log_model(path, cfg)
-        models.append({"seed": seed, "path": str(path), "sha256": info["model_sha256"]})
+            srun.log_model(path, cfg)
+        models.append({"seed": seed, "path": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()})
     write_json(out, {"arm": arm, "models": models, "stats_digest": channels["stats_digest"],
                      "n_params": int(sum(p.numel() for p in model.parameters()))})
 
