@@ -16,6 +16,18 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 CLUSTER_DIR = ROOT / "tests" / "cluster"
 CLUSTER_BINARIES = ("slurmctld", "slurmd", "sbatch", "squeue", "srun", "scontrol", "munged")
+#: The data mirror: a directory holding copies of the studies' remote files, each at the ``mirror_path`` of its
+#: study's ``manifest.csv`` (e.g. ``kevinlwei/human-baselines/data/lit_review_data.xlsx``). Tests that exercise
+#: the real download path or real files serve it on loopback; without it they skip. ``$ICML25_MIRROR`` points at
+#: it; the default is ``../shared/mirror`` beside the checkout, where the project's CI and check tools keep it.
+MIRROR = Path(os.environ.get("ICML25_MIRROR") or ROOT.parent / "shared" / "mirror")
+
+
+def mirror_skip(what: str) -> str:
+    """The skip reason of a test that needs ``what`` from the data mirror: what the mirror is and how to give it."""
+    return (f"needs {what} from the data mirror (copies of the studies' remote files laid out by the manifests' "
+            f"mirror_path; sha256 in each manifest.csv), not found at {MIRROR}: set ICML25_MIRROR=<dir> "
+            "(default ../shared/mirror beside the checkout)")
 
 
 def copy_project(dst: Path) -> Path:
@@ -164,8 +176,10 @@ def mlflow_runs(uri: str) -> dict[str, list]:
 
 
 def job_runs(runs: dict[str, list]) -> dict[str, list]:
-    """The runs of stage jobs (no per-invocation parent runs ``pipeline/...``)."""
-    return {name: [r for r in rs if r.data.tags.get("stage") != "pipeline"] for name, rs in runs.items()}
+    """The runs of stage jobs (no per-invocation parent runs ``pipeline/...``, no per-seed/per-arm runs nested
+    under a job's run)."""
+    return {name: [r for r in rs if r.data.tags.get("stage") != "pipeline" and r.data.tags.get("run_level") != "nested"]
+            for name, rs in runs.items()}
 
 
 def run_names(runs: dict[str, list]) -> dict[str, list[str]]:

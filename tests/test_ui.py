@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import free_port, job_runs, mlflow_runs, run_snakemake, tail
+from icml25.core.tracking import UI_QUERY
 from icml25.studies import STUDIES
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -119,8 +120,12 @@ def test_runs_page_lists_the_study_runs(slug, browser, mlflow_ui, store, shots):
     assert any(name.startswith("pipeline/") for name in expected)  # the invocation's parent run
     page = _page(browser, height=max(VIEWPORT["height"], 260 + 34 * len(expected)))  # no virtualised rows
     try:
-        page.goto(f"{mlflow_ui}/#/experiments/{exp_id}/runs")
+        page.goto(f"{mlflow_ui}/#/experiments/{exp_id}/runs{UI_QUERY}")  # the link the docs give
         page.get_by_text("pipeline/").first.wait_for()
+        # MLflow 3.17 opens an experiment in its GenAI view (Overview, Judges, "Evaluation runs") unless the URL or
+        # the browser's last choice says model training; our links say so: the training view, no switching
+        training_view = page.get_by_text("Model registry", exact=True).count() >= 1
+        genai_view = page.get_by_text("Judges", exact=True).count()
         _classic_layout(page)
         page.get_by_text(f"{len(expected)} matching runs").wait_for()
         _expand_all(page)  # stage runs are children of the invocation's parent run (some have children too)
@@ -130,6 +135,21 @@ def test_runs_page_lists_the_study_runs(slug, browser, mlflow_ui, store, shots):
     finally:
         page.close()
     assert names == expected
+    assert training_view and not genai_view
+
+
+def test_experiments_list_shows_no_default_experiment(browser, mlflow_ui, store, shots):
+    """The experiments page lists the study experiments and not MLflow's empty ``Default`` (trashed at set-up)."""
+    page = _page(browser)
+    try:
+        page.goto(f"{mlflow_ui}/#/experiments{UI_QUERY}")
+        page.get_by_text(f"icml25/{STUDIES[0]}").first.wait_for()
+        names = [n for n in store if page.get_by_text(n, exact=True).count()]
+        default = page.get_by_text("Default", exact=True).count()
+        page.screenshot(path=str(shots / "mlflow_experiments.png"))
+    finally:
+        page.close()
+    assert sorted(names) == sorted(store) and default == 0
 
 
 def _longest_metric(uri: str, store) -> tuple[str, str, str, int]:
@@ -150,7 +170,7 @@ def test_metric_chart_renders(browser, mlflow_ui, smoke_run, store, shots):
     exp_id, run_id, key, points = _longest_metric(f"sqlite:///{smoke_run / 'results' / 'mlflow.db'}", store)
     page = _page(browser)
     try:
-        page.goto(f"{mlflow_ui}/#/experiments/{exp_id}/runs/{run_id}/model-metrics")
+        page.goto(f"{mlflow_ui}/#/experiments/{exp_id}/runs/{run_id}/model-metrics{UI_QUERY}")
         search = page.get_by_placeholder("Search metric charts")  # charts off screen are not rendered
         search.wait_for()
         search.fill(key)

@@ -101,7 +101,10 @@ def test_smoke_pipeline_tracks_every_job_under_a_parent(smoke):
         assert exp.artifact_location.startswith((work / "results" / "mlartifacts").as_uri())
         runs = client.search_runs([exp.experiment_id], max_results=1000)
         parents = [r for r in runs if r.data.tags.get("stage") == "pipeline"]
-        children = [r for r in runs if r.data.tags.get("stage") != "pipeline"]
+        children = [r for r in runs if r.data.tags.get("run_level") == "job"]  # not the per-seed/arm runs
+        assert {r.data.tags.get("run_level") for r in runs} <= {None, "job", "nested"}
+        assert len(runs) == len(parents) + len(children) + sum(r.data.tags.get("run_level") == "nested"
+                                                               for r in runs)
         assert len(parents) == 1 and parents[0].info.status == "FINISHED"
         jobs = list((work / "results" / "smoke" / slug / "benchmarks").glob("*.tsv"))
         assert len(children) == len(jobs), (sorted(r.info.run_name for r in children), sorted(j.name for j in jobs))
@@ -114,11 +117,68 @@ def test_smoke_pipeline_tracks_every_job_under_a_parent(smoke):
             assert r.data.tags["scale"] == "smoke" and r.data.tags["config_hash"] and r.data.tags["git_sha"]
             assert r.data.params, f"{r.info.run_name}: no params"
         evaluate = next(r for r in children if r.data.tags["stage"] == "evaluate")
-        assert any(k.startswith("eval/") for k in evaluate.data.metrics)
+        per_arm = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == evaluate.info.run_id]
+        assert any(k.startswith("eval/") for r in (evaluate, *per_arm) for k in r.data.metrics)
         artifacts = [a.path for a in client.list_artifacts(evaluate.info.run_id)]
         assert any(a.endswith("claims.json") for a in artifacts), artifacts
     summary = client.get_experiment_by_name("icml25/summary")
     assert client.search_runs([summary.experiment_id])
+
+
+@pytest.mark.slow
+def test_smoke_pipeline_metrics_compare_across_seeds_and_studies(smoke):
+    """The MLflow conventions of docs/DESIGN.md ("Runs and metric keys"), checked on every study's runs: keys
+    are ``<stage group>/<metric>`` with no seed or arm inside; a train job looping over seeds has one nested run
+    per seed tagged ``seed``, all with the same keys; evaluate has one nested run per arm; train runs carry
+    their model; the experiments open in MLflow's training view; no empty Default experiment is shown."""
+    import re
+
+    from mlflow.entities import ViewType
+    from mlflow.tracking import MlflowClient
+
+    from icml25.core.tracking import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG
+
+    work, _ = smoke
+    client = MlflowClient(tracking_uri=f"sqlite:///{work / 'results' / 'mlflow.db'}")
+    active = {e.name: e for e in client.search_experiments(view_type=ViewType.ACTIVE_ONLY)}
+    assert "Default" not in active, sorted(active)
+    keys: dict[str, set[str]] = {}
+    for slug in STUDIES:
+        exp = active[f"icml25/{slug}"]
+        assert exp.tags[EXPERIMENT_KIND_TAG] == EXPERIMENT_KIND
+        runs = client.search_runs([exp.experiment_id], max_results=1000)
+        arms = {r.data.tags["arm"] for r in runs if r.data.tags.get("arm")}
+        for r in runs:
+            stage = r.data.tags["stage"]
+            for key in r.data.metrics:
+                group, _, name = key.partition("/")
+                assert name and group in {"train", "eval", "preprocess", "download", "prepare", "job", "verdicts",
+                                          "claims", stage}, (slug, r.info.run_name, key)
+                assert not re.search(r"(^|/|_)s(eed)?\d+(/|$)", key), (slug, r.info.run_name, key)  # no seed
+                assert not any(arm in key.split("/") for arm in arms), (slug, r.info.run_name, key)  # no arm
+            keys.setdefault(slug, set()).update(k for k in r.data.metrics if k.startswith("train/"))
+        trains = [r for r in runs if r.data.tags["stage"] == "train" and r.data.tags["run_level"] == "job"]
+        assert trains
+        for job in trains:
+            nested = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == job.info.run_id]
+            if "seed" in job.data.tags:  # a one-seed job is that seed's run
+                assert not nested
+            elif nested:  # one run per seed, the same keys in each
+                assert all(r.data.tags["arm"] == job.data.tags["arm"] for r in nested)
+                assert sorted(int(r.data.tags["seed"]) for r in nested) == sorted(
+                    {int(r.data.tags["seed"]) for r in nested}) and len(nested) >= 2
+                assert len({frozenset(r.data.metrics) for r in nested}) == 1, job.info.run_name
+            assert job.data.tags["model_sha256"] and job.data.tags["model_logged"] in ("artifact", "path") \
+                or all(r.data.tags.get("model_sha256") for r in nested)
+        evaluate = next(r for r in runs if r.data.tags["stage"] == "evaluate" and r.data.tags["run_level"] == "job")
+        per_arm = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == evaluate.info.run_id]
+        if slug != "human_baselines":  # its evaluate compares no arms
+            assert len(per_arm) >= 2 and all(r.data.tags["arm"] for r in per_arm)
+            assert all(any(k.startswith("eval/") for k in r.data.metrics) for r in per_arm)
+    cat_iv_seeds = [r for r in client.search_runs([active["icml25/cat_iv"].experiment_id], max_results=1000)
+                    if r.data.tags["stage"] == "train" and r.data.tags["run_level"] == "nested"]
+    assert len({r.data.tags["seed"] for r in cat_iv_seeds}) >= 2  # smoke cat_iv loops over seeds in a job
+    assert "train/loss" in keys["rip"] & keys["coastalbench"]  # one key, comparable across studies
 
 
 @pytest.mark.slow

@@ -1,5 +1,5 @@
-"""core.download against real HTTP on loopback: the shared mirror served by `python -m http.server`, a directory
-mirror, and a flaky server that drops connections mid-file (resume with Range)."""
+"""core.download against real HTTP on loopback: the data mirror (conftest.MIRROR, ``$ICML25_MIRROR``) served over
+HTTP, a directory mirror, and a flaky server that drops connections mid-file (resume with Range)."""
 from __future__ import annotations
 
 import hashlib
@@ -10,17 +10,16 @@ from pathlib import Path
 
 import pytest
 
+from conftest import MIRROR, mirror_skip
 from icml25.core.download import (DownloadError, IntegrityError, ManifestEntry, check_recorded, csv_check, fetch,
                                   netcdf_check, parquet_check, read_manifest, sha256_file, source_url)
 
-SHARED = Path(__file__).resolve().parents[3] / "shared"
-MIRROR = SHARED / "mirror"
 ETT = "zhouhaoyi/ETDataset/ETT-small/ETTh1.csv"
 ETT_SHA = "f18de3ad269cef59bb07b5438d79bb3042d3be49bdeecf01c1cd6d29695ee066"
 ETT_URL = ("https://raw.githubusercontent.com/zhouhaoyi/ETDataset/1d16c8f4f943005d613b5bc962e9eeb06058cf07/"
            "ETT-small/ETTh1.csv")
 
-needs_mirror = pytest.mark.skipif(not (MIRROR / ETT).exists(), reason=f"shared mirror not found at {MIRROR}")
+needs_mirror = pytest.mark.skipif(not (MIRROR / ETT).exists(), reason=mirror_skip(f"{ETT} (2.6 MB, CC BY-ND 4.0)"))
 
 
 def _entry(sha: str = ETT_SHA, size: int | None = 2589657, path: str = ETT) -> ManifestEntry:

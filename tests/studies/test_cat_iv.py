@@ -657,8 +657,24 @@ def test_smoke_all_stages(tmp_path, monkeypatch):
     exp = client.get_experiment_by_name("icml25/cat_iv")
     runs = client.search_runs([exp.experiment_id])
     train = [x for x in runs if x.data.tags.get("stage") == "train" and x.data.tags.get("arm") == "cat_k2"]
-    assert train and "train/f1" in train[0].data.metrics
-    evaluate = next(x for x in runs if x.data.tags.get("stage") == "evaluate")
+    (job,) = [x for x in train if x.data.tags["run_level"] == "job"]
+    seeds = {int(x.data.tags["seed"]): x for x in train if x.data.tags.get("mlflow.parentRunId") == job.info.run_id}
+    records = json.loads((r / "models/cat_k2/chunk0.json").read_text())["synthetic"]
+    assert sorted(seeds) == sorted({rec["seed"] for rec in records}) and len(seeds) > 1
+    for seed, x in seeds.items():  # each seed's run holds that seed's F1 curve over n, under the shared key
+        history = client.get_metric_history(x.info.run_id, "train/f1")
+        expected = {rec["n"]: float(rec["f1"]) for rec in records
+                    if rec["seed"] == seed and rec["setting"] == "case1_sin"}
+        assert {m.step: m.value for m in history} == pytest.approx(expected)
+    assert "train/f1" not in job.data.metrics and not any("seed" in k for k in job.data.metrics)
+    assert [a.path for a in client.list_artifacts(job.info.run_id, "model")] == ["model/chunk0.json",
+                                                                                  "model/config.json"]
+    evals = [x for x in runs if x.data.tags.get("stage") == "evaluate" and x.data.tags["run_level"] == "nested"]
+    assert {x.data.tags["arm"] for x in evals} == set(evaluation["synthetic"]["case1_sin"])
+    for x in evals:  # one run per arm: eval/f1 over n (step), the latest value being the largest n's
+        by_n = evaluation["synthetic"]["case1_sin"][x.data.tags["arm"]]
+        assert x.data.metrics["eval/f1"] == pytest.approx(by_n[max(by_n, key=int)]["f1"]["mean"])
+    evaluate = next(x for x in runs if x.data.tags.get("stage") == "evaluate" and x.data.tags["run_level"] == "job")
     assert evaluate.data.metrics["verdicts/checks_hold"] == 2.0
     assert evaluate.data.tags["verdict/c3_wald"] == REPRODUCED
     assert elapsed < 20  # spec: smoke <= 20 s (checked last: on a loaded machine the values above still count)

@@ -1,6 +1,6 @@
-"""Tests of the human_baselines study (spec "Tests the study must have"): the answer rule, the stdlib xlsx reader
-against openpyxl, Table III against planted counts, the real file (skipped without the shared mirror), the power
-simulator, the download stage over a loopback HTTP mirror, the stages end to end and the checklist command."""
+"""Tests of the human_baselines study: the answer rule, the stdlib xlsx reader against openpyxl, Table III against
+planted counts, the real file (skipped without the data mirror, ``$ICML25_MIRROR``; see conftest.MIRROR), the
+power simulator, the download stage over a loopback HTTP mirror, the stages end to end and the checklist command."""
 from __future__ import annotations
 
 import json
@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import MIRROR, mirror_skip
 from icml25.core.claims import load_claims
 from icml25.core.config import ConfigError, build, load_yaml, merge_scale
 from icml25.core.download import DownloadError, sha256_file
@@ -31,8 +32,6 @@ from icml25.studies.human_baselines.train import power_summary
 from icml25.studies.human_baselines.workbook import STUDY_COLUMNS, WorkbookSchemaError, check_schema
 
 ROOT = Path(__file__).resolve().parents[2]
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
-MIRROR = SHARED / "mirror"
 REAL_KEY = "kevinlwei/human-baselines/data/lit_review_data.xlsx"
 REAL = MIRROR / REAL_KEY
 REAL_SHA = "3700439977b475b484ac084c9c52606bc9d343c657ee5d4fca95243638ce5f98"
@@ -40,8 +39,9 @@ CONFIG = ROOT / "config" / "studies" / "human_baselines.yaml"
 CLAIM_IDS = ["table_iii_anchors", "table_iii_full", "row_sums", "row15_recomputed", "synthetic_planted",
              "parsers_agree", "underpowering"]
 
-needs_real = pytest.mark.skipif(not REAL.is_file(), reason=f"real workbook not in the shared mirror at {REAL}")
-needs_mirror = pytest.mark.skipif(not MIRROR.is_dir(), reason=f"shared mirror directory absent at {MIRROR}")
+REAL_SKIP = mirror_skip(f"the paper's workbook {REAL_KEY} (sha256 {REAL_SHA[:12]}...)")
+needs_real = pytest.mark.skipif(not REAL.is_file(), reason=REAL_SKIP)
+needs_mirror = pytest.mark.skipif(not MIRROR.is_dir(), reason=mirror_skip("the mirror directory"))
 
 
 @pytest.fixture(scope="module")
@@ -55,14 +55,14 @@ def synthetic(tmp_path_factory):
 @pytest.fixture(scope="module")
 def real_sheet():
     if not REAL.is_file():
-        pytest.skip(f"real workbook not in the shared mirror at {REAL}")
+        pytest.skip(REAL_SKIP)
     return hb.read_workbook(REAL)
 
 
 @pytest.fixture()
 def shared_mirror_url(http_server):
     if not MIRROR.is_dir():
-        pytest.skip(f"shared mirror directory absent at {MIRROR}")
+        pytest.skip(mirror_skip("the mirror directory"))
     return http_server(MIRROR)
 
 
@@ -541,8 +541,15 @@ def test_smoke_all_stages_offline(tmp_path, monkeypatch):
     runs = client.search_runs([client.get_experiment_by_name("icml25/human_baselines").experiment_id])
     download = next(x for x in runs if x.data.tags.get("stage") == "download")
     assert download.data.tags["workbook_source"] == "synthetic" and download.data.tags["licence"]
-    train = next(x for x in runs if x.data.tags.get("arm") == "power_sim")
-    assert "train/power_median" in train.data.metrics
+    train = [x for x in runs if x.data.tags.get("arm") == "power_sim" and x.data.tags.get("stage") == "train"]
+    (job,) = train  # a job of one seed is that seed's run (no nested run), tagged seed
+    assert job.data.tags["seed"] == "0" and job.data.tags["run_level"] == "job"
+    assert {"train/power_median", "train/type1", "train/share_power_ge_0.8"} <= set(job.data.metrics)
+    steps = [m.step for m in client.get_metric_history(job.info.run_id, "train/power_median")]
+    deltas = load_yaml(ROOT / "config/studies/human_baselines.yaml")["power"]["deltas"]
+    assert sorted(steps) == list(range(len(deltas)))
+    assert {a.path for a in client.list_artifacts(job.info.run_id, "model")} == {"model/chunk0.csv",
+                                                                                  "model/config.json"}
 
 
 @needs_real

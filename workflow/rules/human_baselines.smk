@@ -1,7 +1,8 @@
-# human_baselines: human baselines in model evaluations (position paper, ICML 2025). Spec:
-# ../shared/specs/human_baselines.md. download (real workbook via core.download with data_source=remote, the
-# synthetic one offline) -> preprocess (wide + long tables) -> train (table_iii, rigor_score: one job each;
-# power_sim: one job per seed chunk) -> evaluate (claims.json) -> report (figures, report.md).
+# human_baselines: human baselines in model evaluations (position paper, ICML 2025;
+# https://arxiv.org/abs/2506.13776; method: src/icml25/studies/human_baselines/README.md).
+# download (real workbook via core.download with data_source=remote, the synthetic one offline)
+# -> preprocess (wide + long tables) -> train (table_iii, rigor_score: one job each; power_sim: one job per seed
+# chunk) -> evaluate (claims.json) -> report (figures, report.md).
 
 
 from icml25.studies.human_baselines.smk import model_paths, seed_args

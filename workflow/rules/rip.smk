@@ -1,4 +1,5 @@
-# rip: R.I.P. prompt filtering by preference-pair scores (ICML 2025). Spec: ../shared/specs/rip.md.
+# rip: R.I.P. prompt filtering by preference-pair scores (ICML 2025; https://arxiv.org/abs/2501.18578).
+# Method and reconstructions: src/icml25/studies/rip/README.md.
 # prepare (world + seed model) | download (paper: WildChat, released RIP sets) -> preprocess (pair scoring:
 # processed/pairs.parquet) -> train (one job per arm and seed chunk: filter + DPO) -> evaluate (claims.json,
 # metrics, figure).

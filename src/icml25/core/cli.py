@@ -167,10 +167,18 @@ def stage_main(slug: str, config_cls: type, stages: Mapping[str, StageFn], argv:
 
 
 class _NullRun:
-    """Stands in for a StageRun with ``--no-track``."""
+    """Stands in for a StageRun with ``--no-track`` (nested runs are itself)."""
 
     def __getattr__(self, name: str) -> Callable[..., None]:
         return lambda *a, **k: None
+
+    def child(self, **kwargs: Any) -> Any:
+        import contextlib
+
+        return contextlib.nullcontext(self)
+
+    def seed_run(self, seed: int) -> Any:
+        return self.child(seed=seed)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -7,7 +7,7 @@ a corrupt, truncated or missing file raises :class:`DownloadError` naming the UR
 nothing at the destination.
 
 A *mirror* replaces the origin: either a URL base (``http://127.0.0.1:8000/``) or a local directory; the file
-is looked up at ``<mirror>/<mirror_path>``. Tests serve ``../shared/mirror/`` this way, so the real code path
+is looked up at ``<mirror>/<mirror_path>``. Tests serve the project's data mirror (``$ICML25_MIRROR``, see tests/conftest.py) this way, so the real code path
 runs without internet.
 
 Unpinned files: a row whose publisher gives no hash says so explicitly (``sha256`` = ``UNPINNED``; an empty cell is

@@ -3,7 +3,8 @@
 Why: importing ``mlflow`` and opening its SQLAlchemy store costs a stage job about 2.5 s (mostly imports), which
 dominates small jobs. When the pipeline logs to a tracking server — the cluster's, or the local one the Snakefile
 starts for the length of a run — jobs talk to it with this client instead and pay a few milliseconds. It covers
-exactly what stage jobs do: find/create an experiment, create a run, log a batch, upload an artifact, end a run.
+exactly what stage jobs and the store set-up do: find/create/tag an experiment, trash the empty ``Default``
+experiment, create a run, log a batch, upload an artifact, end a run.
 Everything else (reading runs, the UI) uses MLflow itself.
 
 Credentials, as MLflow's own client reads them: ``MLFLOW_TRACKING_USERNAME``/``MLFLOW_TRACKING_PASSWORD`` (basic
@@ -179,6 +180,27 @@ class RestTracking:
             rel = f.name if local.is_file() else f"{local.name}/{f.relative_to(local).as_posix()}"
             dest = "/".join(p for p in (artifact_path, rel) if p)
             self._put(artifact_uri, f, dest)
+
+    def set_experiment_tag(self, experiment_id: str, key: str, value: str) -> None:
+        self._call("POST", "/api/2.0/mlflow/experiments/set-experiment-tag",
+                   {"experiment_id": experiment_id, "key": key, "value": str(value)})
+
+    def delete_empty_default_experiment(self) -> bool:
+        """Delete (move to the trash) experiment ``0`` (MLflow's ``Default``) if it is active and holds no run."""
+        try:
+            exp = self._call("GET", "/api/2.0/mlflow/experiments/get", query={"experiment_id": "0"})["experiment"]
+        except RestError as err:
+            if err.status == 0 or err.status >= 500:
+                raise
+            return False
+        if exp.get("lifecycle_stage") != "active":
+            return False
+        found = self._call("POST", "/api/2.0/mlflow/runs/search",
+                           {"experiment_ids": ["0"], "max_results": 1, "run_view_type": "ALL"})
+        if found.get("runs"):
+            return False
+        self._call("POST", "/api/2.0/mlflow/experiments/delete", {"experiment_id": "0"})
+        return True
 
     def _put(self, artifact_uri: str, src: Path, dest: str) -> None:
         parsed = urllib.parse.urlparse(artifact_uri)

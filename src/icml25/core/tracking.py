@@ -11,9 +11,17 @@ MLflow records, Snakemake decides: nothing here is read back to decide what to r
   ``onstart`` and, under a file lock, lazily by a hand-run stage); several processes creating it at once
   corrupt it for good. The store is switched to WAL journaling so concurrent writers wait instead of failing,
   and every write is retried on "database is locked".
-* Experiment per study ``icml25/<slug>``; run name ``<stage>[/<arm>][/seed<k>]``; parent run per study per
-  invocation (the Snakefile sets ``ICML25_INVOCATION``; parents are created under a lock and recorded in
-  ``<results>/.tracking/parents.json``).
+* Experiment per study ``icml25/<slug>``, tagged as a model-training experiment (``mlflow.experimentKind``)
+  so MLflow 3's UI opens it in its training view; the empty ``Default`` experiment MLflow creates with a store is
+  deleted (moved to the trash, hidden from the UI) by :func:`init_store`.
+* Runs nest in three levels: the parent run per study per invocation (``pipeline/<invocation>``; the Snakefile
+  sets ``ICML25_INVOCATION``; parents are created under a lock and recorded in
+  ``<results>/.tracking/parents.json``), one run per stage job (``<stage>[/<arm>][/seed<k>]``), and, in a job
+  that loops over seeds (or arms), one nested run per seed (:meth:`StageRun.seed_run`, tag ``seed``) or arm
+  (:meth:`StageRun.child`). Metric keys never carry a seed or an arm: ``train/<metric>`` (with the step),
+  ``eval/<metric>``, ``preprocess/<metric>``; the run's tags say which seed/arm it is (docs/DESIGN.md).
+* Train runs log the trained model with :meth:`StageRun.log_model`: small files as artifacts under ``model/``
+  with the config beside them, large ones by path, size and sha256 (tags ``model_*``).
 * Metrics are buffered and written with ``log_batch`` (≤ 1000 per call), which keeps 16 concurrent jobs on one
   SQLite file cheap and lossless.
 """
@@ -42,6 +50,15 @@ ENV_URI = "MLFLOW_TRACKING_URI"
 ENV_INVOCATION = "ICML25_INVOCATION"
 PREFIX = "icml25"
 SUMMARY = "summary"
+#: The experiment tag MLflow 3's UI reads for an experiment's kind, and the value of a model-training experiment
+#: (the UI's own choice, "custom_model_development", the kind it also writes when a user picks "Model training").
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+#: Query string that opens MLflow 3.x UI pages (3.10+ has a GenAI / model-training switch) in the training view.
+UI_QUERY = "?workflowType=machine_learning"
+DEFAULT_EXPERIMENT_ID = "0"
+#: Models up to this size are uploaded as run artifacts; larger ones are recorded by path, size and sha256.
+MODEL_ARTIFACT_MAX_BYTES = 50 * 2**20
 _RETRY_SECONDS = 180.0
 
 
@@ -149,6 +166,24 @@ class _MlflowBackend:
         _retry(fn, run_id, str(local), artifact_path if not local.is_dir() else
                "/".join(p for p in (artifact_path, local.name) if p))
 
+    def set_experiment_tag(self, experiment_id: str, key: str, value: str) -> None:
+        _retry(self.client.set_experiment_tag, experiment_id, key, value)
+
+    def delete_empty_default_experiment(self) -> bool:
+        """Delete (move to the trash) experiment ``0`` if it is active and holds no run; True if it was."""
+        from mlflow.entities import ViewType
+
+        try:
+            exp = _retry(self.client.get_experiment, DEFAULT_EXPERIMENT_ID)
+        except Exception:  # noqa: BLE001 - absent (a server or store without it)
+            return False
+        if exp is None or exp.lifecycle_stage != "active":
+            return False
+        if _retry(self.client.search_runs, [DEFAULT_EXPERIMENT_ID], max_results=1, run_view_type=ViewType.ALL):
+            return False
+        _retry(self.client.delete_experiment, DEFAULT_EXPERIMENT_ID)
+        return True
+
 
 def backend(uri: str):
     """The cheapest client for ``uri``: the stdlib REST client for a tracking server, MLflow's otherwise."""
@@ -177,7 +212,14 @@ def init_store(uri: str, slugs: list[str] | tuple[str, ...], results_dir: str | 
                 con.execute("PRAGMA journal_mode=WAL")
     else:
         client = backend(uri)
-    return {slug: _experiment_id(client, slug, results_dir, uri) for slug in slugs}
+    ids = {slug: _experiment_id(client, slug, results_dir, uri) for slug in slugs}
+    for exp_id in ids.values():  # experiments made before the kind tag existed get it too
+        client.set_experiment_tag(exp_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+    # MLflow creates an empty "Default" experiment (id 0) with every new store (SqlAlchemyStore.__init__, also
+    # under `mlflow server`) and recreates it only if it is missing, not if it is deleted: deleting it once
+    # hides it from the UI for good. A Default experiment that holds runs is the user's and stays.
+    client.delete_empty_default_experiment()
+    return ids
 
 
 def artifact_root(uri: str) -> Path | None:
@@ -192,7 +234,7 @@ def _experiment_id(client, slug: str, results_dir: Path, uri: str) -> str:
     a server chooses its own (``--artifacts-destination``)."""
     root = artifact_root(uri)
     location = (root / slug).as_uri() if root is not None else None
-    return client.experiment_id(experiment_name(slug), location, {"study": slug})
+    return client.experiment_id(experiment_name(slug), location, {"study": slug, EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
 
 
 def tracking_client(uri: str, results_dir: str | Path):
@@ -258,14 +300,102 @@ def finish_invocation(status: str = "FINISHED", results_dir: str | Path = "resul
 
 
 class StageRun:
-    """Handle of one stage job's MLflow run; metrics are buffered and written in batches."""
+    """Handle of one MLflow run (a stage job's, or one nested under it); metrics are buffered and written in
+    batches.
 
-    def __init__(self, client, run_id: str, artifact_uri: str, flush_every: int = 1000,
+    ``experiment_id`` and ``tags`` (the run's own tags, without the parent link) let :meth:`child` open nested
+    runs that carry the same study/stage/scale tags.
+    """
+
+    def __init__(self, client, run_id: str, artifact_uri: str, flush_every: int = 1000, *,
+                 experiment_id: str | None = None, tags: Mapping[str, str] | None = None,
                  parent_run_id: str | None = None) -> None:
         self.client, self.run_id, self.artifact_uri, self.flush_every = client, run_id, artifact_uri, flush_every
         self.parent_run_id = parent_run_id
+        self.experiment_id = experiment_id
+        self.tags = dict(tags or {})
         self._metrics: list[tuple[str, float, int, int]] = []
         self._last_flush = time.monotonic()
+
+    @contextlib.contextmanager
+    def child(self, *, arm: str | None = None, seed: int | None = None,
+              tags: Mapping[str, Any] | None = None) -> Iterator[StageRun]:
+        """Open a run nested under this one (``mlflow.parentRunId``), named ``<stage>[/<arm>][/seed<k>]`` and
+        tagged like this run plus ``arm``/``seed``; it ends FINISHED, or FAILED if the block raises.
+
+        Use it where one job loops over seeds or arms, so that every seed logs the same metric keys
+        (``train/loss``) in its own run instead of putting the seed in the key.
+        """
+        if self.experiment_id is None:
+            raise RuntimeError("StageRun.child: this run was opened without its experiment id")
+        arm = arm if arm is not None else self.tags.get("arm")
+        own = {**self.tags, "arm": arm, "seed": seed, "run_level": "nested", **(tags or {})}
+        own = {k: str(v) for k, v in own.items() if v is not None}
+        run_id, artifact_uri = self.client.create_run(
+            self.experiment_id, run_name(own.get("stage", "stage"), arm, seed),
+            {**own, "mlflow.parentRunId": self.run_id})
+        handle = StageRun(self.client, run_id, artifact_uri, self.flush_every, experiment_id=self.experiment_id,
+                          tags=own, parent_run_id=self.parent_run_id)
+        status = "FAILED"
+        try:
+            yield handle
+            status = "FINISHED"
+        except (KeyboardInterrupt, SystemExit):
+            status = "KILLED"
+            raise
+        finally:
+            try:
+                handle.flush()
+            finally:
+                self.client.set_terminated(run_id, status)
+
+    @contextlib.contextmanager
+    def seed_run(self, seed: int) -> Iterator[StageRun]:
+        """The run that records seed ``seed``: this run itself when the job runs that one seed only (tag ``seed``
+        already set, e.g. ``seeds_per_job: 1``), else a nested run (:meth:`child`) tagged ``seed``."""
+        if self.tags.get("seed") == str(seed):
+            yield self
+        else:
+            with self.child(seed=seed) as run:
+                yield run
+
+    def log_model(self, path: str | Path, config: Any = None, *, max_bytes: int | None = None) -> dict[str, Any]:
+        """Record the trained model at ``path`` (a file or a directory) and the config it was trained with.
+
+        Up to ``max_bytes`` (default :data:`MODEL_ARTIFACT_MAX_BYTES`) the model is uploaded as run artifacts
+        under ``model/`` with ``model/config.json`` beside it; a larger one stays where it is and is recorded by
+        path, size and sha256 only (a directory's sha256 hashes its files' relative paths and sha256s, sorted).
+        Either way the tags ``model_path``, ``model_bytes``, ``model_sha256``, ``model_logged`` (``artifact`` or
+        ``path``) are set. Returns those tags.
+        """
+        import hashlib
+        import tempfile
+
+        path = Path(path)
+        if not path.exists():
+            raise FileNotFoundError(f"log_model: {path} does not exist")
+        files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+        size = sum(f.stat().st_size for f in files)
+        if path.is_file():
+            digest = _sha256(path)
+        else:
+            lines = "".join(f"{f.relative_to(path).as_posix()} {_sha256(f)}\n" for f in files)
+            digest = hashlib.sha256(lines.encode()).hexdigest()
+        limit = MODEL_ARTIFACT_MAX_BYTES if max_bytes is None else max_bytes
+        info = {"model_path": str(path), "model_bytes": size, "model_sha256": digest,
+                "model_logged": "artifact" if size <= limit else "path"}
+        self.set_tags(info)
+        if size <= limit:
+            self.log_artifact(path, "model")
+        if config is not None:
+            from .config import to_dict
+
+            with tempfile.TemporaryDirectory() as tmp:
+                cfg = Path(tmp) / "config.json"
+                plain = config.model_dump(mode="json") if hasattr(config, "model_dump") else to_dict(config)
+                cfg.write_text(json.dumps(plain, indent=1, sort_keys=True, default=str))
+                self.log_artifact(cfg, "model")
+        return info
 
     def log_params(self, params: Mapping[str, Any]) -> None:
         """Log params (nested mappings are flattened with dots; values are stringified, ≤ 6000 chars)."""
@@ -311,6 +441,16 @@ class StageRun:
         self._last_flush = time.monotonic()
 
 
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
 @contextlib.contextmanager
 def stage_run(slug: str, stage: str, *, arm: str | None = None, seed: int | None = None, scale: str = "",
               data_source: str = "", config: Any = None, tags: Mapping[str, Any] | None = None,
@@ -336,11 +476,11 @@ def stage_run(slug: str, stage: str, *, arm: str | None = None, seed: int | None
         **(tags or {}),
     }
     parent = _parent_run(client, uri, slug, experiment_id, results_dir, base_tags)
-    if parent:
-        all_tags["mlflow.parentRunId"] = parent
+    all_tags["run_level"] = "job"
+    own = {k: str(v) for k, v in all_tags.items() if v is not None}
     run_id, artifact_uri = client.create_run(experiment_id, run_name(stage, arm, seed),
-                                             {k: str(v) for k, v in all_tags.items() if v is not None})
-    handle = StageRun(client, run_id, artifact_uri, parent_run_id=parent)
+                                             {**own, **({"mlflow.parentRunId": parent} if parent else {})})
+    handle = StageRun(client, run_id, artifact_uri, experiment_id=experiment_id, tags=own, parent_run_id=parent)
     if config is not None:
         from .config import to_dict
 

@@ -1,5 +1,6 @@
 """cat_iv — Data-Driven Selection of Instrumental Variables for Additive Nonlinear, Constant Effects Models
-(Guo, Xie, Zeng, Zhang, Geng; ICML 2025, PMLR 267:21163–21183). Spec: ``shared/specs/cat_iv.md``.
+(Guo, Xie, Zeng, Zhang, Geng; ICML 2025, PMLR 267:21163–21183,
+https://proceedings.mlr.press/v267/guo25q.html). The study README describes what is implemented and reconstructed.
 
 Public API (float64 arrays; rows with NaN dropped), re-exported lazily so that importing the package (which the
 Snakefile does to read :mod:`.config`) stays cheap:

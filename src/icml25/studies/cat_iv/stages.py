@@ -78,7 +78,8 @@ def preprocess(stage: Stage, run: Any) -> None:
 
 def train(stage: Stage, run: Any) -> None:
     """Run one arm on every synthetic dataset of its seed chunk (and, in the first seed's chunk, on the real
-    datasets); write the records and log ``train/f1``, ``train/exact`` (step = n) and ``train/runtime_s``."""
+    datasets); write the records; log ``train/f1``, ``train/exact``, ``train/runtime_s`` (step = n) in one nested
+    run per seed, and the records as the job's model."""
     cfg, arm = stage.config, stage.arm
     if arm not in ARMS:
         raise SystemExit(f"{SLUG} train: --arm must be one of {list(ARMS)}, got {arm!r}")
@@ -94,14 +95,11 @@ def train(stage: Stage, run: Any) -> None:
     for setting, n, seed in tqdm(grid, desc=f"{arm}", mininterval=2.0):
         data = D.get_synthetic(arrays, setting, n, seed)
         records.append(synthetic_record(arm, data, cfg, setting=setting, n=n, seed=seed))
-    for setting in cfg.settings:
-        for n in cfg.n:
-            recs = [r for r in records if r["setting"] == setting and r["n"] == n]
-            means = {"f1": np.mean([r["f1"] for r in recs]), "exact": np.mean([r["exact"] for r in recs]),
-                     "runtime_s": np.mean([r["runtime_s"] for r in recs])}
-            run.log_metrics({f"train/{setting}/{k}": v for k, v in means.items()}, step=n)
-            if setting == CLAIM_SETTING:
-                run.log_metrics({f"train/{k}": v for k, v in means.items()}, step=n)
+    for seed in seeds:  # one nested run per seed (tag seed), the same keys in each; step = n
+        with run.seed_run(seed) as srun:
+            for r in (r for r in records if r["seed"] == seed):  # the claims' setting is plain train/<metric>
+                prefix = "train" if r["setting"] == CLAIM_SETTING else f"train/{r['setting']}"
+                srun.log_metrics({f"{prefix}/{k}": r[k] for k in ("f1", "exact", "runtime_s")}, step=r["n"])
     real: dict[str, Any] = {}
     if cfg.seeds[0] in seeds:  # real data do not depend on the seed: run them once per arm
         real_arrays = load_npz(stage.input(1), required=("datasets",))
@@ -114,6 +112,7 @@ def train(stage: Stage, run: Any) -> None:
             log.info("%s on %s: selected %s, 2SLS %s", arm, ds, real[ds]["selected_names"], real[ds]["beta_2sls"])
     write_json(stage.output(0), {"arm": arm, "seeds": list(seeds), "scale": stage.scale, "synthetic": records,
                                  "real": real})
+    run.log_model(stage.output(0), cfg)  # the "model" of a selection method: its selections per dataset
 
 
 def evaluate(stage: Stage, run: Any) -> None:
@@ -140,12 +139,13 @@ def evaluate(stage: Stage, run: Any) -> None:
            "claims": [{"id": c.id, "kind": c.kind, "verdict": c.verdict, "statistic": c.statistic, "note": c.note}
                       for c in claims]}
     write_json(stage.output(1), doc)
-    for setting, arms in synthetic.items():
-        for arm, by_n in arms.items():
-            for n, m in by_n.items():
-                prefix = f"eval/{arm}" if setting == CLAIM_SETTING else f"eval/{setting}/{arm}"
-                run.log_metrics({f"{prefix}/f1": m["f1"]["mean"], f"{prefix}/exact": m["exact"]["mean"]},
-                                step=int(n))
+    for arm in sorted({arm for arms in synthetic.values() for arm in arms}):  # one nested run per arm; step = n
+        with run.child(arm=arm) as arun:
+            for setting, arms in synthetic.items():
+                prefix = "eval" if setting == CLAIM_SETTING else f"eval/{setting}"
+                for n, m in arms.get(arm, {}).items():
+                    arun.log_metrics({f"{prefix}/f1": m["f1"]["mean"], f"{prefix}/exact": m["exact"]["mean"]},
+                                     step=int(n))
     log_verdicts(run, claims_doc)
     run.log_artifact(stage.output(0))
     run.log_artifact(stage.output(1))

@@ -1,6 +1,8 @@
-"""coastalbench — CoastalBench: a decade-long high-resolution dataset to emulate coastal processes (ICML 2025).
+"""coastalbench — CoastalBench: a decade-long high-resolution dataset to emulate coastal processes (ICML 2025;
+code and data: https://github.com/spatialdatasciencegroup/CoastalBench). The study README describes what is
+implemented and reconstructed.
 
-Public API (spec "Public API"): ``open_roms``, ``open_preview``, ``zlevels``, ``normalisation_stats``,
+Public API: ``open_roms``, ``open_preview``, ``zlevels``, ``normalisation_stats``,
 ``CoastalViT``, ``persistence``, ``Climatology``; plus ``HisWriter`` (the ROMS writer) and ``write_shard``.
 Names are imported lazily (PEP 562) so that importing ``icml25.studies.coastalbench.config`` (Snakemake's parse)
 pulls in neither torch nor xarray.

@@ -80,7 +80,7 @@ def download(stage, run) -> None:
         raise SystemExit(f"coastalbench download: --out files not simulated: {missing}")
     _write_manifest(manifest_out, written)
     run.log_metrics({"download/bytes": n_bytes, "download/files": len(written),
-                     "sim/volume_residual_max": info.get("volume_residual_max", float("nan")),
+                     "download/sim_volume_residual_max": info.get("volume_residual_max", float("nan")),
                      "download/seconds": time.perf_counter() - t_start})
 
 
@@ -273,9 +273,9 @@ def preprocess(stage, run) -> None:
     save_npz(out_grid, h=ds["h"].values, mask_rho=ds["mask_rho"].values, dx=np.float64(1.0 / float(
         validate_pm(paths[0]))))
     write_json(out_checks, checks)
-    run.log_metrics({"ingest/peak_mem_mb": peak / 2**20, "ingest/peak_rss_mb": _rss_mb(),
-                     "ingest/seconds": time.perf_counter() - t_start,
-                     "ingest/chunk_mb": chunk_bytes / 2**20})
+    run.log_metrics({"preprocess/peak_mem_mb": peak / 2**20, "preprocess/peak_rss_mb": _rss_mb(),
+                     "preprocess/seconds": time.perf_counter() - t_start,
+                     "preprocess/chunk_mb": chunk_bytes / 2**20})
 
 
 def validate_pm(path: Path) -> float:
@@ -393,7 +393,7 @@ def _partial_month(stage, run) -> None:
         n_levels = int(src.sizes["s_rho"])
     write_json(stage.output(0), {"month": stage.extra.get("month"), "days": [_day(f) for f in sorted(files)],
                                  "n_levels": n_levels, "moments": moments})
-    run.log_metrics({"ingest/seconds": time.perf_counter() - t_start, "ingest/peak_rss_mb": _rss_mb()})
+    run.log_metrics({"preprocess/seconds": time.perf_counter() - t_start, "preprocess/peak_rss_mb": _rss_mb()})
 
 
 def stats_reduce(stage, run) -> None:
@@ -511,6 +511,12 @@ def check_seeds(requested, configured) -> list[int]:
     return seeds
 
 
+def _train_key(key: str) -> str:
+    """``train/loss`` stays; ``val/rmse_norm`` becomes ``train/val_rmse_norm`` (every train-stage key under
+    ``train/``, the convention shared by all studies)."""
+    return key if key.startswith("train/") else "train/" + key.replace("/", "_")
+
+
 def train(stage, run) -> None:
     """Train one arm for the job's seeds; inputs channels.json, grid.npz [, shard index jsons]; output a json
     listing ``{arm}_s{seed}.pt`` state_dicts (written beside it)."""
@@ -536,15 +542,17 @@ def train(stage, run) -> None:
     n_params = 0
     for seed in seeds:
         t0 = time.perf_counter()
-        # one MLflow run per job (core has no nested runs yet): a job with several seeds suffixes the keys
-        suffix = "" if len(seeds) == 1 else f"/seed{seed}"
-        model = train_one(tr, va, cfg.model, cfg.train, seed=seed, no_boundary=arm == "vit_no_boundary",
-                          record_s=record_s, device=device,
-                          log=lambda k, v, s, sfx=suffix: run.log_metric(f"{k}{sfx}", v, s))
-        run.log_metric(f"train/seconds{suffix}", time.perf_counter() - t0)
-        path = out.parent / f"{arm}_s{seed}.pt"
-        with atomic_path(path) as tmp:
-            torch.save(model.state_dict(), tmp)
+        # one run per seed (nested under the job's run when the job has several): train/loss and
+        # train/val_rmse_norm per epoch (train_one's val/rmse_norm), the model file with the config
+        with run.seed_run(seed) as srun:
+            model = train_one(tr, va, cfg.model, cfg.train, seed=seed, no_boundary=arm == "vit_no_boundary",
+                              record_s=record_s, device=device,
+                              log=lambda k, v, s, r=srun: r.log_metric(_train_key(k), v, s))
+            srun.log_metric("train/seconds", time.perf_counter() - t0)
+            path = out.parent / f"{arm}_s{seed}.pt"
+            with atomic_path(path) as tmp:
+                torch.save(model.state_dict(), tmp)
+            srun.log_model(path, cfg)
         models.append({"seed": seed, "path": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()})
         n_params = int(sum(p.numel() for p in model.parameters()))
     write_json(out, {"arm": arm, "models": models, "stats_digest": channels["stats_digest"], "n_params": n_params})
@@ -590,16 +598,33 @@ def evaluate(stage, run) -> None:
     log_verdicts(run, claims_doc)
     write_json(stage.output(1), {**metrics, "ingest_checks": checks})
     save_npz(stage.output(2), **example)
-    for arm, by_lead in metrics["rmse_claim"].items():
-        for lead, vals in by_lead.items():
-            run.log_metric(f"eval/rmse_claim_{arm}_lead{lead}", float(np.mean(vals)))
-    for arm, by_lead in metrics["rmse_claim_full"].items():
-        for lead, vals in by_lead.items():
-            run.log_metric(f"eval/rmse_claim_full_domain_{arm}_lead{lead}", float(np.mean(vals)))
-    for key, value in metrics["flat"].items():
-        run.log_metric(key if key.startswith("eval/") else f"eval/{key}", value)
+    _log_eval(run, metrics, model_docs)
     run.log_artifact(stage.output(0))
     run.log_artifact(stage.output(1))
+
+
+def _log_eval(run, metrics: dict, model_docs: list[dict]) -> None:
+    """One nested run per arm (tag arm): ``eval/rmse_claim`` and ``eval/rmse/<channel>`` with step = lead (h),
+    means over seeds; under a trained arm's run, one nested run per seed (tag seed) with that seed's values.
+    Seeds are listed in the order evaluation.evaluate_all read them (the model docs' order)."""
+    seeds = {d["arm"]: [m["seed"] for m in d["models"]] for d in model_docs}
+    for arm, by_lead in metrics["rmse_claim"].items():
+        arm_seeds = seeds.get(arm, [])
+        with run.child(arm=arm) as arun:
+            for lead, vals in by_lead.items():
+                step = int(round(float(lead)))
+                arun.log_metric("eval/rmse_claim", float(np.mean(vals)), step)
+                full = metrics.get("rmse_claim_full", {}).get(arm, {}).get(lead)
+                if full is not None:  # the whole wet domain, forced band included (reported, decides nothing)
+                    arun.log_metric("eval/rmse_claim_full_domain", float(np.mean(full)), step)
+                per_channel = np.mean(np.asarray(metrics["rmse"][arm][lead]), axis=0)
+                arun.log_metrics({f"eval/rmse/{c.replace('@', '_l')}": float(v)
+                                  for c, v in zip(metrics["channels"], per_channel)}, step)
+            if len(arm_seeds) == len(next(iter(by_lead.values()), [])):
+                for i, seed in enumerate(arm_seeds):
+                    with arun.child(seed=seed) as srun:
+                        for lead, vals in by_lead.items():
+                            srun.log_metric("eval/rmse_claim", float(vals[i]), int(round(float(lead))))
 
 
 def report(stage, run) -> None:

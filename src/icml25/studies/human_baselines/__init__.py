@@ -1,7 +1,7 @@
 """human_baselines — Position: Human Baselines in Model Evaluations Need Rigor and Transparency (With
 Recommendations & Reporting Checklist) (Wei, Paskov, Dev, Byun, Reuel, Roberts-Gaal, Calcott, Coxon, Deshpande;
-ICML 2025, arXiv 2506.13776). Spec: ``shared/specs/human_baselines.md``. Data: kevinlwei/human-baselines,
-CC BY-NC-SA 4.0.
+ICML 2025, https://arxiv.org/abs/2506.13776). The study README describes what is implemented and reconstructed.
+Data: https://github.com/kevinlwei/human-baselines, CC BY-NC-SA 4.0.
 
 Public API, re-exported lazily so that importing the package (which the Snakefile does to read :mod:`.config`)
 stays cheap:

@@ -86,13 +86,14 @@ def train(stage: Stage, run: Any) -> None:
         power = pd.concat(frames, ignore_index=True)
         D.write_csv(power, out)
         for seed, rec in power_summary(power, cfg.power).items():
-            prefix = "train" if len(stage.seeds) == 1 else f"train/s{seed}"
-            for i, delta in enumerate(cfg.power.deltas):
-                run.log_metric(f"{prefix}/power_median", rec[f"median_{delta:g}"], step=i)
-            run.log_metrics({f"{prefix}/share_power_ge_0.8": rec[f"share_ge_{cfg.power.claim_delta:g}"],
-                             f"{prefix}/type1": rec["type1"]})
+            with run.seed_run(seed) as srun:  # one nested run per seed (tag seed); step = index of the delta
+                for i, delta in enumerate(cfg.power.deltas):
+                    srun.log_metric("train/power_median", rec[f"median_{delta:g}"], step=i)
+                srun.log_metrics({"train/share_power_ge_0.8": rec[f"share_ge_{cfg.power.claim_delta:g}"],
+                                  "train/type1": rec["type1"]})
     else:
         raise SystemExit(f"{SLUG} train: unknown arm {arm!r}")
+    run.log_model(out, cfg)  # the arm's table is its "model"
 
 
 def _model_inputs(paths: tuple[Path, ...]) -> dict[str, list[Path]]:

@@ -1,5 +1,5 @@
-"""rip — R.I.P.: Better Models by Survival of the Fittest Prompts (Yu et al., ICML 2025).
-Spec: ``shared/specs/rip.md``.
+"""rip — R.I.P.: Better Models by Survival of the Fittest Prompts (Yu et al., ICML 2025;
+https://arxiv.org/abs/2501.18578). The study README describes what is implemented and reconstructed.
 
 Public API, re-exported lazily (PEP 562) so that importing the package or :mod:`.config` (which the Snakefile
 does) imports neither torch nor pandas:

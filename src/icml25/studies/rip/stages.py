@@ -237,17 +237,17 @@ def train(stage: Stage, run: Any) -> None:
             mask = arm_mask(pairs, arm, seed=seed, q=_q(cfg))
             kept = pairs[mask]
             lq = low_quality_share(pairs["quality"], mask)
-            run.log_metrics({f"train/seed{seed}/kept_n": int(mask.sum()), f"train/seed{seed}/low_quality_share": lq})
             payload = {"prompts": list(kept["prompt"]), "chosen": list(kept["chosen"]),
                        "rejected": list(kept["rejected"]),
                        "ref_logp_chosen": kept["ref_logp_chosen"].to_numpy(np.float64).copy(),
                        "ref_logp_rejected": kept["ref_logp_rejected"].to_numpy(np.float64).copy()}
-            log_step = lambda step, m, s=seed: run.log_metrics({f"train/seed{s}/{k}": v for k, v in m.items()},
-                                                                step=step)
-            policy, rec = train_dpo(seed_model, payload, beta=cfg.dpo.beta, lr=cfg.dpo.lr, batch=cfg.dpo.batch,
-                                    steps=cfg.dpo.steps, eval_every=cfg.dpo.eval_every,
-                                    val_prompts=list(val["prompt"]), val_targets=list(val["target"]),
-                                    max_new_tokens=cfg.sampling.max_new_tokens, seed=seed, on_log=log_step)
+            with run.seed_run(seed) as srun:  # one nested run per seed (tag seed): train/<metric> at each step
+                srun.log_metrics({"train/kept_n": int(mask.sum()), "train/low_quality_share": lq})
+                log_step = lambda step, m, r=srun: r.log_metrics({f"train/{k}": v for k, v in m.items()}, step=step)
+                policy, rec = train_dpo(seed_model, payload, beta=cfg.dpo.beta, lr=cfg.dpo.lr, batch=cfg.dpo.batch,
+                                        steps=cfg.dpo.steps, eval_every=cfg.dpo.eval_every,
+                                        val_prompts=list(val["prompt"]), val_targets=list(val["target"]),
+                                        max_new_tokens=cfg.sampling.max_new_tokens, seed=seed, on_log=log_step)
             states[f"seed{seed}"] = policy.state_dict()
             rec.update(low_quality_share=lq, kept_ids=kept["prompt_id"].astype(int).tolist())
             records[str(seed)] = rec
@@ -255,6 +255,7 @@ def train(stage: Stage, run: Any) -> None:
                      seed, rec["kept_n"], lq, rec["step0_loss"], rec["best_val_reward"], rec["best_step"])
         pt_out = next(p for p in stage.outputs if p.suffix == ".pt")
         save_state(states, pt_out)
+        run.log_model(pt_out, cfg)  # the job's policies (one state_dict per seed), with the config
     else:  # paper: TRL DPO on GPUs [untested]
         from . import paper as P
 
@@ -263,6 +264,8 @@ def train(stage: Stage, run: Any) -> None:
             out_dir = next(p for p in stage.outputs if p.suffix != ".json") / f"seed{seed}"
             rec = P.dpo_trl(cfg.paper.seed_model, pairs[mask], out_dir, beta=cfg.dpo.beta, lr=cfg.paper.lr,
                             batch=cfg.paper.batch, epochs=cfg.paper.epochs, seed=seed)
+            with run.seed_run(seed) as srun:  # an 8B policy: recorded by path and sha256, not uploaded
+                srun.log_model(out_dir, cfg)
             records[str(seed)] = rec | {"kept_ids": pairs.loc[mask, "prompt_id"].astype(int).tolist()}
     write_json(json_out, {"arm": arm, "seeds": list(seeds), "scale": stage.scale, "records": records})
 
@@ -321,9 +324,14 @@ def evaluate(stage: Stage, run: Any) -> None:
                          "win_rate_vs_seed": summarize([v["win_rate_vs_seed"] for v in vals],
                                                        n_resamples=cfg.bootstrap_resamples),
                          "kept_n": vals[0]["kept_n"], "per_seed": {str(s): by[s] for s in sorted(by)}}
-        run.log_metrics({f"eval/{arm}/test_reward": arms_doc[arm]["test_reward"]["mean"],
-                         f"eval/{arm}/win_rate_vs_seed": arms_doc[arm]["win_rate_vs_seed"]["mean"]})
-    run.log_metric("eval/seed/test_reward", seed_reward)
+        with run.child(arm=arm) as arun:  # one nested run per arm (means over seeds), one per seed under it
+            arun.log_metrics({"eval/test_reward": arms_doc[arm]["test_reward"]["mean"],
+                              "eval/win_rate_vs_seed": arms_doc[arm]["win_rate_vs_seed"]["mean"]})
+            for seed in sorted(by):
+                with arun.child(seed=seed) as srun:
+                    srun.log_metrics({f"eval/{k}": by[seed][k] for k in ("test_reward", "win_rate_vs_seed")})
+    with run.child(arm="seed") as arun:  # the seed model M itself, the arms' common baseline
+        arun.log_metric("eval/test_reward", seed_reward)
     doc = {"scale": stage.scale, "arms": arms_doc,
            "claims": [{"id": c.id, "kind": c.kind, "verdict": c.verdict, "statistic": c.statistic, "note": c.note}
                       for c in claims]}

@@ -75,6 +75,8 @@ def train_dpo(seed_model: Decoder, pairs: dict, *, beta: float, lr: float, batch
     Minibatches are drawn from reshuffled epochs of the kept set with ``default_rng([seed, 13])``. The
     validation reward is checked every ``eval_every`` steps and at the end; the best checkpoint is returned.
     Returns (best model, record with ``step0_loss``, ``best_step``, ``best_val_reward``, ``val_rewards``).
+    ``on_log(step, metrics)`` gets ``loss`` (the DPO loss), ``reward_margin`` and, on validation steps,
+    ``val_reward`` after every step.
     """
     torch.manual_seed(seed)
     rng = np.random.default_rng([seed, 13])
@@ -110,7 +112,7 @@ def train_dpo(seed_model: Decoder, pairs: dict, *, beta: float, lr: float, batch
         loss.backward()
         opt.step()
         record["losses"].append(loss_v)
-        metrics = {"dpo_loss": loss_v, "reward_margin": float((rw - rl).mean())}
+        metrics = {"loss": loss_v, "reward_margin": float((rw - rl).mean())}  # loss: the DPO loss
         if (step + 1) % eval_every == 0 or step + 1 == steps:
             policy.eval()
             val, _, _ = mean_reward(policy, val_prompts, val_targets, max_new_tokens)
