@@ -137,7 +137,7 @@ def verdict_tail_slimming(kurt_flow: Any, kurt_revin: Any) -> tuple[bool, bool, 
     if not (np.all(np.isfinite(kf)) and np.all(np.isfinite(kr)) and np.all(kr > 0)):
         stat.update(reduction=None, mean_reduction=None, reason="baseline kurtosis not positive or non-finite")
         return False, False, stat
-    red = 1.0 - kf / kr
+    red = (kr - kf) / kr
     stat.update(reduction=red.tolist(), mean_reduction=float(red.mean()), min_reduction=float(red.min()))
     reproduced = bool(np.all(red >= C2_MIN_REDUCTION))
     not_reproduced = bool(red.mean() <= 0.0)

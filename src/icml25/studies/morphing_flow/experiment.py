@@ -75,8 +75,8 @@ def run(settings: Mapping[str, Any], arm: str, seed: int, dataset: str = "synth"
     """Train and evaluate ``arm`` on ``dataset`` with ``seed``. Returns ``curves`` (per epoch), ``metrics``
     (test_mse, test_mae, kurtosis_in (mean per-channel excess kurtosis of backbone inputs on test windows),
     kurtosis_in_channels, segment_mse, val_mse, best_epoch, epochs_run), ``per_window`` (test ``mse`` (N,) and the
-    claim-4 ``segment`` mask), ``identities`` (claim 1; Flow arms only) and ``seconds``."""
-    t0 = time.perf_counter()
+    claim-4 ``segment`` mask), ``identities`` (claim 1; Flow arms only), ``seconds`` (wall) and ``cpu_seconds``."""
+    t0, c0 = time.perf_counter(), time.process_time()
     spec = settings["datasets"][dataset]
     win = dataset_windows(spec)
     xte, yte = win["test"]
@@ -99,4 +99,5 @@ def run(settings: Mapping[str, Any], arm: str, seed: int, dataset: str = "synth"
         model.eval()
         out["identities"] = flow_identities(model, torch.as_tensor(xte[:N_IDENTITY_WINDOWS]))
     out["seconds"] = time.perf_counter() - t0
+    out["cpu_seconds"] = time.process_time() - c0
     return out
