@@ -555,7 +555,10 @@ def test_s3_listing_parse_and_month_fetch_pins_sha256(tmp_path):
     mirror = tmp_path / "mirror" / "coastalbench" / "2008"
     mirror.mkdir(parents=True)
     (mirror / "ocean_his_20080102.nc").write_bytes(payload)
-    files = remote.fetch_month(manifest, "2008-01", tmp_path / "raw", mirror=str(tmp_path / "mirror"))
+    with pytest.raises(DownloadError, match="pins no sha256"):  # UNPINNED rows need the opt-in
+        remote.fetch_month(manifest, "2008-01", tmp_path / "raw", mirror=str(tmp_path / "mirror"))
+    files = remote.fetch_month(manifest, "2008-01", tmp_path / "raw", mirror=str(tmp_path / "mirror"),
+                               trust_unpinned=True)
     assert files[0].read_bytes() == payload
     pin = files[0].with_name(files[0].name + ".sha256")
     assert pin.read_text().strip() == hashlib.sha256(payload).hexdigest()
@@ -563,7 +566,8 @@ def test_s3_listing_parse_and_month_fetch_pins_sha256(tmp_path):
     files[0].unlink()
     (mirror / "ocean_his_20080102.nc").write_bytes(b"abcdeX")
     with pytest.raises(DownloadError, match="sha256 mismatch"):
-        remote.fetch_month(manifest, "2008-01", tmp_path / "raw", mirror=str(tmp_path / "mirror"))
+        remote.fetch_month(manifest, "2008-01", tmp_path / "raw", mirror=str(tmp_path / "mirror"),
+                           trust_unpinned=True)
     with pytest.raises(ValueError, match="no file for month 2008-02"):
         remote.month_entries(manifest, "2008-02")
     assert len(remote.month_entries(ROOT / "src/icml25/studies/coastalbench/manifest.csv", "2009-02")) == 28

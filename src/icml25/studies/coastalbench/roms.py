@@ -88,6 +88,22 @@ def staggered_masks(mask_rho: np.ndarray) -> dict[str, np.ndarray]:
             "mask_psi": m[:-1, :-1] * m[:-1, 1:] * m[1:, :-1] * m[1:, 1:]}
 
 
+def check_scoord(vtransform: int, vstretching: int, hc: float, h: np.ndarray, mask: np.ndarray | None = None,
+                 what: str = "s-coordinate") -> None:
+    """What the s-coordinate maths can honour: Vtransform 1 or 2, a supported Vstretching, and for Vtransform 1
+    ``hc <= min(h)`` over water (deeper hc gives non-monotone level depths, hence NaN velocities downstream).
+    ``ValueError`` naming the parameter."""
+    from .scoord import stretching
+
+    if vtransform not in (1, 2):
+        raise ValueError(f"{what}: Vtransform={vtransform} is not supported (1 or 2)")
+    stretching(np.array([-0.5]), 1.0, 0.5, vstretching)  # raises naming an unsupported Vstretching
+    water = h[mask > 0] if mask is not None and (mask > 0).any() else h
+    if vtransform == 1 and hc > float(np.min(water)):
+        raise ValueError(f"{what}: Vtransform 1 needs hc <= min(h) over water; hc={hc} m but the shallowest "
+                         f"water is {float(np.min(water)):.3g} m (lower hc or use Vtransform 2)")
+
+
 class HisWriter:
     """Write one ROMS history file record by record (NETCDF4, zlib), so memory stays one record.
 
@@ -117,6 +133,10 @@ class HisWriter:
         self.land_value = land_value
         self.sizes = grid_sizes(ny, nx, n)
         vt = int(grid["Vtransform"])
+        check_scoord(vt, int(grid["Vstretching"]), float(grid["hc"]), h, np.asarray(grid["mask_rho"]),
+                     what=f"HisWriter({self.path.name})")  # before the file exists: nothing half-written
+        if land_value not in ("fill", "zero"):
+            raise ValueError(f"HisWriter: land_value must be 'fill' or 'zero', got {land_value!r}")
         kw = {"zlib": zlib_level > 0, "complevel": max(zlib_level, 1)} if zlib_level > 0 else {}
         self.nc = nc = netCDF4.Dataset(self.path, "w", format="NETCDF4")
         nc.type = "ROMS/TOMS history file"

@@ -12,7 +12,7 @@ One draw of P + P* rows is split into the first P (train) and the last P* (test)
 
 ``digits03`` (:func:`digits03`): classes 0 (y = +1) and 3 (y = −1) of scikit-learn's bundled 8×8 digits file,
 pixels standardised with the train split's mean and std (constant pixels left at 0), then scaled by √(D/‖x‖²)
-on average so that ‖x‖² ≈ D like the generators; the file is checked against the sha256 in ``manifest.csv``.
+on average so that ‖x‖² ≈ D like the generators; the file is checked against the sha256 in ``data_files.csv``.
 """
 from __future__ import annotations
 
@@ -79,9 +79,9 @@ def make_task(task: str, D: int, P: int, P_test: int, seed: int, J: float = 0.5)
 # --------------------------------------------------------------------------------------------- digits03
 
 
-def manifest() -> list[dict[str, str]]:
-    """Rows of the study's ``manifest.csv`` (name, source, sha256, size, licence, note)."""
-    text = importlib.resources.files(__package__).joinpath("manifest.csv").read_text()
+def data_files() -> list[dict[str, str]]:
+    """Rows of the study's ``data_files.csv`` (name, source, sha256, size, licence, note)."""
+    text = importlib.resources.files(__package__).joinpath("data_files.csv").read_text()
     return list(csv.DictReader(text.splitlines()))
 
 
@@ -93,23 +93,23 @@ def digits_file() -> Path:
 
 
 def verify_digits_file(path: Path | None = None) -> Path:
-    """Check the digits file against the manifest's sha256 for the installed scikit-learn version.
+    """Check the digits file against the sha256 in data_files.csv for the installed scikit-learn version.
 
     Raises FileNotFoundError if absent and ValueError naming the file, the version and both hashes if it differs
-    or if the manifest has no row for this version.
+    or if data_files.csv has no row for this version.
     """
     import sklearn
 
     path = Path(path) if path is not None else digits_file()
     if not path.is_file():
         raise FileNotFoundError(f"digits03: bundled file {path} not found (is scikit-learn installed?)")
-    rows = [r for r in manifest() if r["name"] == "digits03" and r["version"] == sklearn.__version__]
+    rows = [r for r in data_files() if r["name"] == "digits03" and r["version"] == sklearn.__version__]
     if not rows:
-        raise ValueError(f"digits03: manifest.csv has no sha256 for scikit-learn {sklearn.__version__}; "
+        raise ValueError(f"digits03: data_files.csv has no sha256 for scikit-learn {sklearn.__version__}; "
                          f"pin it after checking {path}")
     got = hashlib.sha256(path.read_bytes()).hexdigest()
     if got != rows[0]["sha256"]:
-        raise ValueError(f"digits03: {path} has sha256 {got}, manifest.csv pins {rows[0]['sha256']} "
+        raise ValueError(f"digits03: {path} has sha256 {got}, data_files.csv pins {rows[0]['sha256']} "
                          f"for scikit-learn {sklearn.__version__}")
     return path
 
