@@ -363,6 +363,7 @@ def test_manifest_pins_the_ett_commit():
         assert "/1d16c8f4f943005d613b5bc962e9eeb06058cf07/" in e.url
         assert e.mirror_path == f"zhouhaoyi/ETDataset/ETT-small/{e.name}.csv"
     assert entries["ETTh1"].sha256 == ETTH1_SHA
+    assert all(not entries[n].sha256 for n in ("ETTh2", "ETTm1", "ETTm2"))  # UNPINNED: pinned on first download
 
 
 def test_download_through_loopback_http_mirror(ett_mirror, http_server, tmp_path):
@@ -392,14 +393,20 @@ def test_checksum_mismatch_raises_and_leaves_no_file(ett_mirror, http_server, tm
         assert not raw.exists() or list(raw.iterdir()) == []
 
 
-def test_unknown_hash_with_wrong_header_is_not_pinned(tmp_path):
+def test_unpinned_file_needs_trust_and_a_valid_header(tmp_path):
     mirror = tmp_path / "mirror" / "zhouhaoyi" / "ETDataset" / "ETT-small"
     mirror.mkdir(parents=True)
     (mirror / "ETTh2.csv").write_text("date,a,b\n2016-07-01 00:00:00,1,2\n")
     dest = tmp_path / "raw" / "ETTh2.csv"
-    with pytest.raises(ValueError, match="header"):
+    with pytest.raises(DownloadError, match="UNPINNED"):
         D.fetch_remote("ETTh2", dest, tmp_path / "mirror")
-    assert list(dest.parent.iterdir()) == []
+    with pytest.raises(DownloadError, match=r"CSV header lacks column\(s\) \['HUFL'"):
+        D.fetch_remote("ETTh2", dest, tmp_path / "mirror", trust_unpinned=True)
+    assert list(dest.parent.iterdir()) == []  # neither the file nor a pin
+    (mirror / "ETTh2.csv").write_text("date,HUFL,HULL,MUFL,MULL,LUFL,LULL,OT\n2016-07-01 00:00:00,1,2,3,4,5,6,7\n")
+    D.fetch_remote("ETTh2", dest, tmp_path / "mirror", trust_unpinned=True)
+    pin = (tmp_path / "raw" / "ETTh2.csv.sha256").read_text().strip()
+    assert pin == hashlib.sha256(dest.read_bytes()).hexdigest()
 
 
 # ------------------------------------------------------------------------------------------ verdicts

@@ -297,25 +297,19 @@ def remote_manifest() -> dict[str, download.ManifestEntry]:
         return download.read_manifest(path)
 
 
-def fetch_remote(name: str, dest: str | Path, mirror: str | Path | None = None, *, progress: bool = False) -> Path:
-    """Download the manifest entry ``name`` to ``dest`` (from ``mirror`` if given: a URL base or a directory laid
-    out as ``<owner>/<repo>/<path>``), verify size and sha256, then check the CSV header. A file whose hash was
-    unknown is pinned (``<dest>.sha256``) only if its header is the expected one; otherwise it and the pin are
-    removed and ValueError is raised. Every failure leaves no file at ``dest``."""
+def fetch_remote(name: str, dest: str | Path, mirror: str | Path | None = None, *, trust_unpinned: bool = False,
+                 progress: bool = False) -> Path:
+    """Download the manifest entry ``name`` to ``dest`` with :func:`icml25.core.download.fetch` (from ``mirror`` if
+    given: a URL base or a directory laid out as ``<owner>/<repo>/<path>``): size, sha256 and the ETT CSV header
+    are verified before the file is renamed into place. Entries marked ``UNPINNED`` are refused unless
+    ``trust_unpinned`` (then their hash is pinned in ``<dest>.sha256`` on the first verified download). Every
+    failure raises :class:`~icml25.core.download.DownloadError` and leaves no file at ``dest``."""
     entries = remote_manifest()
     if name not in entries:
         raise KeyError(f"morphing_flow manifest.csv has no entry {name!r}; has {sorted(entries)}")
-    dest = Path(dest)
-    download.fetch(entries[name], dest, mirror, progress=progress)
-    with open(dest, encoding="utf-8", errors="replace") as fh:
-        header = fh.readline().strip().split(",")
-    expected = ["date", *ETT_COLUMNS] if name.startswith("ETT") else None
-    if expected is not None and header != expected:
-        dest.unlink(missing_ok=True)
-        if not entries[name].sha256:
-            dest.with_name(dest.name + ".sha256").unlink(missing_ok=True)
-        raise ValueError(f"{name}: downloaded CSV header {header} is not {expected}; file removed")
-    return dest
+    check = download.csv_check(["date", *ETT_COLUMNS]) if name.startswith("ETT") else None
+    return download.fetch(entries[name], dest, mirror, progress=progress, trust_unpinned=trust_unpinned,
+                          check=check)
 
 
 # -------------------------------------------------------------------------------------- splits, scaling
