@@ -492,7 +492,7 @@ def test_settings_keys_and_arms():
         assert s["ntk"]["lr0"] == 0.01 and s["ntk"]["lr_decay"] == 0.07 and s["ntk"]["ode"] == "euler"
     d = SCALES["default"]
     assert (d["n_clients"], d["degree"], d["rounds"], d["alpha"], d["hidden"]) == (12, 3, 20, 0.1, [32])
-    assert d["ntk"]["t_cand"] == [10, 25, 50, 100] and d["seeds"] == [0, 1, 2]
+    assert d["ntk"]["t_cand"] == [25, 50, 100, 200, 400] and d["seeds"] == [0, 1, 2]
     assert sum(p.numel() for p in mlp(32, d["hidden"], 10).parameters()) == 1386
     assert set(d["arms_full"]) == set(ARMS)
     assert arm_settings(d, "ntk_dfl_linsel")[1]["ntk"]["t_select"] == "linearized"
@@ -502,6 +502,7 @@ def test_settings_keys_and_arms():
         arm_settings(d, "fedavg")
 
 
+@pytest.mark.slow  # ~20 s alone, up to a minute on a loaded machine
 def test_smoke_run_all_claims_computed():
     s = SCALES["smoke"]
     results = {a: [experiment.run(s, a, 0)] for a in ("ntk_dfl", "dfedavg", "dpsgd")}

