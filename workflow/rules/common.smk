@@ -54,12 +54,17 @@ def bench(slug, name):
 
 def stage_cmd(slug, stage):
     """Shell command of a stage job. The whole config comes from the environment variable set at parse time
-    (the shell expands it when the job runs); the stage sees only its STAGE_KEYS (see stage_params).
+    (the shell expands it when the job runs); the stage sees only its STAGE_KEYS (see stage_params). Every
+    value from the configuration is shell-quoted (a `mirror` such as `x; rm -rf ~` stays one argument).
     """
-    mirror = f" --mirror {config['mirror']}" if config.get("mirror") else ""
+    q = wf.shell_quote
+    mirror = f" --mirror {q(config['mirror'])}" if config.get("mirror") else ""
+    mirror += " --trust-unpinned" if config.get("trust_unpinned") else ""
     return (
-        f'python -m icml25.studies.{slug} {stage} --scale {SCALE} --config-json "${wf.config_env_var(slug)}"'
-        f" --data-source {config['data_source']}{mirror} --results {RESULTS} --rule {slug}__{stage}"
+        f"python -m icml25.studies.{q(slug)} {q(stage)} --scale {q(SCALE)}"
+        f' --config-json "${wf.config_env_var(slug)}"'
+        f" --data-source {q(config['data_source'])}{mirror} --results {q(RESULTS)}"
+        f" --rule {q(f'{slug}__{stage}')}"
     )
 
 
@@ -80,20 +85,22 @@ _LOCAL_SERVER = {}
 
 
 def init_tracking():
-    """onstart: create the MLflow store and the experiments once, before any job writes to them; with a
-    local SQLite store and `mlflow.local_server`, serve it for this run so jobs log over cheap REST calls.
+    """onstart: create the MLflow store and the experiments once, before any job writes to them; replay the
+    tracking spooled by earlier jobs, mark runs of killed invocations KILLED; with a local SQLite store and
+    `mlflow.local_server`, serve it for this run so jobs log over cheap REST calls.
     """
-    from icml25.core.tracking import init_store, resolve_tracking_uri
+    from icml25.core.tracking import resolve_tracking_uri
 
     uri = resolve_tracking_uri(RESULTS)
     if workflow.non_local_exec and uri.startswith("sqlite:"):
         raise ConfigError(
             "mlflow: jobs on other nodes cannot write to the local SQLite store "
-            f"({uri}); start a tracking server (`icml25 server --port 5000 --detach "
+            f"({uri}); start a tracking server (`icml25 server --host 0.0.0.0 --auth --port 5000 --detach "
             "--pid-file results/mlflow-server.pid`) and `export MLFLOW_TRACKING_URI="
             "http://$(hostname -f):5000` before submitting (docs/slurm.md)"
         )
-    init_store(uri, [*SELECTED, "summary"], RESULTS)
+    wf.init_tracking_store(uri, [*SELECTED, "summary"], RESULTS)
+    wf.recover_tracking(RESULTS, uri)
     if uri.startswith("sqlite:") and config.get("mlflow", {}).get("local_server", True):
         started = wf.start_local_server(RESULTS, uri)
         if started:
@@ -103,10 +110,12 @@ def init_tracking():
 
 
 def finish_tracking(status):
-    """onsuccess/onerror: close this invocation's parent runs, stop the local server."""
-    from icml25.core.tracking import finish_invocation
-
-    finish_invocation(status, RESULTS)
-    if "pgid" in _LOCAL_SERVER:
-        wf.stop_local_server(_LOCAL_SERVER.pop("pgid"))
-        wf.set_tracking_uri(_LOCAL_SERVER.pop("store"))
+    """onsuccess/onerror: close this invocation's parent runs, stop the local server. Never raises and prints
+    nothing: a failed job's error stays the last thing on screen (problems go to results/.tracking/errors.log).
+    """
+    wf.finish_tracking(
+        RESULTS,
+        status,
+        _LOCAL_SERVER.pop("pgid", None),
+        _LOCAL_SERVER.pop("store", None),
+    )

@@ -50,6 +50,7 @@ class Stage:
     seeds: tuple[int, ...] = ()
     results_dir: Path = Path("results")
     extra: Mapping[str, str] = field(default_factory=dict)
+    trust_unpinned: bool = False  # accept manifest rows without a sha256 on first use (logged, then pinned)
 
     def output(self, i: int = 0) -> Path:
         """The i-th ``--out`` path (error naming the stage if absent)."""
@@ -106,6 +107,9 @@ def stage_parser(slug: str, stages: Sequence[str], description: str = "") -> arg
     parser.add_argument("--seeds", nargs="*", type=int, default=[], help="seeds this job runs")
     parser.add_argument("--data-source", default="offline", help="offline (generators) or remote (manifest)")
     parser.add_argument("--mirror", default=None, help="URL base or directory replacing download origins")
+    parser.add_argument("--trust-unpinned", action="store_true",
+                        help="accept remote files whose manifest row pins no sha256 (UNPINNED) on first use; "
+                             "each is logged and its hash pinned for later runs")
     parser.add_argument("--results", default="results", help="results root (MLflow store lives here)")
     parser.add_argument("--set", dest="extra", nargs="*", default=[], metavar="KEY=VALUE",
                         help="stage-specific options")
@@ -139,7 +143,8 @@ def stage_main(slug: str, config_cls: type, stages: Mapping[str, StageFn], argv:
     extra = dict(item.split("=", 1) for item in args.extra if "=" in item)
     stage = Stage(slug=slug, name=args.stage, config=view, scale=scale, data_source=args.data_source,
                   mirror=args.mirror, inputs=tuple(map(Path, args.inputs)), outputs=tuple(map(Path, args.outputs)),
-                  arm=args.arm, seeds=tuple(args.seeds), results_dir=Path(args.results), extra=extra)
+                  arm=args.arm, seeds=tuple(args.seeds), results_dir=Path(args.results), extra=extra,
+                  trust_unpinned=args.trust_unpinned)
     if args.rule:
         os.environ["ICML25_RULE"] = args.rule
     if args.jobid:
@@ -199,7 +204,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         uri = resolve_tracking_uri(args.results)
         ids = init_store(uri, [*args.studies, "summary"], args.results)
-        log.info("MLflow store %s ready: %s", uri, ids)
+        from .mlflow_rest import redact
+
+        log.info("MLflow store %s ready: %s", redact(uri), ids)
     elif args.cmd == "finish-tracking":
         from .tracking import finish_invocation
 

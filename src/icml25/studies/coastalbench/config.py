@@ -52,6 +52,23 @@ class Sim(Section):
             raise ValueError("sim.dt_s: must divide output_interval_s")
         return self
 
+    @model_validator(mode="after")
+    def _hc_within_water(self):
+        """Vtransform 1 needs hc <= min(h) over water: a deeper hc gives non-monotone level depths (NaN
+        velocities downstream). The simulated bathymetry is fixed by the grid size, so this is checked here."""
+        if self.vtransform == 1:
+            import numpy as np
+
+            from .simulator import make_grid
+
+            grid = make_grid(self.ny, self.nx, self.dx_m)
+            shallowest = float(np.asarray(grid.h)[np.asarray(grid.mask) > 0].min())
+            if self.hc > shallowest:
+                raise ValueError(f"sim.hc: Vtransform 1 needs hc <= min(h) over water; hc={self.hc} m but the "
+                                 f"shallowest water of this grid is {shallowest:.3g} m (lower sim.hc or use "
+                                 f"sim.vtransform: 2)")
+        return self
+
 
 class Split(Section):
     """Days of the record used for training, validation and test (consecutive, in that order)."""
