@@ -502,7 +502,6 @@ def test_settings_keys_and_arms():
         arm_settings(d, "fedavg")
 
 
-@pytest.mark.slow  # ~20 s alone, up to a minute on a loaded machine
 def test_smoke_run_all_claims_computed():
     s = SCALES["smoke"]
     results = {a: [experiment.run(s, a, 0)] for a in ("ntk_dfl", "dfedavg", "dpsgd")}
