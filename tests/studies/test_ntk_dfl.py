@@ -34,9 +34,7 @@ def test_public_api_names_and_signatures():
     import inspect
     assert sorted(ntk_dfl.__all__) == sorted(["empirical_ntk", "evolve_function", "evolve_weights", "ntk_dfl_round",
                                               "dirichlet_partition"])
-    sig = {n: str(inspect.signature(getattr(ntk_dfl, n))) for n in ntk_dfl.__all__}
-    assert "(model, x, chunk=100)" in sig["empirical_ntk"].replace(": torch.nn.modules.module.Module", "") or \
-        list(inspect.signature(ntk_dfl.empirical_ntk).parameters) == ["model", "x", "chunk"]
+    assert list(inspect.signature(ntk_dfl.empirical_ntk).parameters) == ["model", "x", "chunk"]
     assert inspect.signature(ntk_dfl.empirical_ntk).parameters["chunk"].default == 100
     assert list(inspect.signature(ntk_dfl.evolve_function).parameters) == ["H", "f0", "y_onehot", "lr", "t_max",
                                                                           "method"]
