@@ -166,14 +166,14 @@ def test_prototype_loss_hand_value_order_invariance_ignores_unstable_and_gradien
     pseudo = torch.tensor([0, 1, 2, -1, 0, 1, 2, 3, -1, 3, 0, 1])
     base = prototype_loss(q, k, pseudo, 4)
     perm = torch.randperm(12, generator=g)
-    assert float(prototype_loss(q[perm], k[perm], pseudo[perm], 4).detach()) == pytest.approx(float(base), abs=1e-6)
+    assert float(prototype_loss(q[perm], k[perm], pseudo[perm], 4).detach()) == pytest.approx(float(base.detach()), abs=1e-6)
     # the -1 samples are ignored: changing them or dropping them changes nothing
     q2, k2 = q.detach().clone(), k.detach().clone()
     q2[pseudo == -1] = 100.0
     k2[pseudo == -1] = -7.0
-    assert float(prototype_loss(q2, k2, pseudo, 4)) == pytest.approx(float(base), abs=1e-6)
+    assert float(prototype_loss(q2, k2, pseudo, 4)) == pytest.approx(float(base.detach()), abs=1e-6)
     keep = pseudo >= 0
-    assert float(prototype_loss(q[keep], k[keep], pseudo[keep], 4)) == pytest.approx(float(base), abs=1e-6)
+    assert float(prototype_loss(q[keep], k[keep], pseudo[keep], 4)) == pytest.approx(float(base.detach()), abs=1e-6)
     base.backward()
     assert q.grad.abs().sum() > 0 and k.grad.abs().sum() > 0
     assert q.grad[pseudo == -1].abs().sum() == 0
