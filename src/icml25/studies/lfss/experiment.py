@@ -1,0 +1,52 @@
+"""One arm x seed of the lfss study end to end in memory, and the per-seed adequacy-gate reference."""
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from .data import load_dataset, pca_kmeans_reference
+from .evaluate import kmeans_eval
+
+
+def reference(settings: Mapping[str, Any], seed: int) -> dict[str, float]:
+    """Gate reference of one seed's subset: cosine k-means on PCA pixels (``evaluate.pca_dim``), mean of
+    ``evaluate.kmeans_runs`` runs (the ``prepare`` stage's ``pca50_kmeans_acc.json``)."""
+    x, y = load_dataset(settings["data"], seed)
+    ev = settings["evaluate"]
+    return pca_kmeans_reference(x, y, pca_dim=int(ev["pca_dim"]), runs=int(ev["kmeans_runs"]))
+
+
+def claim1_statistics(curves: list[dict], epochs_back: list[int]) -> dict[str, float]:
+    """AUROC(s -> c) and gap averaged over epochs {E - b for b in epochs_back} (E = last epoch)."""
+    last = curves[-1]["epoch"]
+    want = {last - b for b in epochs_back}
+    rows = [c for c in curves if c["epoch"] in want]
+    if len(rows) != len(want):
+        raise ValueError(f"lfss: claim-1 epochs {sorted(want)} not all in the curves (1..{last})")
+    return {"auroc": float(np.mean([r["auroc"] for r in rows])), "gap": float(np.mean([r["gap"] for r in rows])),
+            "epochs": sorted(want)}
+
+
+def run(settings: Mapping[str, Any], arm: str, seed: int) -> dict[str, Any]:
+    """Train ``arm`` with ``seed`` and evaluate it.
+
+    Returns ``arm, seed, curves`` (per-epoch dicts, see :func:`.train.train_arm`), ``final`` (mean ACC/NMI/ARI
+    of ``evaluate.kmeans_runs`` cosine k-means runs on the final target features), ``claim1`` (AUROC and gap
+    averaged over the claim epochs), ``best_acc`` / ``final_curve_acc`` (for the gate), ``stability`` records,
+    ``features`` (N, D) float32, ``labels`` (N,) and ``time_s``.
+    """
+    from .train import train_arm
+
+    t0 = time.perf_counter()
+    x, y = load_dataset(settings["data"], seed)
+    out = train_arm(x, y, settings, arm, seed)
+    ev = settings["evaluate"]
+    final = kmeans_eval(out["features"], y, int(settings["data"]["n_classes"]), runs=int(ev["kmeans_runs"]))
+    curves = out["curves"]
+    return {"arm": arm, "seed": int(seed), "curves": curves, "final": final,
+            "claim1": claim1_statistics(curves, list(ev["claim_epochs_back"])),
+            "curve_acc": [c["acc"] for c in curves], "stability": out["stability"], "features": out["features"],
+            "labels": y, "time_s": time.perf_counter() - t0}

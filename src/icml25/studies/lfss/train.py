@@ -1,0 +1,156 @@
+"""Training loop of one arm x seed (Sec. 3 of the paper; Algorithm 1): L = L_n + λ_ss L_ss (+ λ_p L_p after
+epoch η), EMA target update after every step, stability and pseudo-labels at every epoch boundary.
+
+Epoch-boundary order [R] (key ``stability.snapshot``): after epoch e the target's clean-view features F_e are
+clustered; with ``previous_boundary`` (default) the stability compares F_e with F_{e-1}, the features of the old
+network o (the target snapshot of the previous boundary, which it is exactly: its BatchNorm statistics are
+frozen), and only then o is refreshed. ``released_order`` refreshes o first, as the released code's order does,
+which makes F° = F and s ≡ 1. Pseudo-labels from boundary e train epoch e + 1 when e + 1 > η.
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from .data import augment
+from .evaluate import cluster_metrics, kmeans_eval, mapped_correct, stability_correctness
+from .method import byol_loss, kmeans_cosine, prototype_loss, sample_stability_loss, stability_from_labels
+from .model import LFSSNet
+from .settings import ARMS
+
+
+def lr_at(step: int, steps_per_epoch: int, epochs: int, warmup: int, base_lr: float) -> float:
+    """Linear warm-up over ``warmup`` epochs, then cosine decay to 0 at the end of ``epochs`` (per step)."""
+    e = (step + 1) / steps_per_epoch
+    if e <= warmup:
+        return base_lr * e / max(warmup, 1e-12)
+    span = max(epochs - warmup, 1e-12)
+    return 0.5 * base_lr * (1 + math.cos(math.pi * min(e - warmup, span) / span))
+
+
+def _param_groups(net: LFSSNet, wd: float) -> list[dict]:
+    decay, no_decay = [], []
+    for name, p in [*net.encoder_q.named_parameters(), *net.projector_q.named_parameters()]:
+        (no_decay if p.ndim == 1 else decay).append(p)  # biases and BatchNorm affine: no weight decay [V]
+    pred_decay = [p for p in net.predictor.parameters() if p.ndim > 1]
+    pred_no = [p for p in net.predictor.parameters() if p.ndim == 1]
+    return [{"params": decay, "weight_decay": wd, "pred": False},
+            {"params": no_decay, "weight_decay": 0.0, "pred": False},
+            {"params": pred_decay, "weight_decay": wd, "pred": True},
+            {"params": pred_no, "weight_decay": 0.0, "pred": True}]
+
+
+def train_arm(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    """:func:`_train_arm` with NumPy's BLAS limited to one thread (the k-means matrices are small; several BLAS
+    threads next to torch's only contend for the same cores)."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        return _train_arm(*args, **kwargs)
+
+
+def _train_arm(x: np.ndarray, y: np.ndarray, settings: Mapping[str, Any], arm: str, seed: int,
+              progress: Callable[[dict], None] | None = None) -> dict[str, Any]:
+    """Train one arm for one seed on ``x (N, 1, 28, 28)`` float32; ``y (N,)`` is used only for the metrics.
+
+    Returns ``curves`` (one dict per epoch: losses, lr, n_unstable, acc/nmi/ari of the k-means on the
+    target features, auroc/acc_unstable/acc_stable/gap of stability vs correctness), ``stability``
+    ({epoch: dict(s, labels, pseudo, correct)} every ``record_every`` epochs and the last), ``features`` (N, D)
+    float32 (final target features) and ``time_s``. ``progress`` (optional) receives each epoch's dict.
+    """
+    if arm not in ARMS:
+        raise KeyError(f"lfss: unknown arm {arm!r}; known: {sorted(ARMS)}")
+    tr, st, mo, au = settings["train"], settings["stability"], settings["model"], settings["augment"]
+    spec = ARMS[arm]
+    lam_ss, lam_p = tr["lam"] * spec["lambda_ss"], tr["lam"] * spec["lambda_p"]
+    delta = tr["delta"] if spec["delta"] is None else spec["delta"]
+    k_clusters = int(settings["data"]["n_classes"])
+    if st["snapshot"] not in ("previous_boundary", "released_order"):
+        raise ValueError(f"lfss: stability.snapshot={st['snapshot']!r}; use previous_boundary or released_order")
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    torch.set_num_threads(int(tr.get("threads", 1)))
+    torch.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)
+    xt = torch.as_tensor(x, dtype=torch.float32)
+    n, bs, epochs, eta = len(xt), int(tr["batch_size"]), int(tr["epochs"]), int(tr["eta"])
+    if n < bs and tr["drop_last"]:
+        raise ValueError(f"lfss: {n} images < batch_size {bs} with drop_last")
+    spe = n // bs if tr["drop_last"] else math.ceil(n / bs)
+    net = LFSSNet(mo["channels"], mo["hidden"], mo["dim"], in_channels=xt.shape[1]).train()
+    opt = torch.optim.SGD(_param_groups(net, tr["weight_decay"]), lr=tr["lr"], momentum=tr["momentum"])
+    aug = {key: au[key] for key in ("crop_scale", "rotation_deg", "erase_p", "erase_scale", "noise_sigma")}
+
+    prev = net.features(xt).numpy()
+    prev_labels, _ = kmeans_cosine(prev, k_clusters, seed=st["kmeans_seed"], max_iter=st["kmeans_max_iter"],
+                                   tol=st["kmeans_tol"])
+    pseudo = None
+    curves, records, step = [], {}, 0
+    for epoch in range(1, epochs + 1):
+        use_proto = epoch > eta and lam_p > 0 and pseudo is not None
+        pseudo_t = torch.as_tensor(pseudo) if use_proto else None
+        sums = {"loss": 0.0, "loss_n": 0.0, "loss_ss": 0.0, "loss_p": 0.0}
+        order = torch.randperm(n, generator=gen)
+        for b in range(spe):
+            idx = order[b * bs:(b + 1) * bs]
+            lr = lr_at(step, spe, epochs, tr["warmup_epochs"], tr["lr"])
+            for g in opt.param_groups:
+                g["lr"] = lr * (tr["predictor_lr_mult"] if g["pred"] else 1.0)
+            xb = xt[idx]
+            x1, x2 = augment(xb, gen, **aug), augment(xb, gen, **aug)
+            q1, q2 = net.online(x1), net.online(x2)
+            k1, k2 = net.target(x1), net.target(x2)
+            p1 = net.predictor(q1 + tr["sigma"] * torch.randn(q1.shape, generator=gen))
+            p2 = net.predictor(q2 + tr["sigma"] * torch.randn(q2.shape, generator=gen))
+            loss_n = 0.5 * (byol_loss(p1, k2) + byol_loss(p2, k1))
+            loss = loss_n
+            loss_ss = loss_p = torch.zeros(())
+            if lam_ss > 0:
+                o1, o2 = net.old_embed(x1), net.old_embed(x2)
+                loss_ss = 0.5 * (sample_stability_loss(q1, o1, tr["temperature"])
+                                 + sample_stability_loss(q2, o2, tr["temperature"]))
+                loss = loss + lam_ss * loss_ss
+            if use_proto:
+                pb = pseudo_t[idx]
+                loss_p = 0.5 * (prototype_loss(q1, k2, pb, k_clusters, tr["temperature"])
+                                + prototype_loss(q2, k1, pb, k_clusters, tr["temperature"]))
+                loss = loss + lam_p * loss_p
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            net.ema_update(tr["ema"])
+            step += 1
+            for key, val in (("loss", loss), ("loss_n", loss_n), ("loss_ss", loss_ss), ("loss_p", loss_p)):
+                sums[key] += float(val.detach()) / spe
+
+        # ---- epoch boundary: cluster, stability, pseudo-labels for the next epoch, refresh o
+        feats = net.features(xt).numpy()
+        labels, _ = kmeans_cosine(feats, k_clusters, seed=st["kmeans_seed"], max_iter=st["kmeans_max_iter"],
+                                  tol=st["kmeans_tol"])
+        if st["snapshot"] == "previous_boundary":
+            old_f, old_l = prev, prev_labels
+        else:
+            old_f, old_l = feats, labels
+        stab = stability_from_labels(old_f, feats, old_l, labels, k_clusters, delta)
+        pseudo = stab["pseudo"]
+        correct = mapped_correct(y, labels)
+        acc, nmi, ari = cluster_metrics(y, labels)
+        sc = stability_correctness(stab["s"], correct, st["eval_delta"])
+        curves.append({"epoch": epoch, **sums, "lr": lr, "n_unstable": int((pseudo == -1).sum()),
+                       "acc": acc, "nmi": nmi, "ari": ari, "auroc": sc["auroc"], "acc_unstable": sc["acc_unstable"],
+                       "acc_stable": sc["acc_stable"], "gap": sc["gap"], "s_mean": float(stab["s"].mean()),
+                       "cpu_s": time.process_time() - c0, "wall_s": time.perf_counter() - t0})
+        if progress is not None:
+            progress(curves[-1])
+        if epoch % int(st["record_every"]) == 0 or epoch == epochs:
+            records[epoch] = {"s": stab["s"].astype(np.float32), "labels": labels, "pseudo": pseudo,
+                              "correct": correct}
+        net.refresh_old()
+        prev, prev_labels = feats, labels
+    return {"curves": curves, "stability": records, "features": prev.astype(np.float32),
+            "time_s": time.perf_counter() - t0, "net": net}

@@ -1,0 +1,383 @@
+"""lfss study: the spec's required tests (stability identities, alignment vs brute force, metrics, the two losses,
+the loader, k-means determinism), the verdict functions and the adequacy gate at their boundaries, and the
+pieces of the training loop that the identities rest on (old-network snapshot, threshold rule, schedule)."""
+from __future__ import annotations
+
+import gzip
+import io
+import math
+import pickle
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from icml25.studies.lfss import (cluster_metrics, hungarian_align, kmeans_cosine, prototype_loss,
+                                 sample_stability_loss, stability_scores)
+from icml25.studies.lfss.data import (MNIST5K_SHA256, DataError, _mnist5k_bytes, augment, load_mnist5k,
+                                      read_cifar_batch, subset)
+from icml25.studies.lfss.evaluate import (INADEQUATE, adequacy_gate, brute_force_align, check3_stability_identities,
+                                          claim1_unstable_misclustered, claim2_lfss_improves, stability_correctness,
+                                          stability_identities)
+from icml25.studies.lfss.method import stability_from_labels, unstable_mask
+from icml25.studies.lfss.model import LFSSNet
+from icml25.studies.lfss.settings import SCALES, settings_for
+from icml25.studies.lfss.train import lr_at
+
+torch.set_num_threads(1)
+
+
+# ----------------------------------------------------------------------------------- claim 3: the identities
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_stability_identities_hold(seed):
+    res = stability_identities(seed=seed, n=200, k=4)
+    assert res == {"permutation_invariant": True, "scale_invariant": True, "self_one": True,
+                   "alignment_optimal": True, "flag_count": True}
+
+
+def test_check3_verdict_holds_and_fails():
+    ok = {"a": True, "b": True}
+    assert check3_stability_identities([ok, ok]) == (True, {"trials": 2, "failed": {"a": 0, "b": 0},
+                                                            "identities": ["a", "b"]})
+    holds, stat = check3_stability_identities([ok, {"a": True, "b": False}])
+    assert holds is False and stat["failed"] == {"a": 0, "b": 1}
+    with pytest.raises(ValueError):
+        check3_stability_identities([])
+
+
+def test_stability_scores_exact_on_hand_features():
+    old = np.array([[1.0, 0.0], [0.0, 2.0], [3.0, 3.0], [1.0, -1.0]])
+    new = np.array([[2.0, 0.0], [1.0, 1.0], [-1.0, -1.0], [1.0, -1.0]])
+    out = stability_from_labels(old, new, np.array([0, 1, 1, 0]), np.array([1, 0, 0, 1]), k=2, delta=0.5)
+    np.testing.assert_allclose(out["s"], [1.0, 1 / math.sqrt(2), -1.0, 1.0], atol=1e-12)
+    assert out["new_aligned"].tolist() == [0, 1, 1, 0]  # ids swapped back to the old ones
+    # ⌊0.5 * 4⌋ = 2 -> θ = 2nd smallest s = 1/√2 -> only s < θ (sample 2) is flagged
+    assert out["pseudo"].tolist() == [0, 1, -1, 0]
+    assert out["old"].tolist() == [0, 1, 1, 0]
+
+
+def test_stability_scores_public_api_runs_kmeans_and_permutation_of_ids_is_irrelevant():
+    rng = np.random.default_rng(5)
+    centres = np.eye(3) * 5
+    old = centres[np.repeat(np.arange(3), 20)] + rng.normal(size=(60, 3)) * 0.3
+    new = old + rng.normal(size=(60, 3)) * 0.2
+    out = stability_scores(old, new, k=3, delta=0.1, seed=0)
+    assert set(out) == {"s", "pseudo", "new_aligned", "old"}
+    assert (out["new_aligned"] == out["old"]).all()  # well-separated clusters: aligned labels agree fully
+    assert int((out["pseudo"] == -1).sum()) == 5  # ⌊0.1 · 60⌋ − 1, no ties
+    # rescaling rows leaves s unchanged; old == new gives s ≡ 1
+    out2 = stability_scores(old * 7.0, new * rng.uniform(0.5, 2, size=(60, 1)), k=3)
+    np.testing.assert_allclose(out2["s"], out["s"], atol=1e-12)
+    np.testing.assert_allclose(stability_scores(old, old, k=3)["s"], 1.0, atol=1e-12)
+
+
+def test_unstable_mask_threshold_rule():
+    s = np.array([0.9, 0.1, 0.5, 0.3, 0.7, 0.2, 0.8, 0.4, 0.6, 0.0])
+    assert unstable_mask(s, 0.3).tolist() == (s < 0.2).tolist()  # θ = 3rd smallest = 0.2 -> 2 flagged
+    assert unstable_mask(s, 0.0).sum() == 0 and unstable_mask(s, 0.05).sum() == 0  # ⌊δN⌋ < 1
+    assert unstable_mask(np.ones(10), 0.5).sum() == 0  # all tied: nothing below θ
+    with pytest.raises(ValueError):
+        unstable_mask(s, 1.5)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(10, 300), delta=st.floats(0.0, 1.0), seed=st.integers(0, 10_000))
+def test_flag_count_property(n, delta, seed):
+    s = np.random.default_rng(seed).permutation(n).astype(float)  # distinct values
+    assert unstable_mask(s, delta).sum() == max(int(np.floor(delta * n)) - 1, 0)
+
+
+# ---------------------------------------------------------------------------- alignment vs brute force, metrics
+@settings(max_examples=60, deadline=None)
+@given(k=st.integers(1, 5), n=st.integers(1, 60), seed=st.integers(0, 10_000))
+def test_hungarian_align_equals_brute_force(k, n, seed):
+    rng = np.random.default_rng(seed)
+    ref, lab = rng.integers(k, size=n), rng.integers(k, size=n)
+    aligned = hungarian_align(ref, lab, k)
+    _, best = brute_force_align(ref, lab, k)
+    assert int((aligned == ref).sum()) == best
+    # a relabelling: same partition as lab
+    assert len({(a, b) for a, b in zip(lab, aligned)}) == len(set(lab.tolist()))
+
+
+def test_hungarian_align_hand_case_and_errors():
+    assert hungarian_align([0, 0, 1, 1, 2], [2, 2, 0, 0, 1], 3).tolist() == [0, 0, 1, 1, 2]
+    with pytest.raises(ValueError, match="0..1"):
+        hungarian_align([0, 1], [0, 2], 2)
+
+
+def test_cluster_metrics_perfect_permuted_and_hand_value():
+    y = np.repeat(np.arange(4), 5)
+    perm = np.array([2, 0, 3, 1])
+    assert cluster_metrics(y, perm[y]) == pytest.approx((1.0, 1.0, 1.0))
+    acc, nmi, ari = cluster_metrics([0, 0, 1, 1], [0, 1, 1, 1])
+    assert acc == pytest.approx(0.75)
+    assert ari == pytest.approx(0.0)  # hand: index 0 - expected 0 (one pair in both, 1·3/6=0.5...) -> sklearn 0
+    assert 0 < nmi < 1
+
+
+def test_kmeans_deterministic_per_seed_and_recovers_separated_clusters():
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(5), 40)
+    x = np.eye(8)[y] * 4 + rng.normal(size=(200, 8)) * 0.3
+    l1, c1 = kmeans_cosine(x, 5, seed=3)
+    l2, c2 = kmeans_cosine(x, 5, seed=3)
+    assert np.array_equal(l1, l2) and np.array_equal(c1, c2)
+    assert cluster_metrics(y, l1)[0] == 1.0
+    np.testing.assert_allclose(np.linalg.norm(c1, axis=1), 1.0)
+    hard = rng.normal(size=(300, 6))
+    runs = [kmeans_cosine(hard, 6, seed=s)[0] for s in range(4)]
+    assert any(not np.array_equal(runs[0], r) for r in runs[1:])  # seeds matter on unstructured data
+    with pytest.raises(ValueError):
+        kmeans_cosine(x, 0)
+
+
+# --------------------------------------------------------------------------------------------------- losses
+def test_sample_stability_loss_hand_value():
+    q = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]])
+    old = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
+    # rows (t = 0.5): log(1+e^-2); log(1+e^2); log 2 + 2   (positive excluded from the denominator)
+    expected = (math.log(1 + math.exp(-2)) + math.log(1 + math.exp(2)) + math.log(2) + 2) / 3
+    assert float(sample_stability_loss(q, old, t=0.5)) == pytest.approx(expected, abs=1e-6)
+    assert expected == pytest.approx(1.649001, abs=1e-6)
+    assert float(sample_stability_loss(3 * q, 0.5 * old)) == pytest.approx(expected, abs=1e-6)  # normalised
+    with pytest.raises(ValueError, match="B >= 2"):
+        sample_stability_loss(q[:1], old[:1])
+
+
+def test_sample_stability_loss_gradient_only_to_q():
+    q = torch.randn(6, 4, requires_grad=True)
+    old = torch.randn(6, 4, requires_grad=True)
+    sample_stability_loss(q, old).backward()
+    assert q.grad.abs().sum() > 0 and old.grad is None
+
+
+def test_prototype_loss_hand_value_order_invariance_ignores_unstable_and_gradients():
+    e = torch.eye(3)
+    # two singleton clusters with q = k = e0, e1: each row loss = log(e^2 + 2) - 2
+    val = prototype_loss(e[:2], e[:2], torch.tensor([0, 1]), n_clusters=3)
+    assert float(val) == pytest.approx(math.log(math.exp(2) + 2) - 2, abs=1e-6)
+
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(12, 5, generator=g, requires_grad=True)
+    k = torch.randn(12, 5, generator=g, requires_grad=True)
+    pseudo = torch.tensor([0, 1, 2, -1, 0, 1, 2, 3, -1, 3, 0, 1])
+    base = prototype_loss(q, k, pseudo, 4)
+    perm = torch.randperm(12, generator=g)
+    assert float(prototype_loss(q[perm], k[perm], pseudo[perm], 4).detach()) == pytest.approx(float(base.detach()), abs=1e-6)
+    # the -1 samples are ignored: changing them or dropping them changes nothing
+    q2, k2 = q.detach().clone(), k.detach().clone()
+    q2[pseudo == -1] = 100.0
+    k2[pseudo == -1] = -7.0
+    assert float(prototype_loss(q2, k2, pseudo, 4)) == pytest.approx(float(base.detach()), abs=1e-6)
+    keep = pseudo >= 0
+    assert float(prototype_loss(q[keep], k[keep], pseudo[keep], 4)) == pytest.approx(float(base.detach()), abs=1e-6)
+    base.backward()
+    assert q.grad.abs().sum() > 0 and k.grad.abs().sum() > 0
+    assert q.grad[pseudo == -1].abs().sum() == 0
+
+
+def test_prototype_loss_zero_with_fewer_than_two_clusters():
+    q = torch.randn(4, 3, requires_grad=True)
+    k = torch.randn(4, 3)
+    out = prototype_loss(q, k, torch.tensor([2, 2, -1, 2]), 3)
+    assert float(out) == 0.0
+    out.backward()  # still differentiable
+    assert float(prototype_loss(q, k, torch.tensor([-1, -1, -1, -1]), 3)) == 0.0
+    with pytest.raises(ValueError):
+        prototype_loss(q, k, torch.tensor([0, 1, 3, 0]), 3)
+
+
+# ------------------------------------------------------------------------------------------------ the data
+def test_mnist5k_loader_hash_shape_and_classes():
+    x, y = load_mnist5k()
+    assert x.shape == (5000, 1, 28, 28) and x.dtype == np.float32 and y.dtype == np.int64
+    assert float(x.min()) == 0.0 and float(x.max()) == 1.0
+    assert np.bincount(y).tolist() == [500] * 10
+    assert (np.diff(y) >= 0).all() and y[0] == 0 and y[-1] == 9  # rows are sorted by digit
+    assert float(x.sum()) == pytest.approx(514772.97, abs=0.05) and float(x[0].sum()) == pytest.approx(121.941, abs=1e-3)
+
+
+def test_mnist5k_loader_rejects_tampered_bytes():
+    raw = _mnist5k_bytes()
+    bad = raw[:-1] + bytes([raw[-1] ^ 1])
+    with pytest.raises(DataError, match="mnist_5k.csv.gz has sha256"):
+        load_mnist5k(bad)
+    assert MNIST5K_SHA256.startswith("846f6cad")
+
+
+def test_subset_stratified_and_seeded():
+    y = np.repeat(np.arange(10), 500)
+    a, b = subset(y, 0, per_class=250), subset(y, 0, per_class=250)
+    assert np.array_equal(a, b) and a.size == 2500 and np.bincount(y[a]).tolist() == [250] * 10
+    assert not np.array_equal(a, subset(y, 1, per_class=250))
+    assert subset(y, 0, n_images=512).size == 512
+    with pytest.raises(DataError, match="per_class=501"):
+        subset(y, 0, per_class=501)
+
+
+def test_augment_deterministic_and_each_part_acts():
+    x = torch.rand(16, 1, 28, 28)
+    a = augment(x, torch.Generator().manual_seed(1))
+    b = augment(x, torch.Generator().manual_seed(1))
+    assert torch.equal(a, b) and a.shape == x.shape
+    ident = dict(crop_scale=(1.0, 1.0), rotation_deg=0.0, erase_p=0.0, noise_sigma=0.0)
+    noisy = augment(torch.zeros(64, 1, 28, 28), torch.Generator().manual_seed(2), **{**ident, "noise_sigma": 0.05})
+    assert float(noisy.std()) == pytest.approx(0.05, rel=0.05)
+    erased = augment(torch.ones(64, 1, 28, 28), torch.Generator().manual_seed(3),
+                     **{**ident, "erase_p": 1.0, "crop_scale": (1.0, 1.0)})
+    frac0 = (erased < 0.5).float().mean(dim=(1, 2, 3))
+    assert (frac0 > 0.01).all()  # every image lost a rectangle (≥ 2 % of its area, minus resampling borders)
+
+
+def test_cifar_reader_restricted(tmp_path):
+    good = tmp_path / "data_batch_1"
+    with good.open("wb") as fh:
+        pickle.dump({b"data": np.arange(2 * 3072, dtype=np.uint8).reshape(2, 3072), b"labels": [3, 7]}, fh)
+    x, y = read_cifar_batch(good)
+    assert x.shape == (2, 3, 32, 32) and y.tolist() == [3, 7] and int(x[1, 0, 0, 0]) == 3072 % 256
+
+    class Evil:
+        def __reduce__(self):
+            import os
+            return (os.system, ("true",))
+
+    evil = tmp_path / "evil"
+    evil.write_bytes(pickle.dumps({b"data": Evil()}))
+    with pytest.raises(pickle.UnpicklingError, match="not allowed"):
+        read_cifar_batch(evil)
+
+
+# ----------------------------------------------------------------------------------------- the training loop
+def test_old_network_snapshot_is_frozen_under_train_mode_forwards():
+    torch.manual_seed(0)
+    net = LFSSNet((4, 8), hidden=16, dim=8).train()
+    x = torch.rand(32, 1, 28, 28)
+    net.refresh_old()
+    before = net.features(x, "target")
+    for _ in range(3):
+        net.old_embed(torch.rand(32, 1, 28, 28) * 3)  # train-mode BN: batch stats, no buffer update
+        net.target(torch.rand(32, 1, 28, 28) * 3)  # the target's own running stats move
+    assert torch.equal(net.features(x, "old"), before)
+    assert not torch.equal(net.features(x, "target"), before)
+
+
+def test_ema_update_exact():
+    net = LFSSNet((2, 4), hidden=8, dim=4)
+    pq = next(net.encoder_q.parameters())
+    with torch.no_grad():
+        pq.fill_(1.0)
+        next(net.encoder_k.parameters()).fill_(0.0)
+    net.ema_update(0.9)
+    assert torch.allclose(next(net.encoder_k.parameters()), torch.full_like(pq, 0.1))
+
+
+def test_lr_schedule_values():
+    assert lr_at(0, 10, 25, 2, 0.05) == pytest.approx(0.05 * 0.1 / 2)
+    assert lr_at(19, 10, 25, 2, 0.05) == pytest.approx(0.05)  # end of warm-up
+    assert lr_at(249, 10, 25, 2, 0.05) == pytest.approx(0.0, abs=1e-12)
+    assert lr_at(134, 10, 25, 2, 0.05) == pytest.approx(0.025, abs=1e-3)  # half-way through the cosine
+
+
+def test_settings_scales_are_complete():
+    assert set(SCALES) == {"smoke", "default", "default_full", "paper"}
+    d = SCALES["default"]
+    assert (d["data"]["per_class"], d["train"]["epochs"], d["train"]["eta"], d["model"]["dim"]) == (250, 25, 10, 64)
+    assert d["stability"]["snapshot"] == "previous_boundary" and d["seeds"] == [0, 1, 2]
+    assert settings_for("default", train={"epochs": 5})["train"]["eta"] == 10
+    with pytest.raises(KeyError):
+        settings_for("huge")
+
+
+# ------------------------------------------------------------------------------------ claim verdicts, the gate
+@pytest.mark.parametrize("auroc,gap,expected", [
+    ([0.60, 0.59, 0.58], [0.06, 0.05, 0.04], (True, False)),     # mean AUROC 0.59, mean gap 0.05: reproduced
+    ([0.58, 0.58, 0.58], [0.05, 0.05, 0.05], (True, False)),     # both exactly at the thresholds
+    ([0.70, 0.70, 0.50], [0.10, 0.10, 0.10], (False, False)),    # one seed not > 0.5: inconclusive
+    ([0.579, 0.58, 0.58], [0.05, 0.05, 0.05], (False, False)),   # mean AUROC just below 0.58
+    ([0.60, 0.60, 0.60], [0.05, 0.05, 0.0499], (False, False)),  # mean gap just below 5 pts
+    ([0.50, 0.50, 0.50], [0.10, 0.10, 0.10], (False, True)),     # mean AUROC ≤ 0.5: not reproduced
+    ([0.70, 0.70, 0.70], [0.0, 0.0, 0.0], (False, True)),        # mean gap ≤ 0: not reproduced
+    ([0.52, 0.51, 0.53], [0.01, 0.02, 0.01], (False, False)),    # weak but positive: inconclusive
+])
+def test_claim1_verdict_boundaries(auroc, gap, expected):
+    rep, nrep, stat = claim1_unstable_misclustered(auroc, gap)
+    assert (rep, nrep) == expected
+    assert stat["auroc_mean"] == pytest.approx(np.mean(auroc)) and stat["gap_mean"] == pytest.approx(np.mean(gap))
+
+
+def test_claim1_inconclusive_when_gate_fails_or_nan():
+    rep, nrep, stat = claim1_unstable_misclustered([0.9] * 3, [0.3] * 3, gate=False)
+    assert (rep, nrep, stat["note"]) == (False, False, INADEQUATE)
+    rep, nrep, _ = claim1_unstable_misclustered([0.9, float("nan"), 0.9], [0.3] * 3)
+    assert (rep, nrep) == (False, False)
+
+
+@pytest.mark.parametrize("ab,al,nb,nl,expected", [
+    ([0.40, 0.40, 0.40], [0.42, 0.41, 0.39], [0.3] * 3, [0.31] * 3, (True, False)),  # 2 of 3 seeds up, NMI up
+    ([0.40, 0.40, 0.40], [0.42, 0.39, 0.39], [0.3] * 3, [0.31] * 3, (False, False)),  # only 1 seed positive
+    ([0.40, 0.40, 0.40], [0.42, 0.41, 0.39], [0.3] * 3, [0.30] * 3, (False, False)),  # NMI difference 0
+    ([0.40, 0.40, 0.40], [0.39, 0.39, 0.39], [0.3] * 3, [0.2] * 3, (False, False)),   # −1 pt exactly: not < −1
+    ([0.40, 0.40, 0.40], [0.38, 0.39, 0.399], [0.3] * 3, [0.4] * 3, (False, True)),   # mean −1.03 pts
+    ([0.40, 0.40, 0.40], [0.35, 0.45, 0.36], [0.3] * 3, [0.4] * 3, (False, True)),    # mean −1.33 pts
+])
+def test_claim2_verdict_boundaries(ab, al, nb, nl, expected):
+    rep, nrep, stat = claim2_lfss_improves(ab, al, nb, nl)
+    d = np.mean(np.subtract(al, ab))
+    if expected == (False, True):
+        assert d < -0.01
+    assert (rep, nrep) == expected, stat
+
+
+def test_claim2_gate_and_shapes():
+    rep, nrep, stat = claim2_lfss_improves([0.3] * 3, [0.5] * 3, [0.3] * 3, [0.5] * 3, gate=False)
+    assert (rep, nrep, stat["note"]) == (False, False, INADEQUATE)
+    with pytest.raises(ValueError, match="paired"):
+        claim2_lfss_improves([0.3] * 3, [0.5] * 2, [0.3] * 3, [0.5] * 3)
+
+
+def test_adequacy_gate_boundaries():
+    curve = [[0.30, 0.45, 0.50], [0.30, 0.48, 0.50], [0.2, 0.5, 0.5]]
+    ok, stat = adequacy_gate([0.45, 0.45, 0.45], curve, 0.5)  # 0.45 = 0.9 x 0.5: passes
+    assert ok and stat["threshold"] == pytest.approx(0.45) and stat["max_drop"] == pytest.approx(0.0)
+    ok, stat = adequacy_gate([0.449, 0.449, 0.449], curve, 0.5)
+    assert not ok and not stat["level_ok"] and stat["drift_ok"]
+    drop = [[0.30, 0.55, 0.50], [0.30, 0.551, 0.50], [0.5, 0.5, 0.5]]  # seed 2 drops 5.1 pts
+    ok, stat = adequacy_gate([0.5] * 3, drop, 0.5)
+    assert not ok and stat["level_ok"] and not stat["drift_ok"] and stat["max_drop"] == pytest.approx(0.051)
+    ok, _ = adequacy_gate([0.5] * 3, [[0.30, 0.55, 0.50]] * 3, [0.5, 0.5, 0.5])  # exactly 5 pts: passes
+    assert ok
+    with pytest.raises(ValueError):
+        adequacy_gate([0.5, 0.5], curve, 0.5)
+
+
+def test_stability_correctness_statistics():
+    s = np.arange(10, dtype=float)  # δ = 0.3 -> θ = 2 -> samples 0, 1 flagged
+    correct = np.array([0, 0, 1, 1, 1, 1, 1, 1, 1, 1], dtype=bool)
+    out = stability_correctness(s, correct, delta=0.3)
+    assert out == {"auroc": 1.0, "acc_unstable": 0.0, "acc_stable": 1.0, "gap": 1.0, "n_flagged": 2}
+    out = stability_correctness(s[::-1], correct, delta=0.3)
+    # reversed: the flagged (s = 0, 1) are samples 9, 8, both correct; the rest hold the 2 wrong ones
+    assert out["auroc"] == 0.0 and out["acc_unstable"] == 1.0 and out["gap"] == pytest.approx(0.75 - 1.0)
+    assert math.isnan(stability_correctness(s, np.ones(10, bool))["auroc"])
+
+
+# ------------------------------------------------------------------------------------------------ smoke run
+@pytest.mark.slow  # ~10 s of CPU, but minutes of wall time on a loaded 2-core machine
+def test_smoke_run_end_to_end_values():
+    from icml25.studies.lfss.experiment import run
+
+    s = settings_for("smoke")
+    res = run(s, "lfss", 0)
+    assert [c["epoch"] for c in res["curves"]] == [1, 2, 3]
+    # δ = 0.1 of 512 samples, no ties in s: ⌊51.2⌋ − 1 = 50 flagged at every boundary
+    assert [c["n_unstable"] for c in res["curves"]] == [50, 50, 50]
+    assert all(c["loss_p"] == 0.0 for c in res["curves"][:1]) and res["curves"][1]["loss_p"] > 0  # η = 1
+    assert all(c["loss_ss"] > 0 for c in res["curves"])
+    assert 0.15 < res["final"]["acc"] <= 1.0 and res["final"]["runs"] == 3  # above chance (0.1)
+    assert res["claim1"]["epochs"] == [1, 2, 3]
+    assert res["features"].shape == (512, 64) and sorted(res["stability"]) == [1, 2, 3]
+    base = run(s, "base", 0)
+    assert [c["n_unstable"] for c in base["curves"]] == [0, 0, 0] and base["curves"][0]["loss_ss"] == 0.0
