@@ -391,7 +391,7 @@ def test_linear_probe_value():
     rng = np.random.default_rng(0)
     y = np.repeat(np.arange(3), 100)
     X = rng.standard_normal((300, 4))
-    X[:, 0] += 5.0 * y  # separable on one coordinate
+    X[:, 0] += 20.0 * y  # separable on one coordinate (gaps of 20 σ)
     assert E.linear_probe(X, y, X, y) == 1.0
     assert E.linear_probe(rng.standard_normal((300, 4)), y, rng.standard_normal((300, 4)), y) < 0.5
 

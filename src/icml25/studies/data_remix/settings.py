@@ -45,7 +45,7 @@ _DIGITS = {                  # [R] digit pairs: MNIST-5k (audio slot) x noisy 8x
 
 _COMMON = {
     "arms": ARMS,
-    "threads": 1,             # torch intra-op threads per run (1 is fastest for these small MLPs under load)
+    "threads": 1,             # torch intra-op threads per run: 1 thread was 10-30x faster than 2 on the loaded machine
     "probe_max_iter": 500,    # lbfgs iterations of the linear probe
     "bootstrap_resamples": 2000,  # percentile-bootstrap resamples of claims 3-4
     "encoder": "mlp",         # [R] "mlp" offline; "resnet18" at paper scale
