@@ -44,8 +44,8 @@ include: "workflow/rules/summary.smk"
 rule all:
     default_target: True
     input:
-        f"{RESULTS}/claims.md",
-        f"{RESULTS}/claims.csv",
+        f"{SCALE_DIR}/claims.md",
+        f"{SCALE_DIR}/claims.csv",
 
 
 onstart:

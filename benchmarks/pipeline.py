@@ -41,7 +41,7 @@ def run_pipeline(work: Path, scale: str, studies: list[str] | None, cores: int) 
 
 
 def read_benchmarks(results: Path) -> list[dict]:
-    """One row per job: study, rule (wildcards stripped), seconds, max_rss (MB)."""
+    """One row per job under ``results/<scale>``: study, rule (wildcards stripped), seconds, max_rss (MB)."""
     rows = []
     for tsv in sorted(results.glob("**/benchmarks/*.tsv")):
         with open(tsv) as fh:
@@ -115,7 +115,7 @@ def main() -> None:
         wall = run_pipeline(work, scale, args.studies, args.cores)
         overhead = noop_overhead(work, slug, args.repeats, via_server=True)
         direct = noop_overhead(work, slug, args.repeats, via_server=False)
-        print_table(scale, wall, read_benchmarks(work / "results"), overhead, direct, args.cores)
+        print_table(scale, wall, read_benchmarks(work / "results" / scale), overhead, direct, args.cores)
 
 
 if __name__ == "__main__":

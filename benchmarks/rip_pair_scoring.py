@@ -2,7 +2,7 @@
 tensor side (one forward per new token for a whole batch, key/value cache) vs one sequence at a time.
 
     python benchmarks/rip_pair_scoring.py                         # default world pool, N=16, 1 torch thread
-    python benchmarks/rip_pair_scoring.py --prompts 500 --n 16 --seed-model results/rip/models/seed.pt
+    python benchmarks/rip_pair_scoring.py --prompts 500 --n 16 --seed-model results/default/rip/models/seed.pt
 
 Without ``--seed-model`` (or if the file is missing) a seed model is SFT-trained here for ``--sft-steps`` steps
 (an untrained model never emits EOS, which would make every response as long as possible). The one-at-a-time
@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[64, 1024, 8192],
                         help="tensor batch sizes of the batched mode")
     parser.add_argument("--single-prompts", type=int, default=25, help="prompts of the one-at-a-time mode")
-    parser.add_argument("--seed-model", type=Path, default=Path("results/rip/models/seed.pt"))
+    parser.add_argument("--seed-model", type=Path, default=Path("results/default/rip/models/seed.pt"))
     parser.add_argument("--sft-steps", type=int, default=300, help="SFT steps if no seed model is found")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     args = parser.parse_args(argv)

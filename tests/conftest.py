@@ -96,7 +96,7 @@ def smoke_run(tmp_path_factory) -> Path:
     tests that only read it)."""
     reuse = os.environ.get("ICML25_SMOKE_RUN")
     if reuse:
-        assert (Path(reuse) / "results" / "claims.md").exists(), f"ICML25_SMOKE_RUN={reuse}: no finished run there"
+        assert (Path(reuse) / "results" / "smoke" / "claims.md").exists(), f"ICML25_SMOKE_RUN={reuse}: no finished run there"
         return Path(reuse)
     work = copy_project(tmp_path_factory.mktemp("smoke_local"))
     out = run_snakemake(work, "--cores", "2", "--config", "scale=smoke", timeout=900)

@@ -103,7 +103,7 @@ def test_smoke_pipeline_runs_on_slurm(slurm_smoke):
     work, out, runs, env = slurm_smoke
     assert out.returncode == 0, tail(out)
     for slug in STUDIES:
-        assert (work / "results" / slug / "claims.json").exists()
+        assert (work / "results" / "smoke" / slug / "claims.json").exists()
     # Nothing fell back to a local store: the jobs logged to the server only.
     assert not (work / "results" / "mlflow.db").exists()
 
@@ -160,15 +160,16 @@ def test_slurm_results_equal_local_results(slurm_smoke, smoke_run):
     work, out, runs, env = slurm_smoke
     assert out.returncode == 0, tail(out)
     for slug in STUDIES:
-        slurm_doc = json.loads((work / "results" / slug / "claims.json").read_text())
-        local_doc = json.loads((smoke_run / "results" / slug / "claims.json").read_text())
+        slurm_doc = json.loads((work / "results" / "smoke" / slug / "claims.json").read_text())
+        local_doc = json.loads((smoke_run / "results" / "smoke" / slug / "claims.json").read_text())
         assert [c["verdict"] for c in slurm_doc["claims"]] == [c["verdict"] for c in local_doc["claims"]]
         assert _computed(slurm_doc) == _computed(local_doc)
 
     def verdicts(csv: Path) -> list[list[str]]:
         return [line.split(",")[:5] for line in csv.read_text().splitlines()]
 
-    assert verdicts(work / "results" / "claims.csv") == verdicts(smoke_run / "results" / "claims.csv")
+    assert verdicts(work / "results" / "smoke" / "claims.csv") == verdicts(
+        smoke_run / "results" / "smoke" / "claims.csv")
     local_runs = mlflow_runs(f"sqlite:///{smoke_run / 'results' / 'mlflow.db'}")
     assert run_names(runs) == run_names(local_runs)
 

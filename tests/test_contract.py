@@ -42,7 +42,6 @@ def test_study_has_every_piece(slug):
     for name in ("__init__.py", "__main__.py", "config.py", "README.md"):
         assert (pkg / name).is_file(), f"{slug}: missing {name}"
     assert (ROOT / "config" / "studies" / f"{slug}.yaml").is_file()
-    assert (ROOT / "workflow" / "schemas" / f"{slug}.schema.yaml").is_file()
     assert (ROOT / "tests" / "studies" / f"test_{slug}.py").is_file()
     smk = ROOT / "workflow" / "rules" / f"{slug}.smk"
     assert f'include: "workflow/rules/{slug}.smk"' in (ROOT / "Snakefile").read_text()
@@ -68,6 +67,32 @@ def test_every_rule_declares_log_benchmark_conda_resources_threads(slug):
             assert f"    {directive}" in block, f"rule {name}: missing {directive}"
         env = re.search(r'conda:\s+"\.\./\.\./(envs/[\w.-]+\.yaml)"', block)
         assert env and (ROOT / env.group(1)).is_file(), f"rule {name}: conda env missing"
+
+
+@pytest.mark.parametrize("slug", STUDIES)
+def test_every_rule_passes_its_stage_keys_and_every_stage_declares_them(slug):
+    """Each <slug>__<stage> rule's params are `**stage_params(slug, "<stage>")` (its own stage, nothing else
+    carrying config), each such stage has a STAGE_KEYS entry naming keys of the model, and the stage CLI knows
+    every declared stage."""
+    from icml25.core.config import check_stage_keys
+    from icml25.studies import study_config_class, study_stage_keys
+
+    keys = study_stage_keys(slug)
+    check_stage_keys(study_config_class(slug), keys)
+    text = (ROOT / "workflow" / "rules" / f"{slug}.smk").read_text()
+    for block in re.split(r"^\s*rule ", text, flags=re.M)[1:]:
+        name = block.split(":", 1)[0]
+        if name.endswith("__all"):
+            continue
+        stage = name.split("__", 1)[1]
+        assert stage in keys, f"rule {name}: stage {stage!r} has no STAGE_KEYS entry"
+        params = re.findall(r"stage_params\(([^)]*)\)", block)
+        assert len(params) == 1 and params[0].endswith(f'"{stage}"'), f"rule {name}: params {params}"
+        assert "cfg(" not in block.split("shell:", 1)[0].split("params:", 1)[-1], f"rule {name}: whole config in params"
+    pkg = ROOT / "src" / "icml25" / "studies" / slug
+    source = next(t for t in ((pkg / f).read_text() for f in ("stages.py", "__main__.py")) if "\nSTAGES = " in t)
+    table = source.split("\nSTAGES = ", 1)[1].split("\n\n", 1)[0]
+    assert set(re.findall(r'"(\w+)"', table)) == set(keys), f"{slug}: STAGES and STAGE_KEYS differ"
 
 
 @pytest.mark.parametrize("slug", STUDIES)

@@ -131,7 +131,7 @@ def test_smoke_pipeline_logs_to_server(mlflow_server, smoke_run, tmp_path):
         assert set(mine) == set(theirs), r.info.run_name
         evals = [k for k in mine if k.startswith("eval/")]  # final, deterministic values (no timings)
         assert {k: mine[k] for k in evals} == {k: theirs[k] for k in evals}, r.info.run_name
-    doc = json.loads((work / "results" / slug / "claims.json").read_text())
-    assert doc == json.loads((smoke_run / "results" / slug / "claims.json").read_text())
+    doc = json.loads((work / "results" / "smoke" / slug / "claims.json").read_text())
+    assert doc == json.loads((smoke_run / "results" / "smoke" / slug / "claims.json").read_text())
     uploaded = list(Path(mlflow_server.store, "artifacts").rglob("claims.json"))
     assert any(json.loads(p.read_text()) == doc for p in uploaded), uploaded

@@ -1,9 +1,12 @@
-"""The Snakemake workflow as users run it: lint, dry runs at every scale, parse-time config errors, and the
-whole smoke pipeline of every implemented study (tracking, second run, report, a killed job)."""
+"""The Snakemake workflow as users run it: lint, dry runs at every scale, parse-time config errors, the whole
+smoke pipeline of every implemented study (tracking, second run, report, a killed job), scales that coexist in
+``results/<scale>/``, and reruns that follow the config keys a stage reads."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -68,15 +71,16 @@ def smoke(smoke_run):
 @pytest.mark.slow
 def test_smoke_pipeline_writes_computed_claims(smoke):
     work, _ = smoke
-    md = (work / "results" / "claims.md").read_text()
+    md = (work / "results" / "smoke" / "claims.md").read_text()
     for slug in STUDIES:
-        doc = load_claims(work / "results" / slug / "claims.json")
+        doc = load_claims(work / "results" / "smoke" / slug / "claims.json")
         assert doc["scale"] == "smoke" and doc["claims"]
         assert all(c["verdict"] in VERDICTS for c in doc["claims"])
         assert f"## {slug}" in md
-    csv = (work / "results" / "claims.csv").read_text().splitlines()
+    csv = (work / "results" / "smoke" / "claims.csv").read_text().splitlines()
     assert csv[0].startswith("study,claim,source,data,verdict")
-    assert len(csv) - 1 == sum(len(load_claims(work / "results" / s / "claims.json")["claims"]) for s in STUDIES)
+    assert len(csv) - 1 == sum(len(load_claims(work / "results" / "smoke" / s / "claims.json")["claims"])
+                               for s in STUDIES)
 
 
 @pytest.mark.slow
@@ -92,7 +96,7 @@ def test_smoke_pipeline_tracks_every_job_under_a_parent(smoke):
         parents = [r for r in runs if r.data.tags.get("stage") == "pipeline"]
         children = [r for r in runs if r.data.tags.get("stage") != "pipeline"]
         assert len(parents) == 1 and parents[0].info.status == "FINISHED"
-        jobs = list((work / "results" / slug / "benchmarks").glob("*.tsv"))
+        jobs = list((work / "results" / "smoke" / slug / "benchmarks").glob("*.tsv"))
         assert len(children) == len(jobs), (sorted(r.info.run_name for r in children), sorted(j.name for j in jobs))
         stages = {r.data.tags["stage"] for r in children}
         assert {"preprocess", "train", "evaluate"} <= stages
@@ -125,7 +129,7 @@ def test_report_includes_every_study_figure(smoke):
     assert out.returncode == 0, out.stderr[-3000:]
     html = (work / "results" / "report.html").read_text(errors="replace")
     for slug in STUDIES:
-        for fig in (work / "results" / slug / "figures").glob("*.png"):
+        for fig in (work / "results" / "smoke" / slug / "figures").glob("*.png"):
             assert fig.name in html, f"{fig.name} not in report"
 
 
@@ -135,13 +139,13 @@ def test_killed_train_job_leaves_no_complete_looking_output(tmp_path):
     exist, and a rerun completes the pipeline."""
     work = copy_project(tmp_path)
     cfg = ["--config", "scale=smoke", "studies=[cat_iv]", "overrides={cat_iv: {n: [4000], arms: [cat_k2]}}"]
-    target = "results/cat_iv/models/cat_k2/chunk0.json"
-    out = smk("--cores", "1", *cfg, "--", "results/cat_iv/processed/synthetic.npz", cwd=work, timeout=600)
+    target = "results/smoke/cat_iv/models/cat_k2/chunk0.json"
+    out = smk("--cores", "1", *cfg, "--", "results/smoke/cat_iv/processed/synthetic.npz", cwd=work, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     env = clean_env()
     proc = subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "1", *cfg, "--", target], cwd=work,
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    log = work / "results" / "cat_iv" / "logs" / "train_cat_k2_chunk0.log"
+    log = work / "results" / "smoke" / "cat_iv" / "logs" / "train_cat_k2_chunk0.log"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not (log.exists() and "train: arm=" in log.read_text()):
         time.sleep(0.2)
@@ -158,3 +162,88 @@ def test_killed_train_job_leaves_no_complete_looking_output(tmp_path):
     out = smk("--cores", "1", *cfg, "--", target, cwd=work, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
     assert json.loads((work / target).read_text())
+
+
+# ---------------------------------------------------------------------------- scales coexist, reruns follow keys
+
+# A default-scale run of cat_iv made cheap by overrides (one seed, one arm, n=300): what matters is its scale.
+CHEAP_DEFAULT = ["scale=default", "studies=[cat_iv]",
+                 "overrides={cat_iv: {seeds: [0], arms: [cat_k2], n: [300], bootstrap_resamples: 100, "
+                 "real: {datasets: [card], card_rows: 200}}}"]
+CAT_IV_SMOKE = ["scale=smoke", "studies=[cat_iv]"]
+
+
+def _fingerprint(root: Path) -> dict[str, tuple[int, str]]:
+    """{relative path: (mtime_ns, sha256)} of every file under ``root``."""
+    return {str(p.relative_to(root)): (p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest())
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def two_scales(tmp_path_factory):
+    """A project copy where cat_iv ran at (cheap) default scale, then at smoke scale; with the default
+    results' fingerprint taken between the two runs."""
+    work = copy_project(tmp_path_factory.mktemp("scales"))
+    out = smk("--cores", "2", "--config", *CHEAP_DEFAULT, cwd=work)
+    assert out.returncode == 0, out.stderr[-3000:]
+    before = _fingerprint(work / "results" / "default")
+    out = smk("--cores", "2", "--config", *CAT_IV_SMOKE, cwd=work)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return work, before
+
+
+@pytest.mark.slow
+def test_smoke_run_leaves_default_results_untouched(two_scales):
+    work, before = two_scales
+    results = work / "results"
+    assert _fingerprint(results / "default") == before  # same files, same bytes, same mtimes
+    assert {"claims.md", "claims.csv", "cat_iv/claims.json"} <= set(before)
+    for scale in ("default", "smoke"):
+        assert load_claims(results / scale / "cat_iv" / "claims.json")["scale"] == scale
+        assert "cat_iv" in (results / scale / "claims.md").read_text()
+    assert not (results / "cat_iv").exists() and not (results / "claims.md").exists()
+    # one MLflow store for both scales, the scale as a tag
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{results / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("icml25/cat_iv")
+    runs = client.search_runs([exp.experiment_id], max_results=1000)
+    assert {r.data.tags.get("scale") for r in runs if r.data.tags.get("stage") == "evaluate"} == {"default", "smoke"}
+    assert not list(results.glob("*/mlflow.db"))
+
+
+def _dry_run_jobs(text: str) -> dict[str, int]:
+    """``{rule: count}`` from the "Job stats" table of a dry run."""
+    table = text.split("Job stats:", 1)[1].split("total", 1)[0]
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)\s*$", table, flags=re.M)}
+
+
+@pytest.mark.slow
+def test_evaluate_only_key_reruns_only_evaluate_and_report(two_scales):
+    """Changing ``bootstrap_resamples`` (read by cat_iv's evaluate stage only) after a finished smoke run: the dry
+    run schedules evaluate, report and the summary, nothing upstream, and names the changed key."""
+    work, _ = two_scales
+    out = smk("-n", "--config", *CAT_IV_SMOKE, "overrides={cat_iv: {bootstrap_resamples: 300}}", cwd=work)
+    text = out.stdout + out.stderr
+    print(text)
+    assert out.returncode == 0, text[-3000:]
+    assert _dry_run_jobs(text) == {"cat_iv__evaluate": 1, "cat_iv__report": 1, "summary__claims": 1, "all": 1}
+    reason = next(line for line in text.splitlines() if "Params have changed" in line)
+    assert "before: 'bootstrap_resamples=200'" in reason and "now: 'bootstrap_resamples=300'" in reason, reason
+    assert "seeds" not in reason and "forest_trees" not in reason  # only the changed key, not the whole config
+
+
+@pytest.mark.slow
+def test_train_key_reruns_train_not_data_stages(two_scales):
+    """``alpha`` is read by train only: both train jobs rerun (and what follows), download and preprocess do not.
+    ``real.card_rows`` is read by preprocess: the rerun starts there, download stays."""
+    work, _ = two_scales
+    out = smk("-n", "--config", *CAT_IV_SMOKE, "overrides={cat_iv: {alpha: 0.1}}", cwd=work)
+    text = out.stdout + out.stderr
+    assert out.returncode == 0, text[-3000:]
+    assert _dry_run_jobs(text) == {"cat_iv__train": 2, "cat_iv__evaluate": 1, "cat_iv__report": 1,
+                                   "summary__claims": 1, "all": 1}
+    assert "before: 'alpha=0.05' now: 'alpha=0.1'" in text
+    out = smk("-n", "--config", *CAT_IV_SMOKE, "overrides={cat_iv: {real: {card_rows: 400}}}", cwd=work)
+    jobs = _dry_run_jobs(out.stdout + out.stderr)
+    assert "cat_iv__download" not in jobs and jobs["cat_iv__preprocess"] == 1 and jobs["cat_iv__train"] == 2

@@ -5,52 +5,66 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from pydantic import Field
 
 from icml25.core.cli import Stage, stage_main
-from icml25.core.config import ConfigError
-from icml25.core.workflow import export_job_env, resolve_study, seed_chunks
+from icml25.core.config import ConfigError, StudyConfig, UndeclaredKeyError
+from icml25.core.workflow import export_job_env, resolve_study, rule_params, seed_chunks
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@dataclass(frozen=True)
-class Config:
-    seeds: tuple[int, ...]
-    seeds_per_job: int | None = None
-    lr: float = 0.1
+class Config(StudyConfig):
+    lr: float = Field(0.1, gt=0)
+    steps: int = 10
 
 
-def test_stage_main_runs_stage_with_parsed_paths_and_config(tmp_path):
+STAGE_KEYS = {"train": ("lr",), "evaluate": ()}
+
+
+def test_stage_main_runs_stage_with_parsed_paths_and_its_keys(tmp_path):
     seen = {}
 
     def train(stage: Stage, run) -> None:
-        seen.update(cfg=stage.config, arm=stage.arm, seeds=stage.seeds, out=stage.output(0), inp=stage.inputs)
+        seen.update(lr=stage.config.lr, arm=stage.arm, seeds=stage.seeds, out=stage.output(0), inp=stage.inputs)
         run.log_metric("train/x", 1.0)
+        stage.config.steps  # undeclared: raises
 
-    rc = stage_main("toy", Config, {"train": train},
-                    ["train", "--config-json", json.dumps({"seeds": [3, 4], "lr": 0.5}), "--arm", "a", "--seeds",
-                     "3", "4", "--in", "x.npz", "--out", str(tmp_path / "m.json"), "--no-track"])
-    assert rc == 0
-    assert seen == {"cfg": Config(seeds=(3, 4), lr=0.5), "arm": "a", "seeds": (3, 4), "out": tmp_path / "m.json",
-                    "inp": (Path("x.npz"),)}
+    argv = ["train", "--config-json", json.dumps({"seeds": [3, 4], "lr": 0.5}), "--arm", "a", "--seeds",
+            "3", "4", "--in", "x.npz", "--out", str(tmp_path / "m.json"), "--no-track"]
+    with pytest.raises(UndeclaredKeyError, match="toy train reads config key 'steps'"):
+        stage_main("toy", Config, {"train": train}, argv, stage_keys=STAGE_KEYS)
+    assert seen == {"lr": 0.5, "arm": "a", "seeds": (3, 4), "out": tmp_path / "m.json", "inp": (Path("x.npz"),)}
 
 
 def test_stage_main_config_error_exits_2_naming_key(capsys):
     rc = stage_main("toy", Config, {"train": lambda s, r: None},
-                    ["train", "--config-json", json.dumps({"seeds": [0], "lr": "fast"}), "--no-track"])
+                    ["train", "--config-json", json.dumps({"seeds": [0], "lr": "fast"}), "--no-track"],
+                    stage_keys=STAGE_KEYS)
     assert rc == 2
-    assert "toy.lr: expected a number" in capsys.readouterr().err
+    assert "toy.lr: Input should be a valid number" in capsys.readouterr().err
+    rc = stage_main("toy", Config, {"report": lambda s, r: None},
+                    ["report", "--config-json", json.dumps({"seeds": [0]}), "--no-track"], stage_keys=STAGE_KEYS)
+    assert rc == 2
+    assert "stage 'report' has no STAGE_KEYS entry" in capsys.readouterr().err
+
+
+def test_rule_params_one_string_per_declared_key():
+    cfg = {"seeds": [0, 1], "lr": 0.5, "steps": 10}
+    assert rule_params(cfg, STAGE_KEYS, "toy", "train") == {"k0": "lr=0.5"}
+    assert rule_params(cfg, STAGE_KEYS, "toy", "evaluate") == {}
+    with pytest.raises(KeyError, match="stage 'report' has no STAGE_KEYS entry"):
+        rule_params(cfg, STAGE_KEYS, "toy", "report")
 
 
 def test_noop_stage_tracks_a_run(tmp_path, monkeypatch):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     monkeypatch.delenv("ICML25_INVOCATION", raising=False)
     assert stage_main("toy", Config, {}, ["noop", "--config-json", '{"seeds": [0]}', "--results",
-                                          str(tmp_path)]) == 0
+                                          str(tmp_path)], stage_keys=STAGE_KEYS) == 0
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=os.environ["MLFLOW_TRACKING_URI"])
@@ -90,6 +104,27 @@ def test_resolve_study_merges_scale_overrides_and_seeds():
     assert base != resolve_study(slug, cls, {"scale": "default"}, ROOT)
     with pytest.raises(ConfigError, match=rf"{slug}\.no_such_key: unknown key"):
         resolve_study(slug, cls, {"scale": "smoke", "overrides": {slug: {"no_such_key": 1}}}, ROOT)
+
+
+def test_resolve_study_checks_every_scale_of_the_yaml(tmp_path):
+    """A bad value under another scale than the selected one fails a smoke parse, naming file, scale and key."""
+    import shutil
+
+    import yaml
+
+    from icml25.studies import study_config_class
+
+    (tmp_path / "config" / "studies").mkdir(parents=True)
+    raw = yaml.safe_load((ROOT / "config" / "studies" / "cat_iv.yaml").read_text())
+    raw["scales"]["paper"]["alpha"] = 2.0
+    (tmp_path / "config" / "studies" / "cat_iv.yaml").write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match=r"config/studies/cat_iv.yaml: scales\.paper\.alpha"):
+        resolve_study("cat_iv", study_config_class("cat_iv"), {"scale": "smoke"}, tmp_path)
+    raw["scales"]["paper"] = {"n": [300], "real": {"card_rows": 5}}
+    (tmp_path / "config" / "studies" / "cat_iv.yaml").write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match=r"scales\.paper\.real\.card_rows"):
+        resolve_study("cat_iv", study_config_class("cat_iv"), {"scale": "smoke"}, tmp_path)
+    shutil.rmtree(tmp_path / "config")
 
 
 def test_export_job_env(tmp_path, monkeypatch):

@@ -1,54 +1,117 @@
-"""core.config: strict dataclass building, scale merging, schema validation, hashing."""
+"""core.config: pydantic study models (strict, key paths in errors), generated schemas, stage keys and the
+stage view, scale merging, hashing."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Literal
 
 import pytest
+from pydantic import Field, model_validator
 
-from icml25.core.config import (ConfigError, build, config_hash, deep_merge, flatten, load_yaml, merge_scale,
-                                to_dict, validate_schema)
+from icml25.core.config import (ConfigError, Section, StageView, StudyConfig, UndeclaredKeyError, build,
+                                check_stage_keys, config_hash, deep_merge, flatten, load_yaml, merge_scale,
+                                stage_params, stage_subset, study_schema, to_dict, validate_schema)
 
 
-@dataclass(frozen=True)
-class Inner:
-    rows: int | None = None
+class Inner(Section):
+    rows: int | None = Field(None, ge=1)
     method: Literal["linear", "forest"] = "linear"
 
+    @property
+    def wide(self) -> bool:
+        return self.rows is not None and self.rows > 10
 
-@dataclass(frozen=True)
-class Cfg:
-    seeds: tuple[int, ...]
-    lr: float = 0.1
+
+class Cfg(StudyConfig):
+    arms: tuple[Literal["a", "b"], ...] = Field(("a",), min_length=1)
+    lr: float = Field(0.1, gt=0)
     flag: bool = False
     names: tuple[str, ...] = ("a",)
-    inner: Inner = field(default_factory=Inner)
+    inner: Inner = Inner()
 
-    def __post_init__(self):
-        if self.lr <= 0:
-            raise ValueError("lr: must be positive")
+    @model_validator(mode="after")
+    def _check(self):
+        if self.flag and self.lr > 1:
+            raise ValueError("lr: must be <= 1 when flag is set")
+        return self
 
 
 def test_build_nested_and_coerces_lists_and_ints():
     cfg = build(Cfg, {"seeds": [0, 1], "lr": 1, "inner": {"rows": 5}})
     assert cfg == Cfg(seeds=(0, 1), lr=1.0, inner=Inner(rows=5))
-    assert isinstance(cfg.lr, float)
+    assert isinstance(cfg.lr, float) and cfg.seeds == (0, 1) and cfg.seeds_per_job is None
+    with pytest.raises(Exception):
+        cfg.lr = 2.0  # frozen
 
 
 @pytest.mark.parametrize("data, message", [
-    ({"seeds": [0], "bogus": 1}, r"^study\.bogus: unknown key"),
-    ({"seeds": [0], "inner": {"rowz": 1}}, r"^study\.inner\.rowz: unknown key"),
+    ({"seeds": [0], "bogus": 1}, r"^study\.bogus: unknown key \(allowed: arms, flag, inner, lr, names, seeds"),
+    ({"seeds": [0], "inner": {"rowz": 1}}, r"^study\.inner\.rowz: unknown key \(allowed: method, rows\)"),
     ({}, r"^study\.seeds: required key missing"),
-    ({"seeds": [0, "x"]}, r"^study\.seeds\[1\]: expected an integer"),
-    ({"seeds": [0], "flag": 1}, r"^study\.flag: expected true/false"),
-    ({"seeds": [0], "lr": True}, r"^study\.lr: expected a number"),
-    ({"seeds": [0], "inner": {"method": "svm"}}, r"^study\.inner\.method: 'svm' is not one of"),
-    ({"seeds": [0], "lr": -1}, r"^study: lr: must be positive"),
-    ({"seeds": 3}, r"^study\.seeds: expected a list"),
+    ({"seeds": [0, "x"]}, r"^study\.seeds\[1\]: Input should be a valid integer, got 'x'"),
+    ({"seeds": [0, -1]}, r"^study\.seeds\[1\]: Input should be greater than or equal to 0"),
+    ({"seeds": [0, 0]}, r"^study: seeds: duplicates"),
+    ({"seeds": [0], "arms": ["a", "a"]}, r"^study: arms: duplicates"),
+    ({"seeds": [0], "arms": ["c"]}, r"^study\.arms\[0\]: Input should be 'a' or 'b'"),
+    ({"seeds": [0], "flag": 1}, r"^study\.flag: Input should be a valid boolean"),
+    ({"seeds": [0], "lr": True}, r"^study\.lr: Input should be a valid number"),
+    ({"seeds": [0], "lr": "0.5"}, r"^study\.lr: Input should be a valid number"),
+    ({"seeds": [0], "lr": 0}, r"^study\.lr: Input should be greater than 0"),
+    ({"seeds": [0], "inner": {"method": "svm"}}, r"^study\.inner\.method: Input should be 'linear' or 'forest'"),
+    ({"seeds": [0], "lr": 2, "flag": True}, r"^study: lr: must be <= 1 when flag is set"),
+    ({"seeds": 3}, r"^study\.seeds: Input should be a valid array"),
+    ({"seeds": [0], "seeds_per_job": 0}, r"^study\.seeds_per_job: Input should be greater than or equal to 1"),
 ])
 def test_build_errors_name_the_key(data, message):
     with pytest.raises(ConfigError, match=message):
         build(Cfg, data, path="study")
+
+
+def test_every_error_is_reported_one_per_line():
+    with pytest.raises(ConfigError) as err:
+        build(Cfg, {"seeds": [0], "bogus": 1, "inner": {"rows": 0}}, path="s")
+    assert str(err.value).splitlines()[0].startswith("s.bogus: unknown key")
+    assert str(err.value).splitlines()[1].startswith("s.inner.rows: Input should be greater than or equal to 1")
+
+
+def test_generated_schema_checks_the_yaml_and_its_scales():
+    schema = study_schema(Cfg, "study.yaml")
+    ok = {"seeds": [0], "inner": {"rows": 2}, "scales": {"smoke": {"inner": {"rows": 3}}, "default": None,
+                                                           "paper": {}}}
+    validate_schema(ok, schema)
+    assert schema["properties"]["lr"]["exclusiveMinimum"] == 0 and schema["required"] == ["seeds", "scales"]
+    with pytest.raises(ConfigError, match=r"scales\.smoke\.inner\.rowz|rowz"):
+        validate_schema({**ok, "scales": {**ok["scales"], "smoke": {"inner": {"rowz": 3}}}}, schema)
+    with pytest.raises(ConfigError, match=r"scales\.paper\.lr"):
+        validate_schema({**ok, "scales": {**ok["scales"], "paper": {"lr": -1}}}, schema)
+    with pytest.raises(ConfigError, match="scales"):
+        validate_schema({**ok, "scales": {"smoke": {}, "default": {}}}, schema)  # a scale missing
+
+
+def test_stage_keys_subset_params_and_view():
+    cfg = build(Cfg, {"seeds": [0, 1], "lr": 0.5, "inner": {"rows": 20}})
+    plain = to_dict(cfg)
+    keys = ("lr", "inner.rows")
+    check_stage_keys(Cfg, {"train": keys})
+    with pytest.raises(ConfigError, match="'inner.rowz' is not a key"):
+        check_stage_keys(Cfg, {"train": ("inner.rowz",)})
+    with pytest.raises(ConfigError, match="'lr.x' is not a key"):
+        check_stage_keys(Cfg, {"train": ("lr.x",)})
+    assert stage_subset(plain, keys) == {"inner": {"rows": 20}, "lr": 0.5}
+    assert sorted(stage_params(plain, keys).values()) == ["inner.rows=20", "lr=0.5"]
+    assert sorted(stage_params(plain, ("inner",)).values()) == ['inner.method="linear"', "inner.rows=20"]
+    assert stage_params(plain, ()) == {}
+    view = StageView(cfg, keys, who="study train")
+    assert view.lr == 0.5 and view.inner.rows == 20 and view.inner.wide is True  # property read through the view
+    with pytest.raises(UndeclaredKeyError, match="study train reads config key 'seeds'"):
+        view.seeds
+    with pytest.raises(UndeclaredKeyError, match="'inner.method'"):
+        view.inner.method
+    with pytest.raises(AttributeError):
+        view.model_dump
+    with pytest.raises(AttributeError):
+        view.lr = 1.0
+    assert StageView(cfg, ("inner",)).inner == cfg.inner  # a declared section is handed out whole
+    assert config_hash(view) == config_hash(cfg)
 
 
 def test_merge_scale_and_deep_merge():
@@ -84,7 +147,8 @@ def test_load_yaml_errors(tmp_path):
 
 def test_hash_flatten_to_dict():
     cfg = build(Cfg, {"seeds": [0]})
-    assert config_hash(cfg) == config_hash(to_dict(cfg)) == config_hash({"seeds": [0], "lr": 0.1, "flag": False,
+    assert config_hash(cfg) == config_hash(to_dict(cfg)) == config_hash({"seeds": [0], "seeds_per_job": None,
+                                                                          "arms": ["a"], "lr": 0.1, "flag": False,
                                                                           "names": ["a"],
                                                                           "inner": {"rows": None,
                                                                                     "method": "linear"}})
@@ -92,17 +156,30 @@ def test_hash_flatten_to_dict():
     assert flatten({"a": {"b": 1, "c": {"d": 2}}, "e": [1]}) == {"a.b": 1, "a.c.d": 2, "e": [1]}
 
 
-def test_every_study_yaml_matches_schema_and_dataclass_at_every_scale():
+def test_every_study_yaml_matches_its_model_at_every_scale_and_comments_every_key():
+    import re
     from pathlib import Path
 
-    from icml25.studies import STUDIES, study_config_class
+    from icml25.studies import STUDIES, study_config_class, study_stage_keys
 
     root = Path(__file__).resolve().parents[2]
     for slug in STUDIES:
-        raw = load_yaml(root / "config" / "studies" / f"{slug}.yaml")
-        validate_schema(raw, root / "workflow" / "schemas" / f"{slug}.schema.yaml", what=slug)
+        cls = study_config_class(slug)
+        assert issubclass(cls, StudyConfig) and cls.model_config["frozen"] and cls.model_config["extra"] == "forbid"
+        check_stage_keys(cls, study_stage_keys(slug))
+        path = root / "config" / "studies" / f"{slug}.yaml"
+        raw = load_yaml(path)
+        validate_schema(raw, study_schema(cls, slug), what=slug)
         for scale in ("smoke", "default", "paper"):
-            build(study_config_class(slug), merge_scale(raw, scale), path=slug)
+            build(cls, merge_scale(raw, scale), path=slug)
+        # every key of the model is set (and so documented) in the yaml's common part
+        assert set(flatten({k: v for k, v in raw.items() if k != "scales"})) >= set(flatten(to_dict(
+            build(cls, merge_scale(raw, "default"))))), slug
+        # every key line of the common part carries a comment, on it or on the line above
+        lines = path.read_text().splitlines()
+        for i, line in enumerate(lines[: lines.index("scales:")]):
+            if re.match(r"^\s*[a-z_0-9]+:", line):
+                assert "#" in line or lines[i - 1].lstrip().startswith("#"), f"{slug}.yaml: {line!r} uncommented"
 
 
 def test_retype_strings_restores_cli_types():

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from icml25.core.download import DownloadError, ManifestEntry, fetch, read_manifest, sha256_file, source_url
+from icml25.core.download import (DownloadError, IntegrityError, ManifestEntry, check_recorded, csv_check, fetch,
+                                  netcdf_check, parquet_check, read_manifest, sha256_file, source_url)
 
 SHARED = Path(__file__).resolve().parents[3] / "shared"
 MIRROR = SHARED / "mirror"
@@ -121,14 +122,98 @@ def test_pin_on_first_download_then_enforced(tmp_path):
     src.parent.mkdir(parents=True)
     src.write_bytes(b"first version")
     entry = ManifestEntry("f", "https://example.org/data/f.bin", "", None, "", "data/f.bin")
-    dest = fetch(entry, tmp_path / "out" / "f.bin", mirror=tmp_path / "mirror", progress=False)
+    dest = fetch(entry, tmp_path / "out" / "f.bin", mirror=tmp_path / "mirror", progress=False,
+                 trust_unpinned=True)
     pin = dest.with_name("f.bin.sha256")
     assert pin.read_text().strip() == hashlib.sha256(b"first version").hexdigest()
     dest.unlink()
     src.write_bytes(b"changed upstream")
     with pytest.raises(DownloadError, match="sha256 mismatch"):
-        fetch(entry, dest, mirror=tmp_path / "mirror", progress=False)
+        fetch(entry, dest, mirror=tmp_path / "mirror", progress=False, trust_unpinned=True)
     assert not dest.exists()
+
+
+def test_unpinned_entry_refused_without_opt_in_and_logged_with_it(tmp_path, http_server, caplog):
+    """Issue 11, finding 5: a row without a sha256 (26-byte text served as a netCDF file) is refused unless the
+    caller opts in to trust on first use; the opt-in is logged; the format check still rejects the text."""
+    (tmp_path / "www").mkdir()
+    (tmp_path / "www" / "ocean_his_20080101.nc").write_text("this is not a netcdf file\n")
+    base = http_server(tmp_path / "www")
+    entry = ManifestEntry("ocean_his_20080101.nc", "https://example.org/ocean_his_20080101.nc", "", None, "",
+                          "ocean_his_20080101.nc")
+    dest = tmp_path / "raw" / "ocean_his_20080101.nc"
+    with pytest.raises(DownloadError, match=r"pins no sha256 .*refusing it.*trust_unpinned"):
+        fetch(entry, dest, base, progress=False)
+    assert not dest.exists() and not list(dest.parent.iterdir())
+    with pytest.raises(DownloadError, match=r"ocean_his_20080101.nc is not a valid file.*does not open as netCDF"):
+        fetch(entry, dest, base, progress=False, trust_unpinned=True, check=netcdf_check(["h", "pm"]))
+    assert not list(dest.parent.iterdir())  # no file, no part, no pin
+    (tmp_path / "www" / "t.txt").write_text("plain")
+    text = ManifestEntry("t", "https://example.org/t.txt", "", None, "", "t.txt")
+    with caplog.at_level("WARNING", logger="icml25"):
+        fetch(text, tmp_path / "raw" / "t.txt", base, progress=False, trust_unpinned=True)
+    assert "trusted on first use" in caplog.text and hashlib.sha256(b"plain").hexdigest() in caplog.text
+
+
+def test_format_checks_name_what_is_wrong(tmp_path):
+    import netCDF4
+    import numpy as np
+    import pandas as pd
+
+    nc = tmp_path / "a.nc"
+    with netCDF4.Dataset(nc, "w") as ds:
+        ds.createDimension("x", 3)
+        ds.createVariable("h", "f8", ("x",), zlib=True)[:] = np.arange(3.0)
+    netcdf_check(["h"])(nc)
+    with pytest.raises(ValueError, match=r"\['pm'\] missing"):
+        netcdf_check(["h", "pm"])(nc)
+    csv_path = tmp_path / "a.csv"
+    csv_path.write_text("lwage,educ\n1,2\n")
+    csv_check(["lwage", "educ"])(csv_path)
+    with pytest.raises(ValueError, match=r"lacks column\(s\) \['nearc4'\]"):
+        csv_check(["nearc4"])(csv_path)
+    csv_path.write_bytes(b"\xff\xfe\x00binary")
+    with pytest.raises(ValueError, match="not utf-8 text"):
+        csv_check(["a"])(csv_path)
+    pq = tmp_path / "a.parquet"
+    pd.DataFrame({"language": ["en"], "conversation": ["x"]}).to_parquet(pq)
+    parquet_check(["language", "conversation"])(pq)
+    with pytest.raises(ValueError, match="lacks column"):
+        parquet_check(["turn"])(pq)
+    with pytest.raises(ValueError, match="not a parquet file"):
+        parquet_check(["turn"])(csv_path)
+
+
+def test_recorded_hash_is_rechecked_by_later_readers(tmp_path):
+    """Finding 5/6: every download records its hash; a reader finds a file changed after download."""
+    src = tmp_path / "mirror" / "f.bin"
+    src.parent.mkdir()
+    src.write_bytes(b"payload")
+    entry = ManifestEntry("f", "https://example.org/f.bin", hashlib.sha256(b"payload").hexdigest(), 7, "", "f.bin")
+    dest = fetch(entry, tmp_path / "raw" / "f.bin", tmp_path / "mirror", progress=False)
+    assert check_recorded(dest) == hashlib.sha256(b"payload").hexdigest()
+    dest.write_bytes(b"pAyload")
+    with pytest.raises(IntegrityError, match=r"f.bin: sha256 .* differs from .* recorded at download"):
+        check_recorded(dest)
+    dest.with_name("f.bin.sha256").unlink()
+    with pytest.raises(IntegrityError, match="no recorded sha256"):
+        check_recorded(dest)
+
+
+def test_shipped_manifests_pin_or_mark_unpinned_explicitly():
+    """Finding 5: no manifest row of a study leaves its sha256 empty; rows without one say UNPINNED."""
+    import csv
+
+    root = Path(__file__).resolve().parents[2] / "src" / "icml25" / "studies"
+    counts = {}
+    for manifest in sorted(root.glob("*/manifest.csv")):
+        entries = read_manifest(manifest)  # an empty sha256 cell would raise
+        with open(manifest, newline="") as fh:
+            cells = [r["sha256"] for r in csv.DictReader(fh)]
+        assert all(c == "UNPINNED" or len(c) == 64 for c in cells), manifest
+        counts[manifest.parent.name] = (sum(c == "UNPINNED" for c in cells), len(entries))
+    assert counts["rip"] == (15, 16) and counts["coastalbench"][0] == counts["coastalbench"][1] > 3000
+    assert counts["cat_iv"][0] == 0 and counts["human_baselines"][0] == 0
 
 
 def test_manifest_parsing_errors_name_row_and_column(tmp_path):
@@ -142,6 +227,11 @@ def test_manifest_parsing_errors_name_row_and_column(tmp_path):
     path.write_text(good.replace(ETT_SHA, "abc"))
     with pytest.raises(ValueError, match="column sha256"):
         read_manifest(path)
+    path.write_text(good.replace(ETT_SHA, ""))
+    with pytest.raises(ValueError, match=r"manifest.csv:2: column sha256 is empty.*UNPINNED"):
+        read_manifest(path)
+    path.write_text(good.replace(ETT_SHA, "UNPINNED"))
+    assert read_manifest(path)["etth1"].sha256 == ""
     path.write_text("name,url\nx,https://a\n")
     with pytest.raises(ValueError, match="missing column"):
         read_manifest(path)

@@ -18,7 +18,7 @@ rule cat_iv__download:
         mem_mb=1000,
         runtime=10,
     params:
-        cfg=cfg_param("cat_iv"),
+        **stage_params("cat_iv", "download"),
     shell:
         stage_cmd("cat_iv", "download")
         + " --out {output.card} {output.mroz} > {log} 2>&1"
@@ -42,7 +42,7 @@ rule cat_iv__preprocess:
         mem_mb=8000 if SCALE == "paper" else 2000,
         runtime=30,
     params:
-        cfg=cfg_param("cat_iv"),
+        **stage_params("cat_iv", "preprocess"),
     shell:
         stage_cmd("cat_iv", "preprocess")
         + " --in {input.card} {input.mroz} --out {output.synthetic} {output.real} > {log} 2>&1"
@@ -68,7 +68,7 @@ rule cat_iv__train:
         mem_mb=4000,
         runtime=120,
     params:
-        cfg=cfg_param("cat_iv"),
+        **stage_params("cat_iv", "train"),
         seeds=lambda w: " ".join(map(str, seed_chunks("cat_iv")[int(w.chunk)])),
     shell:
         stage_cmd("cat_iv", "train")
@@ -98,7 +98,7 @@ rule cat_iv__evaluate:
         mem_mb=2000,
         runtime=20,
     params:
-        cfg=cfg_param("cat_iv"),
+        **stage_params("cat_iv", "evaluate"),
     shell:
         stage_cmd("cat_iv", "evaluate")
         + " --in {input.synthetic} {input.models} --out {output.claims} {output.metrics} > {log} 2>&1"
@@ -125,7 +125,7 @@ rule cat_iv__report:
         mem_mb=1000,
         runtime=10,
     params:
-        cfg=cfg_param("cat_iv"),
+        **stage_params("cat_iv", "report"),
     shell:
         stage_cmd("cat_iv", "report")
         + " --in {input.metrics} --out {output.f1} {output.md} > {log} 2>&1"

@@ -73,7 +73,7 @@ rule coastalbench__download:
         mem_mb=2000,
         runtime=720 if _CB_PAPER else 30,
     params:
-        cfg=cfg_param(_CB),
+        **stage_params(_CB, "download"),
     shell:
         stage_cmd(_CB, "download")
         + _CB_SET
@@ -100,7 +100,7 @@ rule coastalbench__preprocess:
         mem_mb=4000 if _CB_PAPER else 3000,
         runtime=600 if _CB_PAPER else 30,
     params:
-        cfg=cfg_param(_CB),
+        **stage_params(_CB, "preprocess"),
     shell:
         stage_cmd(_CB, "preprocess")
         + _CB_SET
@@ -131,7 +131,7 @@ if _CB_PAPER:
             mem_mb=8000,
             runtime=120,
         params:
-            cfg=cfg_param(_CB),
+            **stage_params(_CB, "stats_reduce"),
         shell:
             stage_cmd(_CB, "stats_reduce") + " --in {input.first} {input.partials}"
             " --out {output.stats} {output.channels} {output.grid} {output.checks} > {log} 2>&1"
@@ -155,7 +155,7 @@ if _CB_PAPER:
             mem_mb=4000,
             runtime=600,
         params:
-            cfg=cfg_param(_CB),
+            **stage_params(_CB, "shard"),
         shell:
             stage_cmd(_CB, "shard")
             + " --set month={wildcards.month} --in {input.files} {input.stats} --out {output} > {log} 2>&1"
@@ -183,7 +183,7 @@ rule coastalbench__train:
         runtime=2880 if _CB_PAPER else 30,
         gpu=1 if _CB_PAPER else 0,
     params:
-        cfg=cfg_param(_CB),
+        **stage_params(_CB, "train"),
         seeds=lambda w: " ".join(map(str, seed_chunks(_CB)[int(w.chunk)])),
     shell:
         stage_cmd(_CB, "train")
@@ -218,7 +218,7 @@ rule coastalbench__evaluate:
         runtime=600 if _CB_PAPER else 20,
         gpu=1 if _CB_PAPER else 0,
     params:
-        cfg=cfg_param(_CB),
+        **stage_params(_CB, "evaluate"),
     shell:
         stage_cmd(_CB, "evaluate")
         + " --in {input.channels} {input.grid} {input.checks} {input.models} {input.index}"
@@ -253,7 +253,7 @@ rule coastalbench__report:
         mem_mb=1000,
         runtime=10,
     params:
-        cfg=cfg_param(_CB),
+        **stage_params(_CB, "report"),
     shell:
         stage_cmd(_CB, "report")
         + " --in {input.metrics} {input.claims} {input.example}"

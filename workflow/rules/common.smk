@@ -1,15 +1,17 @@
 # Path helpers and config lookups shared by every study's rules. Keep this file small: study logic lives in
 # src/icml25/studies/<slug>/, infrastructure in src/icml25/core/ (workflow.py holds the logic behind these).
 
-import json
 from pathlib import Path
 
 from icml25.core import workflow as wf
 from icml25.core.config import ConfigError
-from icml25.studies import STUDIES, study_config_class
+from icml25.studies import STUDIES, study_config_class, study_stage_keys
 
+# results/ holds the one MLflow store of every scale (mlflow.db, mlartifacts/, .tracking/); each scale's files
+# live apart under results/<scale>/ (<slug>/..., claims.md, claims.csv), so smoke, default and paper coexist.
 RESULTS = "results"
 SCALE = config["scale"]
+SCALE_DIR = f"{RESULTS}/{SCALE}"
 SELECTED = list(STUDIES) if config["studies"] == "all" else list(config["studies"])
 _unimplemented = [s for s in SELECTED if s not in STUDIES]
 if _unimplemented:
@@ -17,11 +19,14 @@ if _unimplemented:
         f"studies: {_unimplemented} not implemented yet (implemented: {list(STUDIES)})"
     )
 
-# Merged study configs, validated by schema and dataclass at parse time: `snakemake -n` fails fast on a bad key.
+# Merged study configs, validated by each study's Config model at parse time: `snakemake -n` fails fast on a
+# bad key. Jobs get the whole config through the environment (no rerun trigger) and the keys their stage reads
+# as params (the rerun trigger): see stage_params.
 STUDY_CONFIG = {
     slug: wf.resolve_study(slug, study_config_class(slug), config, workflow.basedir)
     for slug in STUDIES
 }
+wf.export_study_configs(STUDY_CONFIG)
 
 # Jobs inherit the tracking URI and PYTHONPATH from the environment (switching stores never reruns anything).
 wf.export_job_env(
@@ -35,8 +40,8 @@ def cfg(slug):
 
 
 def res(slug, *parts):
-    """Path under results/<slug>/."""
-    return "/".join([RESULTS, slug, *parts])
+    """Path under results/<scale>/<slug>/."""
+    return "/".join([SCALE_DIR, slug, *parts])
 
 
 def logf(slug, name):
@@ -48,17 +53,27 @@ def bench(slug, name):
 
 
 def stage_cmd(slug, stage):
-    """Shell command of a stage job; Snakemake fills in the params.cfg placeholder when the job runs."""
-    mirror = f" --mirror {config['mirror']}" if config.get("mirror") else ""
+    """Shell command of a stage job. The whole config comes from the environment variable set at parse time
+    (the shell expands it when the job runs); the stage sees only its STAGE_KEYS (see stage_params). Every
+    value from the configuration is shell-quoted (a `mirror` such as `x; rm -rf ~` stays one argument).
+    """
+    q = wf.shell_quote
+    mirror = f" --mirror {q(config['mirror'])}" if config.get("mirror") else ""
+    mirror += " --trust-unpinned" if config.get("trust_unpinned") else ""
     return (
-        f"python -m icml25.studies.{slug} {stage} --scale {SCALE} --config-json {{params.cfg:q}}"
-        f" --data-source {config['data_source']}{mirror} --results {RESULTS} --rule {slug}__{stage}"
+        f"python -m icml25.studies.{q(slug)} {q(stage)} --scale {q(SCALE)}"
+        f' --config-json "${wf.config_env_var(slug)}"'
+        f" --data-source {q(config['data_source'])}{mirror} --results {q(RESULTS)}"
+        f" --rule {q(f'{slug}__{stage}')}"
     )
 
 
-def cfg_param(slug):
-    """Params value carrying the config, so a config change reruns the study's jobs (params trigger)."""
-    return json.dumps(cfg(slug), sort_keys=True)
+def stage_params(slug, stage):
+    """Params of the stage's jobs, one "key=value" string per config key the stage reads (STAGE_KEYS in
+    studies/<slug>/config.py); used as `**stage_params(slug, stage)` under `params`. A change of one of them
+    reruns the jobs (params trigger) and the rerun reason names the changed keys; other keys leave them alone.
+    """
+    return wf.rule_params(cfg(slug), study_stage_keys(slug), slug, stage)
 
 
 def seed_chunks(slug):
@@ -70,20 +85,22 @@ _LOCAL_SERVER = {}
 
 
 def init_tracking():
-    """onstart: create the MLflow store and the experiments once, before any job writes to them; with a
-    local SQLite store and `mlflow.local_server`, serve it for this run so jobs log over cheap REST calls.
+    """onstart: create the MLflow store and the experiments once, before any job writes to them; replay the
+    tracking spooled by earlier jobs, mark runs of killed invocations KILLED; with a local SQLite store and
+    `mlflow.local_server`, serve it for this run so jobs log over cheap REST calls.
     """
-    from icml25.core.tracking import init_store, resolve_tracking_uri
+    from icml25.core.tracking import resolve_tracking_uri
 
     uri = resolve_tracking_uri(RESULTS)
     if workflow.non_local_exec and uri.startswith("sqlite:"):
         raise ConfigError(
             "mlflow: jobs on other nodes cannot write to the local SQLite store "
-            f"({uri}); start a tracking server (`icml25 server --port 5000 --detach "
+            f"({uri}); start a tracking server (`icml25 server --host 0.0.0.0 --auth --port 5000 --detach "
             "--pid-file results/mlflow-server.pid`) and `export MLFLOW_TRACKING_URI="
             "http://$(hostname -f):5000` before submitting (docs/slurm.md)"
         )
-    init_store(uri, [*SELECTED, "summary"], RESULTS)
+    wf.init_tracking_store(uri, [*SELECTED, "summary"], RESULTS)
+    wf.recover_tracking(RESULTS, uri)
     if uri.startswith("sqlite:") and config.get("mlflow", {}).get("local_server", True):
         started = wf.start_local_server(RESULTS, uri)
         if started:
@@ -93,10 +110,12 @@ def init_tracking():
 
 
 def finish_tracking(status):
-    """onsuccess/onerror: close this invocation's parent runs, stop the local server."""
-    from icml25.core.tracking import finish_invocation
-
-    finish_invocation(status, RESULTS)
-    if "pgid" in _LOCAL_SERVER:
-        wf.stop_local_server(_LOCAL_SERVER.pop("pgid"))
-        wf.set_tracking_uri(_LOCAL_SERVER.pop("store"))
+    """onsuccess/onerror: close this invocation's parent runs, stop the local server. Never raises and prints
+    nothing: a failed job's error stays the last thing on screen (problems go to results/.tracking/errors.log).
+    """
+    wf.finish_tracking(
+        RESULTS,
+        status,
+        _LOCAL_SERVER.pop("pgid", None),
+        _LOCAL_SERVER.pop("store", None),
+    )

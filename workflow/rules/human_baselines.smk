@@ -28,7 +28,7 @@ rule human_baselines__download:
         mem_mb=1000,
         runtime=10,
     params:
-        cfg=cfg_param("human_baselines"),
+        **stage_params("human_baselines", "download"),
     shell:
         stage_cmd("human_baselines", "download")
         + " --out {output.workbook} {output.source} > {log} 2>&1"
@@ -52,7 +52,7 @@ rule human_baselines__preprocess:
         mem_mb=1000,
         runtime=10,
     params:
-        cfg=cfg_param("human_baselines"),
+        **stage_params("human_baselines", "preprocess"),
     shell:
         stage_cmd("human_baselines", "preprocess")
         + " --in {input.workbook} {input.source} --out {output.wide} {output.long} > {log} 2>&1"
@@ -78,7 +78,7 @@ rule human_baselines__train:
         mem_mb=2000,
         runtime=lambda wc: 240 if SCALE == "paper" else 30,
     params:
-        cfg=cfg_param("human_baselines"),
+        **stage_params("human_baselines", "train"),
         seeds=lambda w: seed_args(w.arm, w.chunk, seed_chunks("human_baselines")),
     shell:
         stage_cmd("human_baselines", "train")
@@ -106,7 +106,7 @@ rule human_baselines__evaluate:
         mem_mb=1000,
         runtime=10,
     params:
-        cfg=cfg_param("human_baselines"),
+        **stage_params("human_baselines", "evaluate"),
     shell:
         stage_cmd("human_baselines", "evaluate")
         + " --in {input.workbook} {input.source} {input.long} {input.models}"
@@ -151,7 +151,7 @@ rule human_baselines__report:
         mem_mb=1000,
         runtime=10,
     params:
-        cfg=cfg_param("human_baselines"),
+        **stage_params("human_baselines", "report"),
     shell:
         stage_cmd("human_baselines", "report")
         + " --in {input.metrics} {input.table} {input.models}"

@@ -58,7 +58,7 @@ rule rip__prepare:
         mem_mb=2000,
         runtime=20,
     params:
-        cfg=cfg_param("rip"),
+        **stage_params("rip", "prepare"),
     shell:
         stage_cmd("rip", "prepare")
         + " --set threads={threads} --out {output.sft} {output.pool} {output.val} {output.test}"
@@ -79,7 +79,7 @@ rule rip__download:
         mem_mb=2000,
         runtime=240,
     params:
-        cfg=cfg_param("rip"),
+        **stage_params("rip", "download"),
     shell:
         stage_cmd("rip", "download") + " --out {output} > {log} 2>&1"
 
@@ -114,7 +114,7 @@ rule rip__preprocess:
         runtime=30 if _RIP_WORLD else 4800,
         gpu=_RIP_GPUS,
     params:
-        cfg=cfg_param("rip"),
+        **stage_params("rip", "preprocess"),
     shell:
         stage_cmd("rip", "preprocess")
         + " --set threads={threads} --in {input.raw} --out {output.pairs} {output.splits} > {log} 2>&1"
@@ -143,7 +143,7 @@ rule rip__train:
         runtime=30 if _RIP_WORLD else 2880,
         gpu=_RIP_GPUS,
     params:
-        cfg=cfg_param("rip"),
+        **stage_params("rip", "train"),
         seeds=lambda w: " ".join(map(str, seed_chunks("rip")[int(w.chunk)])),
     shell:
         stage_cmd("rip", "train")
@@ -184,7 +184,7 @@ rule rip__evaluate:
         mem_mb=2000,
         runtime=30,
     params:
-        cfg=cfg_param("rip"),
+        **stage_params("rip", "evaluate"),
     shell:
         stage_cmd("rip", "evaluate")
         + " --set threads={threads} --in {input.pairs} {input.test} {input.seed} {input.records}"

@@ -1,5 +1,5 @@
 # The cross-study claims table and its MLflow record. Every selected study's claims.json (and its figures,
-# through <slug>__all) feeds results/claims.md and results/claims.csv.
+# through <slug>__all) feeds results/<scale>/claims.md and results/<scale>/claims.csv.
 
 
 rule summary__claims:
@@ -7,12 +7,12 @@ rule summary__claims:
         claims=[res(slug, "claims.json") for slug in SELECTED],
         studies=[getattr(rules, f"{slug}__all").input for slug in SELECTED],
     output:
-        md=f"{RESULTS}/claims.md",
-        csv=f"{RESULTS}/claims.csv",
+        md=f"{SCALE_DIR}/claims.md",
+        csv=f"{SCALE_DIR}/claims.csv",
     log:
-        f"{RESULTS}/logs/summary.log",
+        f"{SCALE_DIR}/logs/summary.log",
     benchmark:
-        f"{RESULTS}/benchmarks/summary.tsv"
+        f"{SCALE_DIR}/benchmarks/summary.tsv"
     conda:
         "../../envs/core.yaml"
     threads: 1

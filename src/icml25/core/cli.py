@@ -14,6 +14,7 @@ benchmarks time it as the fixed per-job overhead.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import logging
 import os
@@ -24,14 +25,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .config import SCALES, ConfigError, build, load_yaml, merge_scale
+from .config import SCALES, ConfigError, StageView, build, load_yaml, merge_scale, to_dict
 
 log = logging.getLogger("icml25")
 
 
 @dataclass(frozen=True)
 class Stage:
-    """What a stage function gets: the validated study config and the job's paths and wildcards."""
+    """What a stage function gets: the validated study config and the job's paths and wildcards.
+
+    ``config`` is a :class:`~icml25.core.config.StageView` of the whole validated ``Config``: it exposes only
+    the keys the study's ``STAGE_KEYS`` declares for this stage (the keys Snakemake passes as the rule's params).
+    """
 
     slug: str
     name: str
@@ -45,6 +50,7 @@ class Stage:
     seeds: tuple[int, ...] = ()
     results_dir: Path = Path("results")
     extra: Mapping[str, str] = field(default_factory=dict)
+    trust_unpinned: bool = False  # accept manifest rows without a sha256 on first use (logged, then pinned)
 
     def output(self, i: int = 0) -> Path:
         """The i-th ``--out`` path (error naming the stage if absent)."""
@@ -69,7 +75,8 @@ def _setup_logging() -> None:
 
 def load_study_config(slug: str, config_cls: type, *, config_path: str | None, scale: str,
                       config_json: str | None = None) -> tuple[Any, dict]:
-    """The study's dataclass config from a merged json or from ``<yaml> + scale``; returns (config, plain dict)."""
+    """The study's whole config, validated by its model, from a merged json (what Snakemake passes: the study's
+    resolved config, from the environment) or from ``<yaml> + scale``; returns (config, plain dict)."""
     if config_json is not None:
         try:
             raw = json.loads(config_json)
@@ -80,7 +87,8 @@ def load_study_config(slug: str, config_cls: type, *, config_path: str | None, s
         if not path.exists():
             raise ConfigError(f"{path}: study config not found (pass --config or --config-json)")
         raw = merge_scale(load_yaml(path), scale)
-    return build(config_cls, raw, path=slug), raw
+    config = build(config_cls, raw, path=slug)
+    return config, to_dict(config)
 
 
 def stage_parser(slug: str, stages: Sequence[str], description: str = "") -> argparse.ArgumentParser:
@@ -90,7 +98,8 @@ def stage_parser(slug: str, stages: Sequence[str], description: str = "") -> arg
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("stage", choices=[*stages, "noop"], help="stage to run (noop: tracking overhead only)")
     parser.add_argument("--config", help="study yaml (default config/studies/<slug>.yaml), merged with --scale")
-    parser.add_argument("--config-json", help="the merged study config as json (what Snakemake passes)")
+    parser.add_argument("--config-json", help="the whole merged study config as json (Snakemake passes "
+                        "$ICML25_CONFIG_<SLUG>, set when the Snakefile is parsed)")
     parser.add_argument("--scale", choices=SCALES, default="default", help="scale used with --config")
     parser.add_argument("--in", dest="inputs", nargs="*", default=[], help="input paths, in the stage's order")
     parser.add_argument("--out", dest="outputs", nargs="*", default=[], help="output paths, in the stage's order")
@@ -98,6 +107,9 @@ def stage_parser(slug: str, stages: Sequence[str], description: str = "") -> arg
     parser.add_argument("--seeds", nargs="*", type=int, default=[], help="seeds this job runs")
     parser.add_argument("--data-source", default="offline", help="offline (generators) or remote (manifest)")
     parser.add_argument("--mirror", default=None, help="URL base or directory replacing download origins")
+    parser.add_argument("--trust-unpinned", action="store_true",
+                        help="accept remote files whose manifest row pins no sha256 (UNPINNED) on first use; "
+                             "each is logged and its hash pinned for later runs")
     parser.add_argument("--results", default="results", help="results root (MLflow store lives here)")
     parser.add_argument("--set", dest="extra", nargs="*", default=[], metavar="KEY=VALUE",
                         help="stage-specific options")
@@ -108,8 +120,10 @@ def stage_parser(slug: str, stages: Sequence[str], description: str = "") -> arg
 
 
 def stage_main(slug: str, config_cls: type, stages: Mapping[str, StageFn], argv: Sequence[str] | None = None,
-               description: str = "") -> int:
-    """Parse the stage CLI, load and validate the config, open the MLflow run, run the stage."""
+               description: str = "", stage_keys: Mapping[str, Sequence[str]] | None = None) -> int:
+    """Parse the stage CLI, load and validate the whole config, open the MLflow run, run the stage on a view of
+    the config restricted to the stage's keys (``stage_keys``; default: ``STAGE_KEYS`` of the module defining
+    ``config_cls``, i.e. the study's ``config.py``)."""
     _setup_logging()
     args = stage_parser(slug, list(stages), description).parse_args(argv)
     try:
@@ -119,10 +133,18 @@ def stage_main(slug: str, config_cls: type, stages: Mapping[str, StageFn], argv:
         print(f"config error: {err}", file=sys.stderr)
         return 2
     scale = args.scale
+    if stage_keys is None:
+        stage_keys = importlib.import_module(config_cls.__module__).STAGE_KEYS
+    if args.stage != "noop" and args.stage not in stage_keys:
+        print(f"config error: {slug}: stage {args.stage!r} has no STAGE_KEYS entry in {config_cls.__module__}",
+              file=sys.stderr)
+        return 2
+    view = StageView(config, stage_keys.get(args.stage, ()), who=f"{slug} {args.stage}")
     extra = dict(item.split("=", 1) for item in args.extra if "=" in item)
-    stage = Stage(slug=slug, name=args.stage, config=config, scale=scale, data_source=args.data_source,
+    stage = Stage(slug=slug, name=args.stage, config=view, scale=scale, data_source=args.data_source,
                   mirror=args.mirror, inputs=tuple(map(Path, args.inputs)), outputs=tuple(map(Path, args.outputs)),
-                  arm=args.arm, seeds=tuple(args.seeds), results_dir=Path(args.results), extra=extra)
+                  arm=args.arm, seeds=tuple(args.seeds), results_dir=Path(args.results), extra=extra,
+                  trust_unpinned=args.trust_unpinned)
     if args.rule:
         os.environ["ICML25_RULE"] = args.rule
     if args.jobid:
@@ -168,6 +190,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = sub.add_parser("finish-tracking", help="close this invocation's parent runs (onsuccess/onerror)")
     p.add_argument("--status", choices=["FINISHED", "FAILED"], default="FINISHED")
     p.add_argument("--results", default="results")
+    p = sub.add_parser("schema", help="print the JSON schema of a study yaml, generated from its Config model")
+    p.add_argument("slug")
     p = sub.add_parser("summary", help="gather claims.json files into claims.md / claims.csv")
     p.add_argument("--in", dest="inputs", nargs="+", required=True, help="claims.json files")
     p.add_argument("--md", required=True)
@@ -180,12 +204,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         uri = resolve_tracking_uri(args.results)
         ids = init_store(uri, [*args.studies, "summary"], args.results)
-        log.info("MLflow store %s ready: %s", uri, ids)
+        from .mlflow_rest import redact
+
+        log.info("MLflow store %s ready: %s", redact(uri), ids)
     elif args.cmd == "finish-tracking":
         from .tracking import finish_invocation
 
         n = finish_invocation(args.status, args.results)
         log.info("closed %d parent run(s) as %s", n, args.status)
+    elif args.cmd == "schema":
+        from icml25.studies import study_config_class
+
+        from .config import study_schema
+
+        print(json.dumps(study_schema(study_config_class(args.slug), f"config/studies/{args.slug}.yaml"), indent=2))
     elif args.cmd == "summary":
         from .summary import run_summary
 

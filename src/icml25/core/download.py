@@ -8,30 +8,46 @@ nothing at the destination.
 
 A *mirror* replaces the origin: either a URL base (``http://127.0.0.1:8000/``) or a local directory; the file
 is looked up at ``<mirror>/<mirror_path>``. Tests serve ``../shared/mirror/`` this way, so the real code path
-runs without internet. Entries with an empty sha256 (large files whose hash the paper does not publish) are
-trusted on first verified download and pinned in a ``<dest>.sha256`` file; later downloads must match the pin.
+runs without internet.
+
+Unpinned files: a row whose publisher gives no hash says so explicitly (``sha256`` = ``UNPINNED``; an empty cell is
+a manifest error). Such a file is refused unless the caller opts in to trust on first use (``trust_unpinned``,
+the pipeline's ``trust_unpinned: true``): then the download is logged as trusted and its hash pinned in
+``<dest>.sha256``; later downloads must match the pin.
+
+Records and formats: every verified file gets ``<dest>.sha256`` (its hash, written before the file is renamed into
+place); a later stage calls :func:`check_recorded` to re-check what it reads. ``check=`` runs a format check on the
+downloaded bytes before they are accepted (:func:`netcdf_check`, :func:`csv_check`, :func:`parquet_check`).
 """
 from __future__ import annotations
 
 import csv
 import hashlib
+import logging
 import os
 import shutil
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from tqdm import tqdm
 
 MANIFEST_COLUMNS = ("name", "url", "sha256", "size", "licence", "mirror_path")
+UNPINNED = "UNPINNED"  # the sha256 cell of a row whose publisher gives no hash
 CHUNK = 1 << 20  # bytes read per iteration
+log = logging.getLogger("icml25")
 
 
 class DownloadError(RuntimeError):
     """A download failed or did not verify; nothing was left at the destination."""
+
+
+class IntegrityError(RuntimeError):
+    """A file no longer matches the hash recorded when it was downloaded (or has no record)."""
 
 
 @dataclass(frozen=True)
@@ -56,11 +72,17 @@ def read_manifest(path: str | Path) -> dict[str, ManifestEntry]:
             raise ValueError(f"{path}: missing column(s) {missing}")
         entries: dict[str, ManifestEntry] = {}
         for row_no, row in enumerate(reader, start=2):
-            url, digest = row["url"].strip(), row["sha256"].strip().lower()
+            url, digest = row["url"].strip(), (row["sha256"] or "").strip()
             if not url.startswith("https://"):
                 raise ValueError(f"{path}:{row_no}: column url must be https, got {url!r}")
-            if digest and (len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest)):
-                raise ValueError(f"{path}:{row_no}: column sha256 is not a sha256 hex digest: {digest!r}")
+            if digest == UNPINNED:
+                digest = ""
+            elif not digest:
+                raise ValueError(f"{path}:{row_no}: column sha256 is empty: give the file's sha256, or write "
+                                 f"{UNPINNED} if its publisher gives none (then downloads need trust_unpinned)")
+            elif len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest.lower()):
+                raise ValueError(f"{path}:{row_no}: column sha256 is not a sha256 hex digest: {digest[:80]!r}")
+            digest = digest.lower()
             size = row["size"].strip()
             if size and not size.isdigit():
                 raise ValueError(f"{path}:{row_no}: column size must be an integer, got {size!r}")
@@ -92,23 +114,52 @@ def source_url(entry: ManifestEntry, mirror: str | Path | None = None) -> str:
     return Path(mirror, rel).resolve().as_uri()
 
 
-def fetch(entry: ManifestEntry, dest: str | Path, mirror: str | Path | None = None, *,
-          retries: int = 4, timeout: float = 60.0, progress: bool = True) -> Path:
-    """Download ``entry`` to ``dest`` and verify it; return ``dest``.
+def record_path(path: str | Path) -> Path:
+    """``<path>.sha256``: the hash recorded when ``path`` was downloaded."""
+    path = Path(path)
+    return path.with_name(path.name + ".sha256")
 
-    An existing ``dest`` that already verifies is kept (no transfer). Raises :class:`DownloadError` on HTTP
-    errors (404 is not retried), on a size or sha256 mismatch, or when retries are exhausted; in every failure
-    the partial file is removed and ``dest`` does not exist.
+
+def check_recorded(path: str | Path) -> str:
+    """Re-check ``path`` against the sha256 recorded at download; return it. :class:`IntegrityError` naming the
+    file when there is no record or the bytes changed since."""
+    path, rec = Path(path), record_path(path)
+    if not rec.exists():
+        raise IntegrityError(f"{path}: no recorded sha256 ({rec.name} missing): download it again")
+    expected, actual = rec.read_text().strip(), sha256_file(path)
+    if actual != expected:
+        raise IntegrityError(f"{path}: sha256 {actual} differs from {expected} recorded at download: the file "
+                             f"changed since (delete it and download again)")
+    return actual
+
+
+def fetch(entry: ManifestEntry, dest: str | Path, mirror: str | Path | None = None, *,
+          retries: int = 4, timeout: float = 60.0, progress: bool = True, trust_unpinned: bool = False,
+          check: Callable[[Path], None] | None = None) -> Path:
+    """Download ``entry`` to ``dest``, verify it and record its hash in ``<dest>.sha256``; return ``dest``.
+
+    An existing ``dest`` that already verifies is kept (no transfer). An entry without a sha256 (``UNPINNED``)
+    and without an earlier pin is refused unless ``trust_unpinned`` (logged). ``check(path)``: a format check of
+    the downloaded file (raise ``ValueError`` naming what is wrong). Raises :class:`DownloadError` on HTTP
+    errors (404 is not retried), a size or sha256 mismatch, a failed format check, or when retries are
+    exhausted; in every failure the partial file is removed and ``dest`` does not exist.
     """
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    pin_file = dest.with_name(dest.name + ".sha256")
-    expected = entry.sha256 or (pin_file.read_text().strip() if pin_file.exists() else "")
+    pin_file = record_path(dest)
+    pinned = pin_file.read_text().strip() if pin_file.exists() and not entry.sha256 else ""
+    expected = entry.sha256 or pinned
+    url = source_url(entry, mirror)
+    if not expected and not trust_unpinned:
+        raise DownloadError(f"{entry.name}: the manifest pins no sha256 for it ({UNPINNED}), so {url} cannot be "
+                            f"verified; refusing it. To accept it on first use and pin its hash, opt in with "
+                            f"trust_unpinned: true (snakemake --config trust_unpinned=true)")
     if dest.exists():
         if expected and sha256_file(dest) == expected:
+            if not pin_file.exists():
+                _write_record(pin_file, expected)
             return dest
         dest.unlink()
-    url = source_url(entry, mirror)
     part = dest.with_name(f".{dest.name}.part")
     try:
         _transfer(url, part, entry.size, retries=retries, timeout=timeout, progress=progress)
@@ -119,13 +170,95 @@ def fetch(entry: ManifestEntry, dest: str | Path, mirror: str | Path | None = No
         actual = sha256_file(part)
         if expected and actual != expected:
             raise DownloadError(f"{url}: sha256 mismatch for {entry.name}: expected {expected}, got {actual}")
+        if check is not None:
+            try:
+                check(part)
+            except (ValueError, OSError, RuntimeError, KeyError) as err:
+                raise DownloadError(f"{url}: {entry.name} is not a valid file of its kind: "
+                                    f"{str(err).replace(str(part), entry.name)[:500]}") from None
+        if not expected:
+            log.warning("%s: trusted on first use (trust_unpinned; the manifest pins no hash): %s sha256 %s "
+                        "pinned in %s", entry.name, url, actual, pin_file)
+        _write_record(pin_file, actual)  # before the rename: a file in place always has its record
         os.replace(part, dest)
     except BaseException:
         part.unlink(missing_ok=True)
         raise
-    if not expected:
-        pin_file.write_text(actual + "\n")
     return dest
+
+
+def _write_record(pin_file: Path, digest: str) -> None:
+    tmp = pin_file.with_name(f".{pin_file.name}.part")
+    tmp.write_text(digest + "\n")
+    os.replace(tmp, pin_file)
+
+
+# -- format checks (run on the downloaded bytes before they are accepted) ----------------------------------------
+
+def netcdf_check(variables: Sequence[str], read: bool = True) -> Callable[[Path], None]:
+    """A check that the file opens as netCDF/HDF5 and holds ``variables`` (each fully read when ``read``, which
+    finds corrupt compressed chunks); errors name the variable."""
+    def check(path: Path) -> None:
+        import netCDF4
+
+        try:
+            ds = netCDF4.Dataset(path, "r")
+        except OSError as err:
+            raise ValueError(f"does not open as netCDF ({err})") from None
+        with ds:
+            missing = [v for v in variables if v not in ds.variables]
+            if missing:
+                raise ValueError(f"variable(s) {missing} missing")
+            for name in variables if read else ():
+                try:
+                    ds.variables[name][...]
+                except (RuntimeError, OSError, ValueError) as err:
+                    raise ValueError(f"variable {name!r} cannot be read ({err})") from None
+    return check
+
+
+def csv_check(columns: Sequence[str], encoding: str = "utf-8") -> Callable[[Path], None]:
+    """A check that the file's first line is a CSV header holding ``columns``."""
+    def check(path: Path) -> None:
+        try:
+            with open(path, newline="", encoding=encoding) as fh:
+                header = next(csv.reader([fh.readline(1 << 16)]), [])
+        except UnicodeDecodeError as err:
+            raise ValueError(f"not {encoding} text ({err.reason} at byte {err.start})") from None
+        missing = [c for c in columns if c not in [h.strip() for h in header]]
+        if missing:
+            raise ValueError(f"CSV header lacks column(s) {missing}")
+    return check
+
+
+def jsonl_check() -> Callable[[Path], None]:
+    """A check that the file's first line is a JSON object (JSON Lines)."""
+    def check(path: Path) -> None:
+        import json
+
+        with open(path, "rb") as fh:
+            first = fh.readline(1 << 20)
+        try:
+            if not isinstance(json.loads(first), dict):
+                raise ValueError("first line is not a JSON object")
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise ValueError(f"first line is not JSON ({err})") from None
+    return check
+
+
+def parquet_check(columns: Sequence[str]) -> Callable[[Path], None]:
+    """A check that the file is parquet and its schema holds ``columns``."""
+    def check(path: Path) -> None:
+        import pyarrow.parquet as pq
+
+        try:
+            names = pq.read_schema(path).names
+        except Exception as err:  # noqa: BLE001 - pyarrow raises ArrowInvalid and friends
+            raise ValueError(f"not a parquet file ({type(err).__name__}: {str(err)[:200]})") from None
+        missing = [c for c in columns if c not in names]
+        if missing:
+            raise ValueError(f"parquet schema lacks column(s) {missing}")
+    return check
 
 
 def _transfer(url: str, part: Path, size: int | None, *, retries: int, timeout: float, progress: bool) -> None:

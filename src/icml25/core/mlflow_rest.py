@@ -6,12 +6,20 @@ starts for the length of a run — jobs talk to it with this client instead and 
 exactly what stage jobs do: find/create an experiment, create a run, log a batch, upload an artifact, end a run.
 Everything else (reading runs, the UI) uses MLflow itself.
 
+Credentials, as MLflow's own client reads them: ``MLFLOW_TRACKING_USERNAME``/``MLFLOW_TRACKING_PASSWORD`` (basic
+auth, e.g. a server started with ``icml25 server --auth``) or ``MLFLOW_TRACKING_TOKEN`` (bearer), or
+``user:password@`` in the tracking URI. They are sent as an ``Authorization`` header and never appear in a message:
+URLs in errors are printed with :func:`redact`.
+
 Artifacts: ``mlflow-artifacts:/...`` run URIs are uploaded through the server's artifact proxy (HTTP PUT);
 ``file://`` URIs (experiments created with a local artifact location) are written directly, atomically.
 """
 from __future__ import annotations
 
+import base64
 import json
+import os
+import re
 import shutil
 import time
 import urllib.error
@@ -24,25 +32,70 @@ from typing import Any
 Metric = tuple[str, float, int, int]  # key, value, timestamp (ms), step
 
 
+_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
+
+
+def redact(text: str) -> str:
+    """``text`` with the ``user:password@`` part of every URL in it replaced by ``***@``."""
+    return _USERINFO.sub("***@", str(text))
+
+
+def split_credentials(uri: str) -> tuple[str, str | None, str | None]:
+    """``(uri without userinfo, user, password)`` of ``http(s)://user:password@host...``."""
+    parsed = urllib.parse.urlsplit(uri)
+    if parsed.username is None and parsed.password is None:
+        return uri, None, None
+    host = parsed.hostname or ""
+    netloc = (f"[{host}]" if ":" in host else host) + (f":{parsed.port}" if parsed.port else "")
+    clean = urllib.parse.urlunsplit((parsed.scheme, netloc, parsed.path, parsed.query, parsed.fragment))
+    return clean, urllib.parse.unquote(parsed.username or ""), urllib.parse.unquote(parsed.password or "")
+
+
+def auth_header(user: str | None = None, password: str | None = None,
+                env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The ``Authorization`` header MLflow's client would send: explicit credentials, else
+    ``MLFLOW_TRACKING_USERNAME``/``MLFLOW_TRACKING_PASSWORD`` (basic), else ``MLFLOW_TRACKING_TOKEN`` (bearer)."""
+    env = os.environ if env is None else env
+    user = user if user is not None else env.get("MLFLOW_TRACKING_USERNAME")
+    password = password if password is not None else env.get("MLFLOW_TRACKING_PASSWORD")
+    if user is not None and password is not None:
+        return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
+    if env.get("MLFLOW_TRACKING_TOKEN"):
+        return {"Authorization": f"Bearer {env['MLFLOW_TRACKING_TOKEN']}"}
+    return {}
+
+
 class RestError(RuntimeError):
-    """The tracking server answered with an error (the message carries MLflow's error code)."""
+    """The tracking server answered with an error (the message carries MLflow's error code). ``status`` 0: no
+    answer at all (connection refused, timeout)."""
 
     def __init__(self, status: int, body: str, url: str) -> None:
-        super().__init__(f"{url}: HTTP {status}: {body[:500]}")
+        super().__init__(redact(f"{url}: HTTP {status}: {body[:500]}"))
         self.status, self.body = status, body
+
+    @property
+    def outage(self) -> bool:
+        """The server did not answer, or failed (5xx): the request may succeed later."""
+        return self.status == 0 or self.status >= 500
 
 
 class RestTracking:
-    """Stage-job operations against an MLflow tracking server at ``base`` (``http(s)://host:port``)."""
+    """Stage-job operations against an MLflow tracking server at ``base`` (``http(s)://host:port``).
 
-    def __init__(self, base: str, timeout: float = 60.0, retries: int = 8) -> None:
-        self.base, self.timeout, self.retries = base.rstrip("/"), timeout, retries
+    ``retries`` (default ``$ICML25_TRACKING_RETRIES`` or 8) on connection errors and 5xx, with backoff (0.2 s
+    doubling, ≤ 5 s: about 20 s in all for 8)."""
+
+    def __init__(self, base: str, timeout: float = 60.0, retries: int | None = None) -> None:
+        base, user, password = split_credentials(base.rstrip("/"))
+        self.base, self.timeout = base, timeout
+        self.retries = int(os.environ.get("ICML25_TRACKING_RETRIES", "8")) if retries is None else retries
+        self._auth = auth_header(user, password)
 
     def _call(self, method: str, path: str, payload: Mapping[str, Any] | None = None,
               query: Mapping[str, str] | None = None, data: bytes | None = None) -> dict:
         url = f"{self.base}{path}" + (f"?{urllib.parse.urlencode(query)}" if query else "")
         body = data if data is not None else (json.dumps(payload).encode() if payload is not None else None)
-        headers = {"Content-Type": "application/json"} if data is None else {}
+        headers = {**({"Content-Type": "application/json"} if data is None else {}), **self._auth}
         for attempt in range(self.retries + 1):
             request = urllib.request.Request(url, data=body, method=method, headers=headers)
             try:
@@ -78,11 +131,12 @@ class RestTracking:
                 raise
             return self.experiment_id(name)
 
-    def create_run(self, experiment_id: str, run_name: str, tags: Mapping[str, str]) -> tuple[str, str]:
-        """Create a RUNNING run; return ``(run_id, artifact_uri)``."""
+    def create_run(self, experiment_id: str, run_name: str, tags: Mapping[str, str],
+                   start_time: int | None = None) -> tuple[str, str]:
+        """Create a RUNNING run (``start_time`` ms, default now); return ``(run_id, artifact_uri)``."""
         info = self._call("POST", "/api/2.0/mlflow/runs/create", {
-            "experiment_id": experiment_id, "run_name": run_name, "start_time": int(time.time() * 1000),
-            "tags": _kv(tags)})["run"]["info"]
+            "experiment_id": experiment_id, "run_name": run_name,
+            "start_time": start_time or int(time.time() * 1000), "tags": _kv(tags)})["run"]["info"]
         return info["run_id"], info["artifact_uri"]
 
     def log_batch(self, run_id: str, metrics: Iterable[Metric] = (), params: Iterable[tuple[str, str]] = (),
@@ -94,9 +148,26 @@ class RestTracking:
             "params": [{"key": k, "value": v} for k, v in params],
             "tags": [{"key": k, "value": v} for k, v in tags]})
 
-    def set_terminated(self, run_id: str, status: str = "FINISHED") -> None:
+    def set_terminated(self, run_id: str, status: str = "FINISHED", end_time: int | None = None) -> None:
         self._call("POST", "/api/2.0/mlflow/runs/update",
-                   {"run_id": run_id, "status": status, "end_time": int(time.time() * 1000)})
+                   {"run_id": run_id, "status": status, "end_time": end_time or int(time.time() * 1000)})
+
+    def running_runs(self, invocation: str) -> list[str]:
+        """Ids of the RUNNING runs tagged ``invocation`` in every ``icml25/*`` experiment."""
+        exps = self._call("POST", "/api/2.0/mlflow/experiments/search",
+                          {"max_results": 1000, "filter": "name LIKE 'icml25/%'"}).get("experiments", [])
+        if not exps:
+            return []
+        out, token = [], None
+        while True:
+            page = self._call("POST", "/api/2.0/mlflow/runs/search", {
+                "experiment_ids": [e["experiment_id"] for e in exps], "max_results": 1000,
+                "filter": f"tags.invocation = '{invocation}' and attributes.status = 'RUNNING'",
+                **({"page_token": token} if token else {})})
+            out += [r["info"]["run_id"] for r in page.get("runs", [])]
+            token = page.get("next_page_token")
+            if not token:
+                return out
 
     def log_artifact(self, run_id: str, artifact_uri: str, local: str | Path, artifact_path: str | None = None
                      ) -> None:
@@ -121,7 +192,7 @@ class RestTracking:
             path = urllib.parse.quote(f"{parsed.path.lstrip('/')}/{dest}")
             self._call("PUT", f"/api/2.0/mlflow-artifacts/artifacts/{path}", data=src.read_bytes())
         else:
-            raise RestError(0, f"artifact URI scheme {parsed.scheme!r} is not handled by the REST client", "")
+            raise RestError(400, f"artifact URI scheme {parsed.scheme!r} is not handled by the REST client", "")
 
 
 def _kv(mapping: Mapping[str, str]) -> list[dict[str, str]]:

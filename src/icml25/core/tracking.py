@@ -3,7 +3,10 @@
 MLflow records, Snakemake decides: nothing here is read back to decide what to run.
 
 * Store: ``MLFLOW_TRACKING_URI`` if set (the SLURM profile points it at a server), else the configured URI, else
-  ``sqlite:///<results>/mlflow.db`` with artifacts under ``<results>/mlartifacts/<slug>``.
+  ``sqlite:///<results>/mlflow.db``. A SQLite store keeps its artifacts beside it (``<store dir>/mlartifacts/<slug>``,
+  whichever clone creates the experiment); a server keeps them where its ``--artifacts-destination`` says.
+* Outages: stage jobs log through :class:`~icml25.core.spool.SpoolingClient`, so a store that is away never fails
+  a job; what could not be written is journaled under ``<results>/.tracking/spool/`` and replayed later.
 * A fresh SQLite store is created by exactly one process (:func:`init_store`, called from the Snakefile's
   ``onstart`` and, under a file lock, lazily by a hand-run stage); several processes creating it at once
   corrupt it for good. The store is switched to WAL journaling so concurrent writers wait instead of failing,
@@ -116,8 +119,10 @@ class _MlflowBackend:
                 raise
             return exp.experiment_id
 
-    def create_run(self, experiment_id: str, run_name: str, tags: Mapping[str, str]) -> tuple[str, str]:
-        run = _retry(self.client.create_run, experiment_id, run_name=run_name, tags=dict(tags))
+    def create_run(self, experiment_id: str, run_name: str, tags: Mapping[str, str],
+                   start_time: int | None = None) -> tuple[str, str]:
+        run = _retry(self.client.create_run, experiment_id, run_name=run_name, tags=dict(tags),
+                     start_time=start_time)
         return run.info.run_id, run.info.artifact_uri
 
     def log_batch(self, run_id: str, metrics=(), params=(), tags=()) -> None:
@@ -126,8 +131,18 @@ class _MlflowBackend:
         _retry(self.client.log_batch, run_id, metrics=[Metric(*m) for m in metrics],
                params=[Param(*p) for p in params], tags=[RunTag(*t) for t in tags])
 
-    def set_terminated(self, run_id: str, status: str = "FINISHED") -> None:
-        _retry(self.client.set_terminated, run_id, status)
+    def set_terminated(self, run_id: str, status: str = "FINISHED", end_time: int | None = None) -> None:
+        _retry(self.client.set_terminated, run_id, status, end_time=end_time)
+
+    def running_runs(self, invocation: str) -> list[str]:
+        """Ids of the RUNNING runs tagged ``invocation`` in every ``icml25/*`` experiment."""
+        exps = [e.experiment_id for e in _retry(self.client.search_experiments, max_results=1000)
+                if e.name.startswith(f"{PREFIX}/")]
+        if not exps:
+            return []
+        runs = _retry(self.client.search_runs, exps, max_results=50000,
+                      filter_string=f"tags.invocation = '{invocation}' and attributes.status = 'RUNNING'")
+        return [r.info.run_id for r in runs]
 
     def log_artifact(self, run_id: str, artifact_uri: str, local: Path, artifact_path: str | None = None) -> None:
         fn = self.client.log_artifacts if local.is_dir() else self.client.log_artifact
@@ -165,11 +180,26 @@ def init_store(uri: str, slugs: list[str] | tuple[str, ...], results_dir: str | 
     return {slug: _experiment_id(client, slug, results_dir, uri) for slug in slugs}
 
 
+def artifact_root(uri: str) -> Path | None:
+    """Where a SQLite store's artifacts live: ``mlartifacts/`` beside the database file (so every clone that
+    shares the store shares its artifacts, none writes into another's results); None for other stores."""
+    db = _sqlite_path(uri)
+    return db.resolve().parent / "mlartifacts" if db is not None else None
+
+
 def _experiment_id(client, slug: str, results_dir: Path, uri: str) -> str:
-    """Get or create ``icml25/<slug>``; a SQLite store gets the artifact location ``<results>/mlartifacts/<slug>``,
+    """Get or create ``icml25/<slug>``; a SQLite store gets the artifact location ``<store dir>/mlartifacts/<slug>``,
     a server chooses its own (``--artifacts-destination``)."""
-    location = (results_dir / "mlartifacts" / slug).as_uri() if _sqlite_path(uri) else None
+    root = artifact_root(uri)
+    location = (root / slug).as_uri() if root is not None else None
     return client.experiment_id(experiment_name(slug), location, {"study": slug})
+
+
+def tracking_client(uri: str, results_dir: str | Path):
+    """The client stage jobs use: :func:`backend` behind a :class:`~icml25.core.spool.SpoolingClient`."""
+    from .spool import SpoolingClient
+
+    return SpoolingClient(lambda: backend(uri), uri, results_dir)
 
 
 @lru_cache(maxsize=1)
@@ -206,7 +236,11 @@ def _parent_run(client, uri: str, slug: str, experiment_id: str, results_dir: Pa
 
 def finish_invocation(status: str = "FINISHED", results_dir: str | Path = "results",
                       uri: str | None = None) -> int:
-    """Terminate this invocation's parent runs (``FINISHED`` or ``FAILED``); return how many were closed."""
+    """Replay spooled tracking, then terminate this invocation's parent runs (``FINISHED`` or ``FAILED``; a
+    store that is away gets them through the spool); return how many were closed."""
+    from .spool import replay
+
+    replay(results_dir)
     invocation = os.environ.get(ENV_INVOCATION)
     registry = Path(results_dir).resolve() / ".tracking" / "parents.json"
     if not invocation or not registry.exists():
@@ -215,9 +249,11 @@ def finish_invocation(status: str = "FINISHED", results_dir: str | Path = "resul
     data = json.loads(registry.read_text())
     run_ids = [rid for key, rid in data.items() if key.startswith(f"{invocation}|{uri}|")]
     if run_ids:
-        client = backend(uri)
+        client = tracking_client(uri, results_dir)
         for rid in run_ids:
             client.set_terminated(rid, status)
+        if client.journal is not None:
+            replay(results_dir)
     return len(run_ids)
 
 
@@ -277,7 +313,7 @@ def stage_run(slug: str, stage: str, *, arm: str | None = None, seed: int | None
     db = _sqlite_path(uri)
     if db is not None and not db.exists():
         init_store(uri, [slug], results_dir)
-    client = backend(uri)
+    client = tracking_client(uri, results_dir)
     experiment_id = _experiment_id(client, slug, results_dir, uri)
     base_tags = {"study": slug, "scale": scale, "data_source": data_source, "git_sha": git_sha(),
                  "host": socket.gethostname()}

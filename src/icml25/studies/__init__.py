@@ -17,8 +17,18 @@ ALL_SLUGS: tuple[str, ...] = (
 )
 
 
-def study_config_class(slug: str) -> type:
-    """The frozen dataclass ``Config`` of a study (imports only its light ``config`` module)."""
+def study_config_module(slug: str):
+    """A study's light ``config`` module (no torch): ``Config`` (pydantic model) and ``STAGE_KEYS``."""
     if slug not in STUDIES:
         raise KeyError(f"unknown or unimplemented study {slug!r}; implemented: {STUDIES}")
-    return importlib.import_module(f"icml25.studies.{slug}.config").Config
+    return importlib.import_module(f"icml25.studies.{slug}.config")
+
+
+def study_config_class(slug: str) -> type:
+    """The pydantic model ``Config`` of a study."""
+    return study_config_module(slug).Config
+
+
+def study_stage_keys(slug: str) -> dict[str, tuple[str, ...]]:
+    """``STAGE_KEYS`` of a study: the config keys each of its stages reads."""
+    return study_config_module(slug).STAGE_KEYS

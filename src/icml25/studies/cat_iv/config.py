@@ -1,61 +1,52 @@
-"""Configuration of the cat_iv study (frozen; unknown keys are errors). Keys are documented in
-``config/studies/cat_iv.yaml``; [R] marks reconstructions of details the paper leaves open."""
+"""Configuration of the cat_iv study: the single definition of every key (type, bounds, default, meaning).
+
+``config/studies/cat_iv.yaml`` sets the values (common keys + one block per scale); the JSON schema of that
+file is generated from :class:`Config`. [R] marks reconstructions of details the paper leaves open.
+``STAGE_KEYS`` declares the keys each stage reads: Snakemake reruns a stage only when one of them changes.
+"""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from icml25.core.config import Section, StudyConfig
 
 Setting = Literal["case1_sin", "case1_linear", "case1_w", "case1_sin_p8", "case1_sin_p10"]
 Arm = Literal["cat_k2", "cat_linear_k2", "cat_unknown_k", "ciiv_like", "sisvive_like", "tsht_like"]
+Residual = Literal["random_forest", "linear"]
 
 
-@dataclass(frozen=True)
-class RealData:
-    """Real-data qualitative check (Card, Mroz) [R]."""
+class RealData(Section):
+    """Real-data qualitative check on Card and Mroz [R]."""
 
-    datasets: tuple[Literal["card", "mroz"], ...] = ("card", "mroz")
-    card_rows: int | None = None  # subsample of complete Card rows (smoke); None: all 1601
-    residual_method: Literal["linear", "random_forest"] = "linear"
+    datasets: tuple[Literal["card", "mroz"], ...] = Field(("card", "mroz"), description="real datasets run")
+    card_rows: int | None = Field(None, ge=10, description="subsample of the 1601 complete Card rows; null: all")
+    residual_method: Residual = Field("linear", description="residualise on covariates by OLS or random forest")
 
 
-@dataclass(frozen=True)
-class Config:
+class Config(StudyConfig):
     """cat_iv study configuration (merged common keys + one scale)."""
 
-    seeds: tuple[int, ...]
-    arms: tuple[Arm, ...]
-    n: tuple[int, ...]
-    settings: tuple[Setting, ...] = ("case1_sin",)
-    seeds_per_job: int | None = None
-    noise_ratio: float = 0.3
-    alpha: float = 0.05
-    standardize_x: bool = True
-    binary_branch: bool = True
-    residual_method: Literal["random_forest", "linear"] = "random_forest"  # covariates of case1_w [V]
-    forest_trees: int = 500
-    bootstrap_resamples: int = 2000
-    real: RealData = field(default_factory=RealData)
+    arms: tuple[Arm, ...] = Field(min_length=1, description="methods compared")
+    n: tuple[Annotated[int, Field(ge=10)], ...] = Field(min_length=1, description="sample sizes of the synthetic datasets")
+    settings: tuple[Setting, ...] = Field(("case1_sin",), min_length=1, description="generator settings")
+    noise_ratio: float = Field(0.3, ge=0, description="r in the generator (case1_w uses 0.5 as in the paper)")
+    alpha: float = Field(0.05, gt=0, lt=1, description="family-wise level of the unknown-K dCor t-tests [R]")
+    standardize_x: bool = Field(True, description="standardise X before powers in the control-function branch [R]")
+    binary_branch: bool = Field(True, description="candidates with <= 2 values use the Wald branch [R]")
+    residual_method: Residual = Field("random_forest", description="residualisation of case1_w on covariates W")
+    forest_trees: int = Field(500, ge=1, description="trees of the random-forest residualisation [R]")
+    bootstrap_resamples: int = Field(2000, ge=100, description="resamples of the bootstrap CIs in the claims")
+    real: RealData = Field(RealData(), description="real-data qualitative check [R]")
 
-    def __post_init__(self) -> None:
-        if not self.seeds:
-            raise ValueError("seeds: at least one seed")
-        if any(n < 10 for n in self.n):
-            raise ValueError("n: every sample size must be >= 10")
-        if self.seeds_per_job is not None and self.seeds_per_job < 1:
-            raise ValueError("seeds_per_job: must be >= 1 or null")
-        if len(set(self.seeds)) != len(self.seeds):
-            raise ValueError("seeds: duplicates")
-        if not self.arms:
-            raise ValueError("arms: at least one arm")
-        if not self.settings:
-            raise ValueError("settings: at least one setting")
-        if not self.n:
-            raise ValueError("n: at least one sample size")
-        if not 0 < self.alpha < 1:
-            raise ValueError(f"alpha: must be in (0, 1), got {self.alpha}")
-        if self.noise_ratio < 0:
-            raise ValueError(f"noise_ratio: must be >= 0, got {self.noise_ratio}")
-        if self.forest_trees < 1:
-            raise ValueError(f"forest_trees: must be >= 1, got {self.forest_trees}")
-        if self.bootstrap_resamples < 100:
-            raise ValueError(f"bootstrap_resamples: must be >= 100, got {self.bootstrap_resamples}")
+
+#: Config keys each stage reads (dotted paths; a section name covers all its keys). The stage sees only these.
+STAGE_KEYS: dict[str, tuple[str, ...]] = {
+    "download": (),
+    "preprocess": ("settings", "n", "seeds", "noise_ratio", "real.datasets", "real.card_rows"),
+    "train": ("arms", "seeds", "settings", "n", "alpha", "standardize_x", "binary_branch", "residual_method",
+              "forest_trees", "real.residual_method"),
+    "evaluate": ("bootstrap_resamples",),
+    "report": (),
+}

@@ -1,151 +1,173 @@
-"""Configuration of the coastalbench study (frozen; unknown keys are errors). Keys are documented in
-``config/studies/coastalbench.yaml``; [R] marks reconstructions of details the paper leaves open.
+"""Configuration of the coastalbench study: the single definition of every key (type, bounds, default,
+meaning). ``config/studies/coastalbench.yaml`` sets the values (common keys + one block per scale); the JSON
+schema of that file is generated from :class:`Config`. [R] marks reconstructions of details the paper leaves
+open. ``STAGE_KEYS`` declares the keys each stage reads: Snakemake reruns a stage only when one of them changes.
 
 This module imports nothing heavy (no torch, xarray): Snakemake's parse loads it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Literal
+
+from pydantic import Field, model_validator
+
+from icml25.core.config import Section, StudyConfig
 
 Arm = Literal["vit", "persistence", "climatology", "vit_no_boundary"]
 TRAINED_ARMS = ("vit", "vit_no_boundary")
+Leads = tuple[float, ...]
 
 
-@dataclass(frozen=True)
-class Sim:
-    """The mini-ROMS simulator (spec "Simulator [R]")."""
+class Sim(Section):
+    """The mini-ROMS simulator [R]: faithful in file format, not in 3-D physics."""
 
-    nx: int = 64  # xi_rho
-    ny: int = 48  # eta_rho
-    n_levels: int = 6  # N (s_rho)
-    days: int = 21
-    start_date: str = "2008-01-02"
-    output_interval_s: int = 1800
-    dt_s: float = 30.0
-    dx_m: float = 1000.0
-    seed: int = 0
-    river_q: float = 200.0  # m3 s-1
-    tides_m: tuple[float, float, float] = (0.3, 0.15, 0.12)  # M2, K1, O1 amplitudes
-    drag: float = 2.5e-3
-    vtransform: Literal[1, 2] = 2
-    vstretching: Literal[4] = 4
-    theta_s: float = 5.0
-    theta_b: float = 0.4
-    hc: float = 5.0
-    tcline: float = 5.0
-    zlib_level: int = 1
-    land_value: Literal["fill", "zero"] = "fill"  # what land holds in the files (readers mask by mask_*)
-    qair_units: Literal["percentage", "kg kg-1"] = "percentage"  # [R] the card says specific humidity
-    write_preview: bool = True
+    nx: int = Field(64, ge=8, description="xi_rho (grid columns)")
+    ny: int = Field(48, ge=8, description="eta_rho (grid rows)")
+    n_levels: int = Field(6, ge=2, description="N: s_rho levels (s_w has N + 1)")
+    days: int = Field(21, ge=1, description="simulated days (one history file each, after a 1-day spin-up)")
+    start_date: str = Field("2008-01-02", pattern=r"^\d{4}-\d{2}-\d{2}$", description="first day written")
+    output_interval_s: int = Field(1800, ge=1, description="seconds between history records (divides a day)")
+    dt_s: float = Field(30.0, gt=0, description="barotropic time step (s); divides output_interval_s")
+    dx_m: float = Field(1000.0, gt=0, description="grid spacing (m)")
+    seed: int = Field(0, ge=0, description="simulator seed (atmosphere noise)")
+    river_q: float = Field(200.0, ge=0, description="river discharge Q (m3 s-1)")
+    tides_m: tuple[float, float, float] = Field((0.3, 0.15, 0.12), description="M2, K1, O1 amplitudes (m)")
+    drag: float = Field(2.5e-3, ge=0, description="quadratic bottom drag coefficient C_d")
+    vtransform: Literal[1, 2] = Field(2, description="ROMS Vtransform")
+    vstretching: Literal[4] = Field(4, description="ROMS Vstretching (only 4)")
+    theta_s: float = Field(5.0, description="surface stretching parameter")
+    theta_b: float = Field(0.4, description="bottom stretching parameter")
+    hc: float = Field(5.0, description="critical depth (m)")
+    tcline: float = Field(5.0, description="Tcline (m), written for completeness")
+    zlib_level: int = Field(1, ge=0, le=9, description="NETCDF4 zlib level of the history files (0: none)")
+    land_value: Literal["fill", "zero"] = Field("fill", description="what land holds in the files")
+    qair_units: Literal["percentage", "kg kg-1"] = Field("percentage", description="Qair units [R]")
+    write_preview: bool = Field(True, description="also write the first ingest.identity_days days as preview zarr")
 
-    def __post_init__(self) -> None:
-        if self.nx < 8 or self.ny < 8:
-            raise ValueError("sim.nx, sim.ny: the grid must be at least 8 x 8")
-        if self.n_levels < 2:
-            raise ValueError("sim.n_levels: at least 2 levels")
-        if self.days < 1:
-            raise ValueError("sim.days: at least 1 day")
+    @model_validator(mode="after")
+    def _times(self):
         if 86400 % self.output_interval_s:
             raise ValueError("sim.output_interval_s: must divide a day")
-        if self.dt_s <= 0 or self.output_interval_s % self.dt_s:
-            raise ValueError("sim.dt_s: must be positive and divide output_interval_s")
+        if self.output_interval_s % self.dt_s:
+            raise ValueError("sim.dt_s: must divide output_interval_s")
+        return self
+
+    @model_validator(mode="after")
+    def _hc_within_water(self):
+        """Vtransform 1 needs hc <= min(h) over water: a deeper hc gives non-monotone level depths (NaN
+        velocities downstream). The simulated bathymetry is fixed by the grid size, so this is checked here."""
+        if self.vtransform == 1:
+            import numpy as np
+
+            from .simulator import make_grid
+
+            grid = make_grid(self.ny, self.nx, self.dx_m)
+            shallowest = float(np.asarray(grid.h)[np.asarray(grid.mask) > 0].min())
+            if self.hc > shallowest:
+                raise ValueError(f"sim.hc: Vtransform 1 needs hc <= min(h) over water; hc={self.hc} m but the "
+                                 f"shallowest water of this grid is {shallowest:.3g} m (lower sim.hc or use "
+                                 f"sim.vtransform: 2)")
+        return self
 
 
-@dataclass(frozen=True)
-class Split:
+class Split(Section):
     """Days of the record used for training, validation and test (consecutive, in that order)."""
 
-    train_days: int = 15
-    val_days: int = 2
-    test_days: int = 4
+    train_days: int = Field(15, ge=1, description="training days")
+    val_days: int = Field(2, ge=0, description="validation days")
+    test_days: int = Field(4, ge=1, description="test days")
 
 
-@dataclass(frozen=True)
-class Ingest:
+class Ingest(Section):
     """open_roms / statistics / shards."""
 
-    chunk_time: int = 1  # ocean_time records per dask chunk
-    identity_days: int = 3  # days used for the two-pass NumPy and preview identity checks
-    identity_chunks: tuple[int, ...] = (1, 7, 48)  # ocean_time chunkings that must give the same statistics
-    mem_bound_chunks: float = 4.0  # claim 1: peak traced memory <= this x one chunk of the largest variable
-    level_order: Literal["bottom_up", "top_down"] = "bottom_up"  # preview level order [R]
-    layout: Literal["T_C_H_W", "C_T_H_W", "TC_H_W"] = "T_C_H_W"  # preview layout [R]
+    chunk_time: int = Field(1, ge=1, description="ocean_time records per dask chunk")
+    identity_days: int = Field(3, ge=1, description="days of the two-pass NumPy and preview identity checks")
+    identity_chunks: tuple[int, ...] = Field((1, 7, 48), min_length=1,
+                                             description="ocean_time chunkings that must give the same statistics")
+    mem_bound_chunks: float = Field(4.0, gt=0, description="claim 1: peak traced memory <= this x one chunk")
+    level_order: Literal["bottom_up", "top_down"] = Field("bottom_up", description="preview level order [R]")
+    layout: Literal["T_C_H_W", "C_T_H_W", "TC_H_W"] = Field("T_C_H_W", description="preview layout [R]")
 
 
-@dataclass(frozen=True)
-class Model:
-    """CoastalViT (spec "Emulator [R]")."""
+class Model(Section):
+    """CoastalViT [R] (ClimaX-like)."""
 
-    patch: int = 8
-    dim: int = 96
-    depth: int = 4
-    heads: int = 4
-    boundary_width: int = 4
-    coarsen: int = 1  # paper: 2 (2x block-mean coarsening of every input/target)
-
-
-@dataclass(frozen=True)
-class Train:
-    epochs: int = 3
-    batch_size: int = 16
-    lr: float = 1e-3
-    weight_decay: float = 0.05
-    leads_h: tuple[float, ...] = (1, 3, 6, 12, 24)
-    threads: int = 2
-    device: Literal["cpu", "cuda", "auto"] = "cpu"
+    patch: int = Field(8, ge=1, description="patch size p (the grid is padded to a multiple of p)")
+    dim: int = Field(96, ge=1, description="token width")
+    depth: int = Field(4, ge=1, description="transformer blocks")
+    heads: int = Field(4, ge=1, description="attention heads")
+    boundary_width: int = Field(4, ge=0, description="width (cells) of the boundary band of zeta(t0 + lead) [R]")
+    coarsen: int = Field(1, ge=1, description="block-mean coarsening of inputs/targets (paper: 2)")
 
 
-@dataclass(frozen=True)
-class Eval:
-    leads_h: tuple[float, ...] = (1, 3, 6, 12, 24)
-    persistence_lead_h: float = 6  # claim 2
-    climatology_leads_h: tuple[float, ...] = (6, 12, 24)  # claim 3
-    min_gain: float = 0.10  # claims 2-3: mean relative gain needed
-    spearman_min: float = 0.9  # claim 4
-    bootstrap_resamples: int = 2000
-    max_t0: int | None = None  # cap on test start times per lead (None: all)
+class Train(Section):
+    """Training of the ViT arms."""
+
+    epochs: int = Field(3, ge=1, description="epochs")
+    batch_size: int = Field(16, ge=1, description="batch size")
+    lr: float = Field(1e-3, gt=0, description="AdamW learning rate (cosine schedule to 0)")
+    weight_decay: float = Field(0.05, ge=0, description="AdamW weight decay")
+    leads_h: Leads = Field((1, 3, 6, 12, 24), min_length=1, description="lead times sampled in training (h)")
+    threads: int = Field(2, ge=1, description="torch CPU threads (also the train rule's threads)")
+    device: Literal["cpu", "cuda", "auto"] = Field("cpu", description="torch device")
 
 
-@dataclass(frozen=True)
-class Remote:
-    """Paper path: the real CoastalBench files (OSN S3, anonymous) listed in the study's manifest.csv."""
+class Eval(Section):
+    """Evaluation and claims."""
 
-    first_month: str = "2008-01"
-    last_month: str = "2017-12"
-    test_months: int = 12  # the last year is held out
-    val_months: int = 1
+    leads_h: Leads = Field((1, 3, 6, 12, 24), min_length=1, description="evaluated lead times (h)")
+    persistence_lead_h: float = Field(6, gt=0, description="claim 2 lead (h)")
+    climatology_leads_h: Leads = Field((6, 12, 24), description="claim 3 leads (h)")
+    min_gain: float = Field(0.10, description="claims 2-3: mean relative RMSE gain for reproduced")
+    spearman_min: float = Field(0.9, ge=-1, le=1, description="claim 4: Spearman rho(lead, RMSE) threshold")
+    bootstrap_resamples: int = Field(2000, ge=100, description="bootstrap resamples of the CIs over seeds")
+    max_t0: int | None = Field(None, ge=1, description="cap on test start times per lead (null: all)")
 
 
-@dataclass(frozen=True)
-class Config:
+class Remote(Section):
+    """Paper path: the real CoastalBench files listed in the study's manifest.csv, one job per month."""
+
+    first_month: str = Field("2008-01", pattern=r"^\d{4}-\d{2}$", description="first month")
+    last_month: str = Field("2017-12", pattern=r"^\d{4}-\d{2}$", description="last month")
+    test_months: int = Field(12, ge=1, description="last months held out for test")
+    val_months: int = Field(1, ge=0, description="months before them used for validation")
+
+
+class Config(StudyConfig):
     """coastalbench study configuration (merged common keys + one scale)."""
 
-    seeds: tuple[int, ...]
-    arms: tuple[Arm, ...]
-    seeds_per_job: int | None = None
-    data: Literal["simulate", "remote"] = "simulate"
-    sim: Sim = field(default_factory=Sim)
-    split: Split = field(default_factory=Split)
-    ingest: Ingest = field(default_factory=Ingest)
-    model: Model = field(default_factory=Model)
-    train: Train = field(default_factory=Train)
-    eval: Eval = field(default_factory=Eval)
-    remote: Remote = field(default_factory=Remote)
+    arms: tuple[Arm, ...] = Field(min_length=1, description="compared forecasts")
+    data: Literal["simulate", "remote"] = Field("simulate", description="mini-ROMS (offline) or the real files")
+    sim: Sim = Field(Sim(), description="mini-ROMS simulator [R]")
+    split: Split = Field(Split(), description="consecutive days of the record")
+    ingest: Ingest = Field(Ingest(), description="ingestion")
+    model: Model = Field(Model(), description="CoastalViT [R]")
+    train: Train = Field(Train(), description="training")
+    eval: Eval = Field(Eval(), description="evaluation")
+    remote: Remote = Field(Remote(), description="paper path")
 
-    def __post_init__(self) -> None:
-        if not self.seeds:
-            raise ValueError("seeds: at least one seed")
-        if self.seeds_per_job is not None and self.seeds_per_job < 1:
-            raise ValueError("seeds_per_job: must be >= 1 or null")
+    @model_validator(mode="after")
+    def _split_fits(self):
         s = self.split
         if self.data == "simulate" and s.train_days + s.val_days + s.test_days != self.sim.days:
             raise ValueError(f"split: train_days + val_days + test_days must equal sim.days ({self.sim.days})")
-        if s.train_days < 1 or s.test_days < 1:
-            raise ValueError("split: at least one train day and one test day")
-        if self.data == "simulate" and (self.sim.nx % self.model.patch or self.sim.ny % self.model.patch):
-            pass  # the ViT pads to a multiple of the patch size; allowed
+        return self
 
     @property
     def trained_arms(self) -> tuple[str, ...]:
         return tuple(a for a in self.arms if a in TRAINED_ARMS)
+
+
+_SPLIT = ("data", "split", "remote.test_months", "remote.val_months")  # what split_days reads
+
+#: Config keys each stage reads (dotted paths; a section name covers all its keys). The stage sees only these.
+STAGE_KEYS: dict[str, tuple[str, ...]] = {
+    "download": ("data", "sim", "ingest.identity_days", "ingest.layout", "ingest.level_order"),
+    "preprocess": (*_SPLIT, "ingest"),
+    "stats_reduce": (*_SPLIT, "ingest"),
+    "shard": (*_SPLIT, "ingest.chunk_time"),
+    "train": (*_SPLIT, "arms", "seeds", "model", "train"),
+    "evaluate": (*_SPLIT, "arms", "seeds", "model", "train.threads", "train.device", "eval"),
+    "report": (),
+}

@@ -2,9 +2,11 @@
 
 * OSN S3 (endpoint https://udel1.osn.mghpcc.org, bucket ``coastalbench-data``, anonymous): :func:`list_s3` lists
   keys with the plain S3 ListObjectsV2 REST call (equivalent to boto3 with ``UNSIGNED``; no extra package) and
-  :func:`write_manifest` turns them into the study's ``manifest.csv`` (sha256 empty, size = Content-Length, etag).
-* Downloads go through ``icml25.core.download.fetch``: size checked, the sha256 pinned in ``<dest>.sha256`` on the
-  first verified download and enforced afterwards; single-part S3 ETags (plain MD5) are checked too.
+  :func:`write_manifest` turns them into the study's ``manifest.csv`` (sha256 ``UNPINNED``: the bucket publishes
+  none; size = Content-Length, etag).
+* Downloads go through ``icml25.core.download.fetch``: refused unless the run opts in to trust on first use
+  (``trust_unpinned``), then size checked, the file opened as netCDF with the variables preprocessing needs, the
+  sha256 pinned in ``<dest>.sha256`` and enforced afterwards; single-part S3 ETags (plain MD5) are checked too.
 * HF preview: :func:`list_hf_preview` reads the dataset tree at a pinned revision (LFS sha256 per chunk file);
   :func:`zarr_tree_hash` is the per-``.zarr`` tree hash.
 
@@ -54,13 +56,14 @@ def list_s3(prefix: str = "", endpoint: str = ENDPOINT, bucket: str = BUCKET) ->
 
 
 def write_manifest(items: list[dict], path: str | Path, endpoint: str = ENDPOINT, bucket: str = BUCKET) -> int:
-    """manifest.csv rows (history files only) with an empty sha256 (pinned on first verified download)."""
+    """manifest.csv rows (history files only), sha256 ``UNPINNED`` (pinned on a trusted first download)."""
     rows = [i for i in items if i["key"].endswith(".nc") and _DAY.search(Path(i["key"]).name)]
     with open(path, "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["name", "url", "sha256", "size", "licence", "mirror_path", "etag"])
         for i in sorted(rows, key=lambda r: r["key"]):
-            w.writerow([Path(i["key"]).name, f"{endpoint}/{bucket}/{urllib.parse.quote(i['key'])}", "", i["size"],
+            w.writerow([Path(i["key"]).name, f"{endpoint}/{bucket}/{urllib.parse.quote(i['key'])}", "UNPINNED",
+                        i["size"],
                         "not stated", f"coastalbench/{i['key']}", i["etag"]])
     return len(rows)
 
@@ -92,14 +95,17 @@ def md5_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def fetch_month(manifest: str | Path, month: str, dest_dir: Path, mirror: str | None = None) -> list[Path]:
-    """Fetch (verified, pinned) every file of one month; check single-part ETags (MD5)."""
-    from icml25.core.download import DownloadError, fetch
+def fetch_month(manifest: str | Path, month: str, dest_dir: Path, mirror: str | None = None, *,
+                trust_unpinned: bool = False, variables: tuple[str, ...] = ()) -> list[Path]:
+    """Fetch (verified, pinned) every file of one month; each must open as netCDF holding ``variables``; check
+    single-part ETags (MD5). ``trust_unpinned``: accept rows without a sha256 on first use (logged)."""
+    from icml25.core.download import DownloadError, fetch, netcdf_check
 
     tags = etags(manifest)
     out = []
     for entry in month_entries(manifest, month):
-        path = fetch(entry, Path(dest_dir) / entry.name, mirror)
+        path = fetch(entry, Path(dest_dir) / entry.name, mirror, trust_unpinned=trust_unpinned,
+                     check=netcdf_check(variables) if variables else None)
         tag = tags.get(entry.name, "")
         if tag and "-" not in tag and md5_file(path) != tag:
             path.unlink()

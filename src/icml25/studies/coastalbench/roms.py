@@ -45,6 +45,18 @@ FIELDS: dict[str, tuple[str, str | None, str, str]] = {
     "Uwind": ("rho", None, "surface u-wind component", "meter second-1"),
     "Vwind": ("rho", None, "surface v-wind component", "meter second-1"),
 }
+#: CF standard names (ROMS varinfo.yaml where it has one). zeta and h form the CF pair from which cf_xarray derives
+#: the standard name of the decoded depth ("altitude"), so decode_vertical_coords needs exactly these two.
+STANDARD_NAMES = {
+    "zeta": "sea_surface_height_above_geoid", "ubar": "barotropic_sea_water_x_velocity_at_u_location",
+    "vbar": "barotropic_sea_water_y_velocity_at_v_location", "u": "sea_water_x_velocity_at_u_location",
+    "v": "sea_water_y_velocity_at_v_location", "w": "upward_sea_water_velocity",
+    "temp": "sea_water_potential_temperature", "salt": "sea_water_salinity",
+    "AKs": "ocean_vertical_salt_diffusivity", "Pair": "surface_air_pressure", "Tair": "air_temperature",
+    "Qair": "relative_humidity", "rain": "rainfall_flux", "swrad": "surface_net_downward_shortwave_flux",
+    "lwrad": "surface_net_downward_longwave_flux", "Uwind": "x_wind", "Vwind": "y_wind",
+    "h": "sea_floor_depth_below_geoid", "f": "coriolis_parameter", "ocean_time": "time",
+}
 HGRID_DIMS = {"rho": ("eta_rho", "xi_rho"), "u": ("eta_u", "xi_u"), "v": ("eta_v", "xi_v"),
               "psi": ("eta_psi", "xi_psi")}
 SCALARS = ("Vtransform", "Vstretching", "theta_s", "theta_b", "Tcline", "hc")
@@ -76,11 +88,30 @@ def staggered_masks(mask_rho: np.ndarray) -> dict[str, np.ndarray]:
             "mask_psi": m[:-1, :-1] * m[:-1, 1:] * m[1:, :-1] * m[1:, 1:]}
 
 
+def check_scoord(vtransform: int, vstretching: int, hc: float, h: np.ndarray, mask: np.ndarray | None = None,
+                 what: str = "s-coordinate") -> None:
+    """What the s-coordinate maths can honour: Vtransform 1 or 2, a supported Vstretching, and for Vtransform 1
+    ``hc <= min(h)`` over water (deeper hc gives non-monotone level depths, hence NaN velocities downstream).
+    ``ValueError`` naming the parameter."""
+    from .scoord import stretching
+
+    if vtransform not in (1, 2):
+        raise ValueError(f"{what}: Vtransform={vtransform} is not supported (1 or 2)")
+    stretching(np.array([-0.5]), 1.0, 0.5, vstretching)  # raises naming an unsupported Vstretching
+    water = h[mask > 0] if mask is not None and (mask > 0).any() else h
+    if vtransform == 1 and hc > float(np.min(water)):
+        raise ValueError(f"{what}: Vtransform 1 needs hc <= min(h) over water; hc={hc} m but the shallowest "
+                         f"water is {float(np.min(water)):.3g} m (lower hc or use Vtransform 2)")
+
+
 class HisWriter:
     """Write one ROMS history file record by record (NETCDF4, zlib), so memory stays one record.
 
     ``grid`` holds h, f, pm, pn, mask_rho (others are derived), lon_rho/lat_rho (optional) and the s-coordinate
-    scalars Vtransform, Vstretching, theta_s, theta_b, Tcline, hc and N. Use as a context manager; ``append``
+    scalars Vtransform, Vstretching, theta_s, theta_b, Tcline, hc and N; optionally ``angle`` (radians between
+    the XI axis and east, default 0), ``spherical`` (default 1: lon/lat grid) and ``rho0`` (kg m-3, default
+    1025), which ROMS writes and xroms needs (``east``/``north`` rotate by ``angle``). Variables carry the CF
+    ``standard_name`` of :data:`STANDARD_NAMES`. Use as a context manager; ``append``
     takes the record time (s since :data:`REF_DATE`) and a mapping of field name -> array in file layout
     (e.g. u: (N, eta_u, xi_u)), float32 or convertible.
     """
@@ -102,6 +133,10 @@ class HisWriter:
         self.land_value = land_value
         self.sizes = grid_sizes(ny, nx, n)
         vt = int(grid["Vtransform"])
+        check_scoord(vt, int(grid["Vstretching"]), float(grid["hc"]), h, np.asarray(grid["mask_rho"]),
+                     what=f"HisWriter({self.path.name})")  # before the file exists: nothing half-written
+        if land_value not in ("fill", "zero"):
+            raise ValueError(f"HisWriter: land_value must be 'fill' or 'zero', got {land_value!r}")
         kw = {"zlib": zlib_level > 0, "complevel": max(zlib_level, 1)} if zlib_level > 0 else {}
         self.nc = nc = netCDF4.Dataset(self.path, "w", format="NETCDF4")
         nc.type = "ROMS/TOMS history file"
@@ -121,6 +156,15 @@ class HisWriter:
             if name in ("Tcline", "hc"):
                 var.units = "meter"
             var.assignValue(grid[name])
+        var = nc.createVariable("spherical", "i4")
+        var.long_name = "grid type logical switch"
+        var.flag_values = np.array([0, 1], np.int32)
+        var.flag_meanings = "Cartesian spherical"
+        var.assignValue(int(grid.get("spherical", 1)))
+        var = nc.createVariable("rho0", "f8")
+        var.long_name = "mean density used in Boussinesq approximation"
+        var.units = "kilogram meter-3"
+        var.assignValue(float(grid.get("rho0", 1025.0)))
         std_name = f"ocean_s_coordinate_g{vt}"
         for sdim, cname, grid_kind in (("s_rho", "Cs_r", "rho"), ("s_w", "Cs_w", "w")):
             s = s_levels(n, grid_kind)
@@ -139,6 +183,8 @@ class HisWriter:
         self._grid_var("h", ("eta_rho", "xi_rho"), h, "bathymetry at RHO-points", "meter", "lon_rho lat_rho")
         self._grid_var("f", ("eta_rho", "xi_rho"), grid["f"], "Coriolis parameter at RHO-points", "second-1",
                        "lon_rho lat_rho")
+        self._grid_var("angle", ("eta_rho", "xi_rho"), grid.get("angle", np.zeros_like(h)),
+                       "angle between XI-axis and EAST", "radians", "lon_rho lat_rho")
         self._grid_var("pm", ("eta_rho", "xi_rho"), grid["pm"], "curvilinear coordinate metric in XI",
                        "meter-1", "lon_rho lat_rho")
         self._grid_var("pn", ("eta_rho", "xi_rho"), grid["pn"], "curvilinear coordinate metric in ETA",
@@ -149,8 +195,10 @@ class HisWriter:
         lonlat["psi"] = (0.5 * (lonlat["u"][0][:-1] + lonlat["u"][0][1:]),
                          0.5 * (lonlat["u"][1][:-1] + lonlat["u"][1][1:]))
         for g, (lo, la) in lonlat.items():
-            self._grid_var(f"lon_{g}", HGRID_DIMS[g], lo, f"longitude of {g.upper()}-points", "degree_east", None)
-            self._grid_var(f"lat_{g}", HGRID_DIMS[g], la, f"latitude of {g.upper()}-points", "degree_north", None)
+            self._grid_var(f"lon_{g}", HGRID_DIMS[g], lo, f"longitude of {g.upper()}-points", "degree_east",
+                           None).standard_name = "longitude"
+            self._grid_var(f"lat_{g}", HGRID_DIMS[g], la, f"latitude of {g.upper()}-points", "degree_north",
+                           None).standard_name = "latitude"
         for g in ("rho", "u", "v", "psi"):
             var = self._grid_var(f"mask_{g}", HGRID_DIMS[g], self.masks[f"mask_{g}"],
                                  f"mask on {g.upper()}-points", None, f"lon_{g} lat_{g}")
@@ -160,6 +208,7 @@ class HisWriter:
         t.long_name = "time since initialization"
         t.units = f"seconds since {REF_DATE}"
         t.calendar = "proleptic_gregorian"
+        t.standard_name = "time"
         t.field = "time, scalar, series"
         self.vars = {}
         for name in self.fields:
@@ -169,6 +218,8 @@ class HisWriter:
             var = nc.createVariable(name, "f4", field_dims(name), fill_value=FILL, **kw)
             var.long_name = long_name
             var.units = units
+            var.standard_name = ("specific_humidity" if name == "Qair" and qair_units != "percentage"
+                                 else STANDARD_NAMES[name])
             var.time = "ocean_time"
             lon_lat = f"lon_{hgrid} lat_{hgrid}"
             var.coordinates = f"{lon_lat} {vgrid} ocean_time" if vgrid else f"{lon_lat} ocean_time"
@@ -181,6 +232,8 @@ class HisWriter:
     def _grid_var(self, name, dims, values, long_name, units, coordinates):
         var = self.nc.createVariable(name, "f8", dims)
         var.long_name = long_name
+        if name in STANDARD_NAMES:
+            var.standard_name = STANDARD_NAMES[name]
         if units:
             var.units = units
         if coordinates:
@@ -483,3 +536,270 @@ def day_of_file(path: str | Path) -> str:
     except ValueError as err:
         raise RomsFormatError(f"{path}: file name must end in _YYYYMMDD.nc") from err
     return tail
+
+
+# ------------------------------------------------------------------------------------------ direct record reader
+
+
+class RhoTable:
+    """Where the rho-point values of one kind of field come from (see :mod:`.kernels`).
+
+    ``cells``: flat rho indices (eta_rho * xi_rho) of the valid cells, int32 (n_valid,); ``ia``/``ib``: flat
+    indices into the source level; ``wa``/``wb``: float32 weights, or None for a plain gather (``ia == cells``);
+    ``invalid``: flat rho indices of land and of cells without a water neighbour (NaN in ``open_roms``, 0 in
+    shards); ``vertical``: the source has N + 1 levels (s_w) averaged pairwise to N.
+    """
+
+    def __init__(self, cells, ia, ib=None, wa=None, wb=None, *, invalid, vertical: bool = False) -> None:
+        self.cells, self.ia, self.ib, self.wa, self.wb = cells, ia, ib, wa, wb
+        self.invalid, self.vertical = invalid, vertical
+
+    @property
+    def count(self) -> int:
+        return int(self.cells.size)
+
+
+def rho_point_table(kind: Literal["rho", "u", "v", "w"], masks: Mapping[str, np.ndarray]) -> RhoTable:
+    """The :class:`RhoTable` of a rho ("rho"), u, v or s_w ("w") field, from ``mask_rho``/``mask_u``/``mask_v``.
+
+    u/v follow :func:`_destagger_kernel`: interior rho point i averages the water u points i-1 and i (weights 1/2),
+    a point with one water neighbour (coast or domain edge) copies it (weights 1 and 0), a point with none is
+    invalid; land rho points are invalid. w/AKs average levels k and k+1 (weights 1/2) on wet rho points.
+    """
+    wet = np.asarray(masks["mask_rho"]) > 0
+    ny, nx = wet.shape
+    i32 = np.int32
+    if kind in ("rho", "w"):
+        cells = np.flatnonzero(wet).astype(i32)
+        invalid = np.flatnonzero(~wet).astype(i32)
+        if kind == "rho":
+            return RhoTable(cells, cells, invalid=invalid)
+        half = np.full(cells.size, 0.5, np.float32)
+        return RhoTable(cells, cells, cells, half, half.copy(), invalid=invalid, vertical=True)
+    if kind not in ("u", "v"):
+        raise ValueError(f"rho_point_table: kind must be rho, u, v or w, got {kind!r}")
+    m = np.asarray(masks[f"mask_{kind}"]) > 0
+    jj, ii = np.mgrid[0:ny, 0:nx]
+    if kind == "u":  # u[j, i-1] and u[j, i] bracket rho[j, i]; the u array is (ny, nx - 1)
+        lo_ok = np.zeros((ny, nx), bool)
+        hi_ok = np.zeros((ny, nx), bool)
+        lo_ok[:, 1:], hi_ok[:, :-1] = m, m
+        lo_idx, hi_idx = jj * (nx - 1) + ii - 1, jj * (nx - 1) + ii
+    else:  # v[j-1, i] and v[j, i] bracket rho[j, i]; the v array is (ny - 1, nx)
+        lo_ok = np.zeros((ny, nx), bool)
+        hi_ok = np.zeros((ny, nx), bool)
+        lo_ok[1:, :], hi_ok[:-1, :] = m, m
+        lo_idx, hi_idx = (jj - 1) * nx + ii, jj * nx + ii
+    valid = wet & (lo_ok | hi_ok)
+    cells = np.flatnonzero(valid)
+    lo, hi = lo_ok.ravel()[cells], hi_ok.ravel()[cells]
+    both = lo & hi
+    ia = np.where(lo, lo_idx.ravel()[cells], hi_idx.ravel()[cells]).astype(i32)
+    ib = np.where(hi, hi_idx.ravel()[cells], ia).astype(i32)
+    wa = np.where(both, 0.5, 1.0).astype(np.float32)
+    wb = np.where(both, 0.5, 0.0).astype(np.float32)
+    return RhoTable(cells.astype(i32), ia, ib, wa, wb, invalid=np.flatnonzero(~valid).astype(i32))
+
+
+def _nc_get_vara_float():
+    """``nc_get_vara_float`` of the netCDF-C library that ``netCDF4`` loaded (ctypes), or None if not found.
+
+    netCDF4-python always allocates a new array per read; on this VM first-touching fresh pages costs several
+    times the copy itself (page faults), so the direct reader fills preallocated buffers through the C call.
+    Only the very library netCDF4 uses will do (ncids are per library), so it is looked up in /proc/self/maps.
+    """
+    import ctypes
+
+    import netCDF4  # noqa: F401  (loads libnetcdf)
+
+    try:
+        with open("/proc/self/maps") as fh:
+            libs = sorted({line.split()[-1] for line in fh if "libnetcdf" in line and ".so" in line})
+    except OSError:
+        return None
+    for lib in libs:
+        try:
+            fn = ctypes.CDLL(lib).nc_get_vara_float
+        except (OSError, AttributeError):
+            continue
+        fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        fn.restype = ctypes.c_int
+        return fn
+    return None
+
+
+class RomsRecords:
+    """Direct reader of ROMS history records: ``netCDF4`` straight into NumPy, no dask or xarray per record.
+
+    The fast path of the statistics and shard passes (:func:`.stats.normalisation_stats` and
+    :func:`.stats.write_shard` accept it in place of an ``open_roms`` dataset and give the same numbers). Files are
+    validated like :func:`open_roms`; records are read one at a time (``read``), undecoded (no masked arrays), then
+    scaled once if the variable is packed (``scale_factor``/``add_offset``); land is never looked at, since the
+    kernels read only the valid cells of :func:`rho_point_table`. ``chunk_time`` records form one statistics chunk
+    (the Chan merge unit). HDF5's chunk cache is off for the variables read (each chunk is read once).
+    """
+
+    def __init__(self, paths: str | Path | Sequence[str | Path], variables: Sequence[str] | None = None, *,
+                 chunk_time: int = 1, _parent: RomsRecords | None = None, _rows: np.ndarray | None = None) -> None:
+        if _parent is not None:
+            self.__dict__.update({k: v for k, v in _parent.__dict__.items() if k not in ("_nc", "_nc_index")})
+            self.rows = _rows  # the record buffers are shared with the parent: selections are read one at a time
+            self._nc, self._nc_index = None, -1
+            return
+        import netCDF4
+
+        if isinstance(paths, (str, os.PathLike)):
+            paths = [paths]
+        self.paths = [str(p) for p in paths]
+        if variables is None:
+            if not Path(self.paths[0]).is_file():
+                raise RomsFormatError(f"{self.paths[0]}: file not found")
+            with netCDF4.Dataset(self.paths[0]) as nc:
+                variables = [v for v in FIELDS if v in nc.variables and v not in ("ubar", "vbar")]
+        self.variables = list(variables)
+        if int(chunk_time) < 1:
+            raise ValueError(f"RomsRecords: chunk_time must be >= 1, got {chunk_time}")
+        self.chunk_time = int(chunk_time)
+        info = validate_files(self.paths, self.variables)
+        self.sizes = info["sizes"]
+        self.grid = info["grid"]
+        self.times = info["times"]
+        files = np.repeat(np.arange(len(self.paths)), info["records"])
+        recs = np.concatenate([np.arange(n) for n in info["records"]])
+        self.rows = np.stack([files, recs], axis=1)  # (records, 2): file index, record in file
+        self._all_rows = self.rows
+        masks = {"mask_rho": self.grid["mask_rho"], "mask_u": self.grid["mask_u"], "mask_v": self.grid["mask_v"]}
+        self.tables = {k: rho_point_table(k, masks) for k in ("rho", "u", "v", "w")}
+        self._get = _nc_get_vara_float()
+        self._buffers: dict[tuple[int, ...], np.ndarray] = {}
+        self._nc, self._nc_index = None, -1
+
+    # -- shape and selection
+    def __len__(self) -> int:
+        return int(self.rows.shape[0])
+
+    @property
+    def shape_rho(self) -> tuple[int, int]:
+        return int(self.sizes["eta_rho"]), int(self.sizes["xi_rho"])
+
+    @property
+    def records_per_file(self) -> list[int]:
+        return [int(n) for n in np.bincount(self.rows[:, 0], minlength=len(self.paths))]
+
+    def levels(self, name: str) -> int:
+        """Levels of ``name`` at rho points: N for 3-D fields (w/AKs averaged to s_rho), 1 for 2-D fields."""
+        return int(self.sizes["s_rho"]) if FIELDS[name][1] else 1
+
+    def table(self, name: str) -> RhoTable:
+        hgrid, vgrid = FIELDS[name][:2]
+        return self.tables["w" if vgrid == "s_w" else hgrid]
+
+    def select(self, start: int, stop: int) -> RomsRecords:
+        """The records start..stop-1 (e.g. one day), sharing grids, tables and record buffers (so read one
+        selection at a time: a read overwrites the previous read of the same shape)."""
+        return RomsRecords(self.paths, _parent=self, _rows=self.rows[start:stop])
+
+    def chunks(self) -> list[tuple[int, int]]:
+        """(start, stop) record ranges of ``chunk_time`` records."""
+        n = len(self)
+        return [(a, min(a + self.chunk_time, n)) for a in range(0, n, self.chunk_time)]
+
+    def where(self, t: int) -> str:
+        """'<file> record <k>' of record t (for error messages)."""
+        f, k = self.rows[t]
+        return f"{self.paths[f]} record {k}"
+
+    # -- reading
+    def _dataset(self, f: int):
+        import netCDF4
+
+        if self._nc_index != f:
+            self.close()
+            nc = netCDF4.Dataset(self.paths[f], "r")
+            nc.set_auto_maskandscale(False)
+            for v in self.variables:
+                nc.variables[v].set_var_chunk_cache(size=0)
+            self._nc, self._nc_index = nc, f
+        return self._nc
+
+    def read(self, name: str, t: int) -> np.ndarray:
+        """Record t of ``name``, decoded to float32, as (source levels, flat horizontal points) (a view).
+
+        Source levels: 1 (2-D), N (s_rho) or N + 1 (s_w); points: those of the field's own grid (u, v or rho).
+        """
+        import ctypes
+
+        f, k = self.rows[t]
+        nc = self._dataset(int(f))
+        var = nc.variables[name]
+        shape = tuple(var.shape[1:])
+        if self._get is not None:  # into a preallocated buffer, converted to float32 by netCDF-C
+            x = self._buffers.get(shape)
+            if x is None:
+                x = self._buffers[shape] = np.empty(shape, np.float32)
+            start = (ctypes.c_size_t * var.ndim)(int(k), *([0] * (var.ndim - 1)))
+            count = (ctypes.c_size_t * var.ndim)(1, *shape)
+            status = self._get(nc._grpid, var._varid, start, count, x.ctypes.data)
+            if status != 0:
+                import netCDF4
+
+                raise RomsFormatError(f"{self.where(t)}: reading {name!r} failed (netCDF error {status}: "
+                                      f"{netCDF4.Dataset.__module__} nc_get_vara_float)")
+        else:
+            x = np.asarray(var[int(k)], dtype=np.float32)
+        scale, offset = getattr(var, "scale_factor", None), getattr(var, "add_offset", None)
+        if scale is not None:  # packed data: decoded once, in place
+            x *= np.float32(scale)
+        if offset is not None:
+            x += np.float32(offset)
+        return x.reshape(1 if x.ndim == 2 else x.shape[0], -1)
+
+    def datetimes(self) -> np.ndarray:
+        """ocean_time of the selected records as datetime64[ns], decoded with the first file's units/calendar."""
+        import netCDF4
+
+        with netCDF4.Dataset(self.paths[0]) as nc:
+            t = nc.variables["ocean_time"]
+            units, calendar = t.units, getattr(t, "calendar", "standard")
+        values = self.times[self._global_rows()]
+        dates = netCDF4.num2date(values, units, calendar, only_use_cftime_datetimes=False,
+                                 only_use_python_datetimes=True)
+        return np.array(dates, dtype="datetime64[ns]")
+
+    def _global_rows(self) -> np.ndarray:
+        offsets = np.cumsum([0, *np.bincount(self._all_rows[:, 0], minlength=len(self.paths))])[:-1]
+        return offsets[self.rows[:, 0]] + self.rows[:, 1]
+
+    def release(self) -> None:
+        """Free the record buffers (the next ``read`` allocates again)."""
+        self._buffers.clear()
+
+    def fill_value(self, name: str) -> float:
+        """The decoded _FillValue of ``name`` (netCDF's default fill when the attribute is absent)."""
+        import netCDF4
+
+        var = self._dataset(int(self.rows[0, 0]) if len(self) else 0).variables[name]
+        fill = getattr(var, "_FillValue", netCDF4.default_fillvals.get(var.dtype.str[1:], np.nan))
+        fill = np.float32(fill)
+        if getattr(var, "scale_factor", None) is not None:
+            fill = fill * np.float32(var.scale_factor)
+        if getattr(var, "add_offset", None) is not None:
+            fill = fill + np.float32(var.add_offset)
+        return float(fill)
+
+    def close(self) -> None:
+        if self._nc is not None:
+            self._nc.close()
+        self._nc, self._nc_index = None, -1
+
+    def __enter__(self) -> RomsRecords:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # pragma: no cover - best effort
+        try:
+            self.close()
+        except Exception:
+            pass

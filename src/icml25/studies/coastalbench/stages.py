@@ -20,7 +20,7 @@ import numpy as np
 from icml25.core.io import atomic_path, read_json, save_npz, write_json, write_text
 
 from . import remote
-from .roms import FIELDS, HisWriter, open_roms, validate_files
+from .roms import FIELDS, HisWriter, RomsFormatError, RomsRecords, open_roms, validate_files
 
 log = logging.getLogger("icml25.coastalbench")
 HERE = Path(__file__).resolve().parent
@@ -121,12 +121,76 @@ def _download_month(stage, run) -> None:
     out = stage.output(0)
     if len(stage.outputs) > 1:  # the preview directory of the offline layout (previews are not fetched per month)
         stage.output(1).mkdir(parents=True, exist_ok=True)
-    files = remote.fetch_month(HERE / "manifest.csv", month, out.parent, mirror=stage.mirror)
+    files = remote.fetch_month(HERE / "manifest.csv", month, out.parent, mirror=stage.mirror,
+                               trust_unpinned=stage.trust_unpinned, variables=SHARD_VARS)
     _write_manifest(out, files)
     run.log_metrics({"download/bytes": sum(Path(f).stat().st_size for f in files), "download/files": len(files)})
 
 
 # ------------------------------------------------------------------------------------------------- preprocess
+
+
+def check_recorded_hashes(listing: Path, paths) -> None:
+    """Re-check every history file against the sha256 recorded at download in ``raw/manifest.csv``: a file
+    changed since (a scaled ``pm``, flipped bytes) fails here naming the file, before anything is read."""
+    from icml25.core.download import IntegrityError, sha256_file
+
+    with open(listing, newline="") as fh:
+        recorded = {row["name"]: row["sha256"] for row in csv.DictReader(fh)}
+    for path in map(Path, paths):
+        expected = recorded.get(path.name)
+        if not expected:
+            raise IntegrityError(f"{path}: no sha256 recorded for it at download in {listing}")
+        actual = sha256_file(path)
+        if actual != expected:
+            raise IntegrityError(f"{path}: sha256 {actual} differs from {expected} recorded at download in "
+                                 f"{listing}: the file changed since it was downloaded")
+
+
+def unreadable_variable(path: Path, variables) -> str | None:
+    """The first of ``variables`` whose data cannot be read from ``path`` (corrupt compressed chunks), or None."""
+    import netCDF4
+
+    try:
+        with netCDF4.Dataset(path) as ds:
+            for name in variables:
+                try:
+                    ds.variables[name][...]
+                except (RuntimeError, OSError, ValueError, KeyError):
+                    return name
+    except OSError:
+        return None
+    return None
+
+
+def _name_unreadable(paths, err: BaseException) -> RomsFormatError:
+    """A read error of the lazy dataset (e.g. a bare ``NetCDF: HDF error``) turned into one naming the file and
+    the variable that cannot be read."""
+    for path in paths:
+        var = unreadable_variable(Path(path), SHARD_VARS)
+        if var:
+            return RomsFormatError(f"{path}: variable {var!r} cannot be read ({type(err).__name__}: "
+                                   f"{str(err)[:300]})")
+    return RomsFormatError(f"{', '.join(map(str, paths))}: reading failed ({type(err).__name__}: {str(err)[:300]})")
+
+
+def _write_shards(shard_out: dict, days: list[str], paths: list[Path], src, stats, bounds) -> None:
+    """One shard per day; a day whose file cannot be read fails naming the file and the variable, and no shard
+    of this job is left behind (run by hand too, where Snakemake would not clean up)."""
+    from .stats import write_shard
+
+    try:
+        for i, day in enumerate(days):
+            try:
+                write_shard(shard_out[day], src.select(bounds[i], bounds[i + 1]), SHARD_VARS, stats)
+            except RomsFormatError:
+                raise
+            except (RuntimeError, OSError, ValueError) as err:
+                raise _name_unreadable([paths[i]], err) from err
+    except BaseException:
+        for shard in shard_out.values():
+            Path(shard).unlink(missing_ok=True)
+        raise
 
 
 def split_days(cfg, days: list[str]) -> tuple[list[str], list[str], list[str]]:
@@ -169,10 +233,20 @@ def preprocess(stage, run) -> None:
     if sorted(shard_out) != days:
         raise SystemExit(f"coastalbench preprocess: shards {sorted(shard_out)} do not match days {days}")
     validate_files(paths, SHARD_VARS)  # every malformed input fails here, before anything is written
+    check_recorded_hashes(stage.input(0), paths)  # and every file changed since its download
     train, _, _ = split_days(cfg, days)
     chunks = {"ocean_time": cfg.ingest.chunk_time}
-    ds_train = open_roms(paths[: len(train)], chunks, variables=SHARD_VARS)
-    stats, peak, chunk_bytes = traced_normalisation_stats(ds_train, SHARD_VARS, progress=True)
+    # Statistics and shards read the files directly (RomsRecords: one read per record, compiled kernels); the
+    # lazy open_roms dataset serves the identity checks, which also compare the two paths.
+    src_train = RomsRecords(paths[: len(train)], SHARD_VARS, chunk_time=cfg.ingest.chunk_time)
+    try:
+        stats, peak, chunk_bytes = traced_normalisation_stats(src_train, SHARD_VARS, progress=True)
+    except RomsFormatError:
+        raise
+    except (RuntimeError, OSError) as err:
+        raise _name_unreadable(paths[: len(train)], err) from err
+    finally:
+        src_train.close()
     ingest_mem = {"peak_traced_bytes": peak, "chunk_bytes": chunk_bytes, "ratio": peak / chunk_bytes}
     ds = open_roms(paths, chunks, variables=SHARD_VARS)
     checks = ingestion_checks(cfg, paths, preview_dir, ds)
@@ -182,10 +256,10 @@ def preprocess(stage, run) -> None:
     digest = stats_digest(stats)
     bounds = np.cumsum([0, *ds.attrs["records_per_file"]])
     times = (ds["ocean_time"].values - np.datetime64("2008-01-01T00:00:00")) / np.timedelta64(1, "s")
-    index = []
-    for i, day in enumerate(days):
-        write_shard(shard_out[day], ds.isel(ocean_time=slice(bounds[i], bounds[i + 1])), SHARD_VARS, stats)
-        index.append({"day": day, "path": str(shard_out[day]), "times": times[bounds[i] : bounds[i + 1]].tolist()})
+    with RomsRecords(paths, SHARD_VARS) as src:
+        _write_shards(shard_out, days, paths, src, stats, bounds)
+    index = [{"day": day, "path": str(shard_out[day]), "times": times[bounds[i] : bounds[i + 1]].tolist()}
+             for i, day in enumerate(days)]
     chans = channel_list(ds, SHARD_VARS)
     for c in chans:
         s = stats[c["var"]]
@@ -263,11 +337,15 @@ def ingestion_checks(cfg, paths: list[Path], preview_dir: Path, ds) -> dict:
     # Statistics: chunk invariance and two-pass NumPy on the first identity_days files.
     sub = paths[: cfg.ingest.identity_days]
     variables = ["u", "temp", "zeta", "w"]
-    results = {c: normalisation_stats(open_roms(sub, {"ocean_time": c}, variables=variables), variables)
-               for c in cfg.ingest.identity_chunks}
+    results = {}
+    for c in cfg.ingest.identity_chunks:  # both ingestion paths: the lazy dataset and the direct reader
+        results[("dataset", c)] = normalisation_stats(open_roms(sub, {"ocean_time": c}, variables=variables),
+                                                      variables)
+        with RomsRecords(sub, variables, chunk_time=c) as src:
+            results[("records", c)] = normalisation_stats(src, variables)
     full = open_roms(sub, {"ocean_time": 1}, variables=variables)
     rel, inv = 0.0, 0.0
-    first = results[cfg.ingest.identity_chunks[0]]
+    first = results[("records", cfg.ingest.identity_chunks[0])]
     for v in variables:
         x = full[v].values.astype(np.float64)
         axes = (0, 2, 3) if x.ndim == 4 else (0, 1, 2)
@@ -279,6 +357,7 @@ def ingestion_checks(cfg, paths: list[Path], preview_dir: Path, ds) -> dict:
             inv = max(inv, float(np.max(np.abs(res[v]["mean"] - first[v]["mean"]) / std)),
                       float(np.max(np.abs(res[v]["std"] - first[v]["std"]) / std)))
     out["stats"] = {"two_pass_rel_err": rel, "chunk_invariance_rel": inv, "chunks": list(cfg.ingest.identity_chunks),
+                    "paths": ["dataset", "records"],
                     "ok": bool(rel <= 1e-6 and inv <= 1e-6)}
     # Preview reader vs open_roms on the same days (float16 rounding: one float16 ulp).
     previews = sorted(Path(preview_dir).glob("*.zarr"))
@@ -301,15 +380,17 @@ def ingestion_checks(cfg, paths: list[Path], preview_dir: Path, ds) -> dict:
 
 def _partial_month(stage, run) -> None:
     """Paper: Chan moments of one month (not finalised), for stats_reduce."""
-    from .stats import variable_moments
+    from .stats import records_moments
 
     t_start = time.perf_counter()
     listing = stage.input(0)
     files = [listing.parent / row["name"] for row in csv.DictReader(open(listing))]
-    ds = open_roms(sorted(files), {"ocean_time": stage.config.ingest.chunk_time}, variables=SHARD_VARS)
-    moments = {v: {k: a.tolist() for k, a in variable_moments(ds[v].data).items()} for v in SHARD_VARS}
+    check_recorded_hashes(listing, files)
+    with RomsRecords(sorted(files), SHARD_VARS, chunk_time=stage.config.ingest.chunk_time) as src:
+        moments = {v: {k: a.tolist() for k, a in records_moments(src, v).items()} for v in SHARD_VARS}
+        n_levels = int(src.sizes["s_rho"])
     write_json(stage.output(0), {"month": stage.extra.get("month"), "days": [_day(f) for f in sorted(files)],
-                                 "n_levels": int(ds.sizes["s_rho"]), "moments": moments})
+                                 "n_levels": n_levels, "moments": moments})
     run.log_metrics({"ingest/seconds": time.perf_counter() - t_start, "ingest/peak_rss_mb": _rss_mb()})
 
 
@@ -375,11 +456,11 @@ def shard(stage, run) -> None:
     out = stage.output(0)
     index = []
     for f in files:
-        ds = open_roms([f], {"ocean_time": stage.config.ingest.chunk_time}, variables=SHARD_VARS)
         day = _day(f)
         path = out.parent / f"{day}.npy"
-        write_shard(path, ds, SHARD_VARS, stats)
-        t = (ds["ocean_time"].values - np.datetime64("2008-01-01T00:00:00")) / np.timedelta64(1, "s")
+        with RomsRecords([f], SHARD_VARS) as src:
+            write_shard(path, src, SHARD_VARS, stats)
+            t = (src.datetimes() - np.datetime64("2008-01-01T00:00:00")) / np.timedelta64(1, "s")
         index.append({"day": day, "path": str(path), "times": t.tolist()})
     write_json(out, {"days": index, "stats_digest": doc["digest"]})
 

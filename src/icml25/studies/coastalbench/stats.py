@@ -84,26 +84,97 @@ def variable_moments(arr, *, per_level: bool = True) -> Moments:
     return total
 
 
+def _is_records(ds) -> bool:
+    from .roms import RomsRecords
+
+    return isinstance(ds, RomsRecords)
+
+
+def _check_values(src, name: str, t: int, sums: tuple[float, ...], lo: float, hi: float, fill: float) -> None:
+    if not (np.isfinite(sums).all() and np.isfinite(lo) and np.isfinite(hi)) or fill in (lo, hi):
+        from .roms import RomsFormatError
+
+        raise RomsFormatError(f"{src.where(t)}: variable {name!r} holds NaN, inf or _FillValue at a water point "
+                              f"(mask says water; min {lo}, max {hi})")
+
+
+def records_moments(src, name: str, *, per_level: bool = True) -> Moments:
+    """Moments of one field over a :class:`~.roms.RomsRecords`: one read and one sweep per record and level.
+
+    Within a chunk of ``src.chunk_time`` records, each level's values are summed as (v - K) and (v - K)^2 in
+    float64 with a shift K taken from the chunk's first record (a data value, so the sum of squares does not
+    cancel), giving the chunk's exact (n, mean, M2); chunks are merged with Chan's update like the dask path.
+    Counts come from the grid masks, not from NaN tests. A NaN or _FillValue at a water point is an error.
+    """
+    from . import kernels
+
+    tab = src.table(name)
+    nlev = src.levels(name)
+    fill = src.fill_value(name)
+    total: Moments | None = None
+    for a, b in src.chunks():
+        s1, s2 = np.zeros(nlev), np.zeros(nlev)
+        lo, hi = np.full(nlev, np.inf), np.full(nlev, -np.inf)
+        shift = None
+        for t in range(a, b):
+            x = src.read(name, t)
+            if shift is None:
+                shift = x[:nlev, tab.ia[0]].astype(np.float64) if tab.count else np.zeros(nlev)
+            for k in range(nlev):
+                xb = x[k + 1] if tab.vertical else x[k]
+                r = kernels.moments(x[k], tab.ia, xb, tab.ib, tab.wa, tab.wb, shift=shift[k])
+                _check_values(src, name, t, r[:2], r[2], r[3], fill)
+                s1[k] += r[0]
+                s2[k] += r[1]
+                lo[k], hi[k] = min(lo[k], r[2]), max(hi[k], r[3])
+            del x
+        n = np.full(nlev, float(tab.count * (b - a)))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = np.where(n > 0, shift + s1 / np.where(n > 0, n, 1), 0.0)
+            m2 = np.where(n > 0, np.maximum(s2 - s1 * s1 / np.where(n > 0, n, 1), 0.0), 0.0)
+        part = {"count": n, "mean": mean, "m2": m2, "min": lo, "max": hi}
+        total = part if total is None else merge_moments(total, part)
+    src.release()  # one record buffer at a time (the memory bound counts chunks of one variable)
+    if total is None:
+        raise ValueError(f"normalisation_stats: no records to read for {name!r}")
+    if not per_level and nlev > 1:
+        rows = [{k: v[i : i + 1] for k, v in total.items()} for i in range(nlev)]
+        total = rows[0]
+        for r in rows[1:]:
+            total = merge_moments(total, r)
+    return total
+
+
 def normalisation_stats(ds, variables: Sequence[str], *, per_level: bool = True,
                         progress: bool = False) -> dict[str, dict[str, np.ndarray]]:
-    """Wet-cell statistics of ``variables`` of a lazy dataset: {var: {count, mean, std, min, max}}.
+    """Wet-cell statistics of ``variables``: {var: {count, mean, std, min, max}}.
 
-    Arrays have one entry per level (3-D fields with ``per_level``) or one entry. NaN (land) is skipped; std has
-    ddof 0. Memory: one ``ocean_time`` chunk of one variable plus small per-level buffers.
+    ``ds`` is a lazy dataset (e.g. ``open_roms``; NaN is skipped, one ``ocean_time`` chunk at a time) or a
+    :class:`~.roms.RomsRecords` (the fast path over the same files: the grid masks say which cells count, see
+    :func:`records_moments`). Arrays have one entry per level (3-D fields with ``per_level``) or one entry; std
+    has ddof 0. Memory: one ``ocean_time`` chunk (dataset) or one record (RomsRecords) of one variable plus small
+    per-level buffers.
     """
     from tqdm import tqdm
 
-    missing = [v for v in variables if v not in ds.data_vars]
+    direct = _is_records(ds)
+    known = ds.variables if direct else list(ds.data_vars)
+    missing = [v for v in variables if v not in known]
     if missing:
-        raise KeyError(f"normalisation_stats: variable(s) {missing} not in the dataset ({sorted(ds.data_vars)})")
+        raise KeyError(f"normalisation_stats: variable(s) {missing} not in the dataset ({sorted(known)})")
     out = {}
     for v in tqdm(variables, desc="stats", disable=not progress):
-        out[v] = finalize(variable_moments(ds[v].data, per_level=per_level))
+        m = records_moments(ds, v, per_level=per_level) if direct else variable_moments(ds[v].data,
+                                                                                          per_level=per_level)
+        out[v] = finalize(m)
     return out
 
 
 def largest_chunk_bytes(ds, variables: Sequence[str]) -> int:
     """Bytes of the largest single chunk among ``variables`` (the unit of the claim-1 memory bound)."""
+    if _is_records(ds):
+        ny, nx = ds.shape_rho
+        return int(min(ds.chunk_time, max(len(ds), 1)) * max(ds.levels(v) for v in variables) * ny * nx * 4)
     best = 0
     for v in variables:
         arr = ds[v].data
@@ -133,7 +204,9 @@ def channel_list(ds, variables: Sequence[str]) -> list[dict]:
     """Shard channels in order: one per level of 3-D fields (``var@k``, k = 0 at the bottom), one per 2-D field."""
     chans = []
     for v in variables:
-        if "s_rho" in ds[v].dims:
+        if _is_records(ds) and ds.levels(v) > 1:
+            chans += [{"name": f"{v}@{k}", "var": v, "level": k} for k in range(ds.levels(v))]
+        elif not _is_records(ds) and "s_rho" in ds[v].dims:
             chans += [{"name": f"{v}@{k}", "var": v, "level": k} for k in range(ds.sizes["s_rho"])]
         else:
             chans.append({"name": v, "var": v, "level": None})
@@ -151,10 +224,15 @@ def write_shard(path: str | Path, ds, variables: Sequence[str], stats: Mapping[s
                 *, dtype=np.float16) -> tuple[int, ...]:
     """Write ``ds`` (one day) as a z-scored (T, C, H, W) ``.npy`` (land = 0), atomically.
 
-    Channels follow :func:`channel_list`. One ``ocean_time`` chunk of every variable is assembled at a time and
+    ``ds`` is a dataset of one day or a :class:`~.roms.RomsRecords` of that day's records (``select``; the fast
+    path: one read per record and variable, values z-scored straight into a float32 level buffer and cast into
+    the record's float16 block, which is appended to the file). Channels follow :func:`channel_list`. One
+    ``ocean_time`` chunk of every variable is assembled at a time and
     appended with plain sequential writes (no memory map, so resident memory stays one time block whatever the
     shard size). A zero std is replaced by 1 (constant channel). Returns the shape.
     """
+    if _is_records(ds):
+        return _write_shard_records(path, ds, variables, stats, dtype=dtype)
     import dask
 
     from icml25.core.io import atomic_path
@@ -192,4 +270,50 @@ def write_shard(path: str | Path, ds, variables: Sequence[str], stats: Mapping[s
                 del x
             block.tofile(fh)
             del block
+    return shape
+
+
+def _shard_norm(stats: Mapping[str, Mapping[str, np.ndarray]], v: str, nlev: int) -> tuple[np.ndarray, np.ndarray]:
+    """float32 (mean, std) per level as the dataset path uses them (std <= 0 or NaN -> 1, NaN mean -> 0)."""
+    s = stats[v]
+    mean = np.asarray(s["mean"], np.float32).ravel()
+    std = np.asarray(s["std"], np.float32).ravel()
+    std = np.where((std > 0) & np.isfinite(std), std, np.float32(1.0))
+    mean = np.where(np.isfinite(mean), mean, np.float32(0.0))
+    if mean.size != nlev:
+        mean, std = np.full(nlev, mean[0], np.float32), np.full(nlev, std[0], np.float32)
+    return mean, std
+
+
+def _write_shard_records(path, src, variables, stats, *, dtype=np.float16) -> tuple[int, ...]:
+    from icml25.core.io import atomic_path
+
+    from . import kernels
+
+    chans = channel_list(src, variables)
+    ny, nx = src.shape_rho
+    shape = (len(src), len(chans), ny, nx)
+    norm = [(v, src.levels(v), *_shard_norm(stats, v, src.levels(v)), src.table(v), src.fill_value(v))
+            for v in variables]
+    if np.dtype(dtype) != np.float16:
+        raise ValueError(f"write_shard: the direct path writes float16 shards, got dtype {np.dtype(dtype)}")
+    block = np.empty((len(chans), ny * nx), dtype=np.float16)  # one record, T_C_H_W: contiguous in the file
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        np.lib.format.write_array_header_1_0(fh, {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
+                                                   "fortran_order": False, "shape": shape})
+        for t in range(len(src)):
+            c = 0
+            for v, nlev, mean, std, tab, fill in norm:
+                x = src.read(v, t)
+                for k in range(nlev):
+                    xb = x[k + 1] if tab.vertical else x[k]
+                    lo, hi = kernels.zscore(x[k], tab.ia, xb, tab.ib, tab.wa, tab.wb, tab.cells, tab.invalid,
+                                            mean[k], std[k], block[c])  # straight into the float16 block
+                    if tab.count:
+                        _check_values(src, v, t, (0.0,), lo, hi, fill)
+                    c += 1
+                del x
+            block.tofile(fh)
+    src.release()  # memory stays one record however many days are written
+    src.close()
     return shape

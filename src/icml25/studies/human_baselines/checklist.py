@@ -4,8 +4,8 @@ For researchers who want to check their own human baseline before publishing::
 
     python -m icml25.studies.human_baselines.checklist --template yaml > my_study.yaml   # fill it in
     python -m icml25.studies.human_baselines.checklist my_study.yaml \
-        [--literature results/human_baselines/metrics/table_iii.csv] \
-        [--rigor results/human_baselines/models/rigor_score/chunk0.csv] [--min-score 0.5] [--json out.json]
+        [--literature results/default/human_baselines/metrics/table_iii.csv] \
+        [--rigor results/default/human_baselines/models/rigor_score/chunk0.csv] [--min-score 0.5] [--json out.json]
 
 Input: YAML (a mapping ``item: answer``, or a list of ``{item, answer}``) or CSV (columns ``item,answer``).
 Items are named by key (``power_analysis``), checklist number (``1.8``) or label (``Power analysis``); answers
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -34,6 +35,45 @@ class ChecklistError(ValueError):
     """Bad checklist input; the message names the file, item or answer."""
 
 
+MAX_INPUT_BYTES = 1 << 20  # a checklist is 16 short answers; anything bigger is not one
+_SHOW = 60  # characters of a user value shown in a message
+
+
+def _short(value: Any, n: int = _SHOW) -> str:
+    """``repr(value)`` cut to ``n`` characters (a 50 MB answer is not echoed whole)."""
+    try:
+        text = repr(value) if not isinstance(value, int) else str(value)
+    except ValueError:  # an int too long to print (sys.get_int_max_str_digits)
+        return f"<integer of about {int(value.bit_length() * 0.30103) + 1} digits>"
+    return text if len(text) <= n else f"{text[:n]}... ({len(text)} characters)"
+
+
+def _read_text(path: Path) -> str:
+    """The file as UTF-8 text, at most :data:`MAX_INPUT_BYTES`; errors name the file."""
+    size = path.stat().st_size
+    if size > MAX_INPUT_BYTES:
+        raise ChecklistError(f"{path}: {size} bytes, more than a checklist can be ({MAX_INPUT_BYTES} bytes)")
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ChecklistError(f"{path}: not UTF-8 text (byte {err.start}); a checklist is a .yaml or .csv text "
+                             f"file") from None
+
+
+def _safe_yaml(path: Path, text: str) -> Any:
+    """``yaml.safe_load`` refusing aliases (an alias bomb expands a few hundred bytes into gigabytes)."""
+    import yaml
+
+    try:
+        if any(isinstance(ev, yaml.AliasEvent) for ev in yaml.parse(text, Loader=yaml.SafeLoader)):
+            raise ChecklistError(f"{path}: YAML aliases (*name) are not allowed in a checklist")
+        return yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise ChecklistError(f"{path}: not valid YAML: {str(err)[:300]}") from None
+    except ValueError as err:  # e.g. an integer of more than 4,300 digits
+        raise ChecklistError(f"{path}: unreadable value: {str(err)[:200]}") from None
+
+
 def _lookup() -> dict[str, Item]:
     table: dict[str, Item] = {}
     for item in ITEMS:
@@ -46,9 +86,10 @@ def _lookup() -> dict[str, Item]:
 
 def resolve_item(name: str) -> Item:
     """The checklist item named by key, number or label (case-insensitive); error lists the valid keys."""
-    item = _lookup().get(str(name).strip().lower())
+    item = _lookup().get(name.strip().lower()) if isinstance(name, str) else None
     if item is None:
-        raise ChecklistError(f"unknown checklist item {name!r}; use one of: {', '.join(i.key for i in ITEMS)}")
+        raise ChecklistError(f"unknown checklist item {_short(name)}; use one of: "
+                             f"{', '.join(i.key for i in ITEMS)}")
     return item
 
 
@@ -58,13 +99,11 @@ def load_answers(path: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise ChecklistError(f"{path}: no such file")
     suffix = path.suffix.lower()
+    if suffix not in (".yaml", ".yml", ".csv"):
+        raise ChecklistError(f"{path}: unsupported extension {_short(suffix)} (use .yaml, .yml or .csv)")
+    text = _read_text(path)
     if suffix in (".yaml", ".yml"):
-        import yaml
-
-        try:
-            raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except yaml.YAMLError as err:
-            raise ChecklistError(f"{path}: not valid YAML: {err}") from err
+        raw = _safe_yaml(path, text)
         if isinstance(raw, Mapping):
             pairs = list(raw.items())
         elif isinstance(raw, list):
@@ -75,18 +114,23 @@ def load_answers(path: str | Path) -> dict[str, Any]:
                 pairs.append((entry["item"], entry.get("answer")))
         else:
             raise ChecklistError(f"{path}: expected a mapping item: answer or a list of {{item, answer}}")
-    elif suffix == ".csv":
-        with open(path, newline="", encoding="utf-8") as fh:
-            reader = csv.DictReader(fh)
+    else:
+        if "\0" in text:
+            raise ChecklistError(f"{path}: binary data (NUL bytes), not a CSV text file")
+        try:
+            reader = csv.DictReader(io.StringIO(text, newline=""))
             missing = [c for c in ("item", "answer") if c not in (reader.fieldnames or [])]
             if missing:
                 raise ChecklistError(f"{path}: missing column(s) {missing} (need item,answer)")
             pairs = [(row["item"], row["answer"]) for row in reader]
-    else:
-        raise ChecklistError(f"{path}: unsupported extension {suffix!r} (use .yaml, .yml or .csv)")
+        except csv.Error as err:
+            raise ChecklistError(f"{path}: not a valid CSV file: {str(err)[:200]}") from None
     answers: dict[str, Any] = {}
     for name, answer in pairs:
-        item = resolve_item(name)
+        try:
+            item = resolve_item(name)
+        except ChecklistError as err:
+            raise ChecklistError(f"{path}: {err}") from None
         if item.key in answers:
             raise ChecklistError(f"{path}: item {item.key!r} answered twice")
         answers[item.key] = answer
@@ -99,8 +143,9 @@ def _normalise(item: Item, answer: Any) -> tuple[str, bool]:
         answer = _SYNONYMS.get(answer.strip().lower(), answer)
     try:
         return normalize_answer(answer, None), isinstance(answer, str) and answer.strip().lower() == "partial"
-    except ValueError as err:
-        raise ChecklistError(f"item {item.key} ({item.name}): {err}") from err
+    except (ValueError, TypeError) as err:
+        raise ChecklistError(f"item {item.key} ({item.name}): answer {_short(answer)} is not one of Yes, "
+                             f"Partial, No, Unknown/Unreported, N/A ({str(err)[:80]})") from None
 
 
 def score_checklist(answers: Mapping[str, Any], literature: Mapping[str, float] | None = None,
@@ -163,20 +208,50 @@ def template(fmt: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _csv_rows(path: Path, need: Sequence[str], hint: str) -> list[dict[str, str]]:
+    if not path.is_file():
+        raise ChecklistError(f"{path}: no such file ({hint})")
+    text = _read_text(path) if path.stat().st_size <= MAX_INPUT_BYTES else None
+    if text is None or "\0" in text:
+        raise ChecklistError(f"{path}: not a small CSV text file ({hint})")
+    try:
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        if not set(need) <= set(reader.fieldnames or []):
+            raise ChecklistError(f"{path}: need column(s) {list(need)} ({hint})")
+        return list(reader)
+    except csv.Error as err:
+        raise ChecklistError(f"{path}: not a valid CSV file: {str(err)[:200]}") from None
+
+
+def _number(path: Path, row_no: int, column: str, text: str | None) -> float:
+    try:
+        value = float(text or "")
+    except ValueError:
+        raise ChecklistError(f"{path}:{row_no}: column {column}: not a number: {_short(text)}") from None
+    if value != value:
+        raise ChecklistError(f"{path}:{row_no}: column {column}: NaN")
+    return value
+
+
 def _literature(path: Path) -> dict[str, float]:
-    with open(path, newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        if not {"item", "all_yes_pct"} <= set(reader.fieldnames or []):
-            raise ChecklistError(f"{path}: need columns item, all_yes_pct (metrics/table_iii.csv)")
-        return {row["item"]: float(row["all_yes_pct"]) for row in reader}
+    rows = _csv_rows(path, ("item", "all_yes_pct"), "metrics/table_iii.csv")
+    return {row["item"]: _number(path, i, "all_yes_pct", row["all_yes_pct"]) for i, row in enumerate(rows, 2)}
 
 
 def _rigor(path: Path) -> list[float]:
-    with open(path, newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        if "score" not in (reader.fieldnames or []):
-            raise ChecklistError(f"{path}: need a column score (models/rigor_score/chunk0.csv)")
-        return [float(row["score"]) for row in reader]
+    rows = _csv_rows(path, ("score",), "models/rigor_score/chunk0.csv")
+    return [_number(path, i, "score", row["score"]) for i, row in enumerate(rows, 2)]
+
+
+def _share(text: str) -> float:
+    """``--min-score``: a number in [0, 1] (NaN would pass every comparison as False)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {_short(text)}") from None
+    if not 0.0 <= value <= 1.0:  # also false for NaN
+        raise argparse.ArgumentTypeError(f"must be a share in [0, 1], got {_short(text)}")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -192,7 +267,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="metrics/table_iii.csv: show each item's share among reviewed studies")
     parser.add_argument("--rigor", type=Path,
                         help="models/rigor_score/chunk0.csv: compare the score with the reviewed studies")
-    parser.add_argument("--min-score", type=float, default=None, help="exit 1 if the share of items met is below this")
+    parser.add_argument("--min-score", type=_share, default=None,
+                        help="exit 1 if the share of items met (0..1) is below this")
     parser.add_argument("--json", type=Path, help="also write the result as JSON here")
     args = parser.parse_args(argv)
     if args.template:
@@ -202,16 +278,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("a checklist file is required (or --template yaml|csv)")
     try:
         answers = load_answers(args.checklist)
-        result = score_checklist(answers, _literature(args.literature) if args.literature else None,
-                                 _rigor(args.rigor) if args.rigor else None)
-    except (ChecklistError, OSError) as err:
-        print(f"error: {err}", file=sys.stderr)
+        literature = _literature(args.literature) if args.literature else None
+        rigor = _rigor(args.rigor) if args.rigor else None
+        try:
+            result = score_checklist(answers, literature, rigor)
+        except ChecklistError as err:
+            raise ChecklistError(f"{args.checklist}: {err}") from None
+    except ChecklistError as err:
+        print(f"error: {str(err)[:500]}", file=sys.stderr)
         return 2
-    print(format_report(result))
+    except OSError as err:
+        print(f"error: {err.filename or ''}: {err.strerror or err}"[:500], file=sys.stderr)
+        return 2
     if args.json:
         from icml25.core.io import write_json
 
-        write_json(args.json, result)
+        try:
+            write_json(args.json, result)
+        except (OSError, TypeError, ValueError) as err:
+            print(f"error: --json {args.json}: cannot write: {getattr(err, 'strerror', None) or err}"[:500],
+                  file=sys.stderr)
+            return 2
+    print(format_report(result))
     if args.min_score is not None and result["score"] < args.min_score:
         print(f"score {result['score']:.3f} below --min-score {args.min_score}", file=sys.stderr)
         return 1

@@ -1,93 +1,91 @@
-"""Configuration of the human_baselines study (frozen; unknown keys are errors). Keys are documented in
-``config/studies/human_baselines.yaml``; [R] marks our reconstructions (the simulator is ours entirely)."""
+"""Configuration of the human_baselines study: the single definition of every key (type, bounds, default,
+meaning). ``config/studies/human_baselines.yaml`` sets the values (common keys + one block per scale); the JSON
+schema of that file is generated from :class:`Config`. [R] marks our reconstructions (the power simulator is ours
+entirely). ``STAGE_KEYS`` declares the keys each stage reads: Snakemake reruns a stage only when one changes."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Literal
+
+from pydantic import Field, model_validator
+
+from icml25.core.config import Section, StudyConfig
 
 Arm = Literal["table_iii", "rigor_score", "power_sim"]
 DETERMINISTIC_ARMS = ("table_iii", "rigor_score")
 
 
-@dataclass(frozen=True)
-class Sensitivity:
+class Sensitivity(Section):
     """Paper-scale sensitivity grid of the simulator [R]; an empty list keeps the main value."""
 
-    sd_ability: tuple[float, ...] = ()
-    sd_difficulty: tuple[float, ...] = ()
-    default_items: tuple[int, ...] = ()
+    sd_ability: tuple[float, ...] = Field((), description="values of power.sd_ability to run")
+    sd_difficulty: tuple[float, ...] = Field((), description="values of power.sd_difficulty to run")
+    default_items: tuple[int, ...] = Field((), description="values of power.default_items to run")
 
     @property
     def active(self) -> bool:
         return bool(self.sd_ability or self.sd_difficulty or self.default_items)
 
 
-@dataclass(frozen=True)
-class PowerSim:
-    """Underpowering simulator (our illustration, spec "Underpowering simulator")."""
+class PowerSim(Section):
+    """Underpowering simulator: our illustration [R], the paper has no power computation."""
 
-    n_reps: int = 200
-    deltas: tuple[float, ...] = (0.0, 0.05, 0.10)
-    claim_delta: float = 0.05
-    target_power: float = 0.8
-    default_items: int = 20
-    max_items: int = 200
-    sd_ability: float = 1.0
-    sd_difficulty: float = 1.5
-    mean_difficulty: float = -1.2
-    alpha: float = 0.05
-    test: Literal["t", "bootstrap"] = "t"
-    bootstrap_resamples: int = 1000
-    calibration_baseliners: int = 20
-    calibration_items: int = 20
-    calibration_reps: int = 2000
-    type1_range: tuple[float, float] = (0.03, 0.07)
-    sensitivity: Sensitivity = field(default_factory=Sensitivity)
+    n_reps: int = Field(200, ge=1, description="replicates R per study and delta")
+    deltas: tuple[float, ...] = Field((0.0, 0.05, 0.10), min_length=1,
+                                      description="human-AI accuracy gaps simulated, each in (-1, 1); must contain "
+                                                  "0 and claim_delta")
+    claim_delta: float = Field(0.05, description="the gap of claim 4 (5 points)")
+    target_power: float = Field(0.8, gt=0, lt=1, description='"adequately powered" threshold of claim 4')
+    default_items: int = Field(20, ge=1, description="items per baseliner m when the workbook gives none [R]")
+    max_items: int = Field(200, ge=1, description="cap on m [R]")
+    sd_ability: float = Field(1.0, gt=0, description="sigma_theta of baseliner ability [R]")
+    sd_difficulty: float = Field(1.5, gt=0, description="sigma_d of item difficulty [R]")
+    mean_difficulty: float = Field(-1.2, description="mean item difficulty [R]")
+    alpha: float = Field(0.05, gt=0, lt=1, description="two-sided level of the paired t-test")
+    test: Literal["t", "bootstrap"] = Field("t", description="paired t-test or cluster bootstrap over baseliners")
+    bootstrap_resamples: int = Field(1000, ge=100, description="resamples of the cluster bootstrap")
+    calibration_baseliners: int = Field(20, ge=2, description="type-I calibration run: B")
+    calibration_items: int = Field(20, ge=1, description="type-I calibration run: m")
+    calibration_reps: int = Field(2000, ge=1, description="type-I calibration run: replicates")
+    type1_range: tuple[float, float] = Field((0.03, 0.07), description="accepted type-I error at delta = 0")
+    sensitivity: Sensitivity = Field(Sensitivity(), description="sensitivity grid (paper scale)")
 
-    def __post_init__(self) -> None:
-        if self.n_reps < 1 or self.calibration_reps < 1:
-            raise ValueError("power.n_reps and power.calibration_reps: must be >= 1")
-        if not self.deltas or any(not -1 < d < 1 for d in self.deltas):
-            raise ValueError(f"power.deltas: non-empty, each in (-1, 1); got {self.deltas}")
+    @model_validator(mode="after")
+    def _consistent(self):
+        if any(not -1 < d < 1 for d in self.deltas):
+            raise ValueError(f"power.deltas: each in (-1, 1); got {self.deltas}")
         if self.claim_delta not in self.deltas or 0.0 not in self.deltas:
             raise ValueError(f"power.deltas: must contain 0 and claim_delta={self.claim_delta}")
-        if not 0 < self.alpha < 1 or not 0 < self.target_power < 1:
-            raise ValueError("power.alpha and power.target_power: must be in (0, 1)")
-        if self.default_items < 1 or self.max_items < self.default_items:
-            raise ValueError("power.default_items: must be >= 1 and <= power.max_items")
-        if self.sd_ability <= 0 or self.sd_difficulty <= 0:
-            raise ValueError("power.sd_ability and power.sd_difficulty: must be > 0")
-        if self.calibration_baseliners < 2 or self.calibration_items < 1:
-            raise ValueError("power.calibration_baseliners: >= 2; power.calibration_items: >= 1")
+        if self.max_items < self.default_items:
+            raise ValueError("power.default_items: must be <= power.max_items")
         if not 0 <= self.type1_range[0] < self.type1_range[1] <= 1:
             raise ValueError(f"power.type1_range: [low, high] within [0, 1], got {self.type1_range}")
-        if self.bootstrap_resamples < 100:
-            raise ValueError("power.bootstrap_resamples: must be >= 100")
+        return self
 
 
-@dataclass(frozen=True)
-class Config:
+class Config(StudyConfig):
     """human_baselines study configuration (merged common keys + one scale)."""
 
-    seeds: tuple[int, ...]
-    arms: tuple[Arm, ...]
-    seeds_per_job: int | None = None
-    data_mode: Literal["real", "auto"] = "real"
-    try_origin: bool = True
-    synthetic_seed: int = 0
-    reference_table: str | None = None
-    power: PowerSim = field(default_factory=PowerSim)
+    arms: tuple[Arm, ...] = Field(min_length=1, description="table_iii (required), rigor_score [R], power_sim [R]")
+    data_mode: Literal["real", "auto"] = Field(
+        "real", description="remote workbook: real (a failed download is an error) or auto (synthetic fallback)")
+    try_origin: bool = Field(True, description="remote: after a failed mirror, also try the origin URL")
+    synthetic_seed: int = Field(0, ge=0, description="seed of the synthetic workbook [R]")
+    reference_table: str | None = Field(None, description="CSV shaped like metrics/table_iii.csv to compare with")
+    power: PowerSim = Field(PowerSim(), description="underpowering simulator [R]")
 
-    def __post_init__(self) -> None:
-        if not self.seeds:
-            raise ValueError("seeds: at least one seed")
-        if len(set(self.seeds)) != len(self.seeds):
-            raise ValueError("seeds: duplicates")
-        if self.seeds_per_job is not None and self.seeds_per_job < 1:
-            raise ValueError("seeds_per_job: must be >= 1 or null")
+    @model_validator(mode="after")
+    def _table_iii(self):
         if "table_iii" not in self.arms:
             raise ValueError("arms: must include table_iii (every claim about the paper rests on it)")
-        if len(set(self.arms)) != len(self.arms):
-            raise ValueError("arms: duplicates")
-        if self.synthetic_seed < 0:
-            raise ValueError("synthetic_seed: must be >= 0")
+        return self
+
+
+#: Config keys each stage reads (dotted paths; a section name covers all its keys). The stage sees only these.
+STAGE_KEYS: dict[str, tuple[str, ...]] = {
+    "download": ("data_mode", "try_origin", "synthetic_seed"),
+    "preprocess": (),
+    "train": ("arms", "power"),
+    "evaluate": ("reference_table", "synthetic_seed", "power.target_power", "power.claim_delta", "power.deltas",
+                 "power.type1_range", "power.n_reps", "power.alpha"),
+    "report": ("power.target_power",),
+}

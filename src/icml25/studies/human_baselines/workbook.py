@@ -18,6 +18,7 @@ from __future__ import annotations
 import posixpath
 import re
 import zipfile
+import zlib
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
@@ -50,6 +51,12 @@ _CELL_REF = re.compile(r"^([A-Z]{1,3})(\d+)$")
 
 class WorkbookSchemaError(ValueError):
     """The workbook does not have the layout of the released file; the message names sheet, cell, row or column."""
+
+
+# Caps on what one workbook may expand to (the released file: 67 KB zipped, under 2 MB unzipped); a zip bomb
+# stops at the cap instead of filling memory.
+MAX_PART_BYTES = 64 << 20
+MAX_TOTAL_BYTES = 256 << 20
 
 
 def col_letter(index: int) -> str:
@@ -93,11 +100,51 @@ def _cast_number(text: str) -> int | float:
     return float(text) if any(c in text for c in ".eE") else int(text)
 
 
-def _part(z: zipfile.ZipFile, name: str, what: Path) -> ET.Element:
+def _read_part(z: zipfile.ZipFile, name: str, what: Path) -> bytes:
+    """The decompressed bytes of one part, at most :data:`MAX_PART_BYTES` (counted while inflating: the sizes a
+    zip declares can lie); errors name the file and the part."""
     try:
-        return ET.fromstring(z.read(name))
-    except KeyError as err:
-        raise WorkbookSchemaError(f"{what}: missing part {name!r}; not an xlsx workbook?") from err
+        info = z.getinfo(name)
+    except KeyError:
+        raise WorkbookSchemaError(f"{what}: missing part {name!r}; not an xlsx workbook?") from None
+    if info.file_size > MAX_PART_BYTES:
+        raise WorkbookSchemaError(f"{what}: part {name!r} declares {info.file_size} bytes unzipped, more than "
+                                  f"{MAX_PART_BYTES} (zip bomb?)")
+    try:
+        with z.open(info) as fh:
+            data = fh.read(MAX_PART_BYTES + 1)
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, RuntimeError, NotImplementedError) as err:
+        raise WorkbookSchemaError(f"{what}: part {name!r} is corrupt: {type(err).__name__}: "
+                                  f"{str(err)[:200]}") from None
+    if len(data) > MAX_PART_BYTES:
+        raise WorkbookSchemaError(f"{what}: part {name!r} inflates beyond {MAX_PART_BYTES} bytes (zip bomb?)")
+    return data
+
+
+def _part(z: zipfile.ZipFile, name: str, what: Path) -> ET.Element:
+    data = _read_part(z, name, what)
+    if b"<!DOCTYPE" in data[:4096] or b"<!ENTITY" in data:
+        raise WorkbookSchemaError(f"{what}: part {name!r} declares a DTD or entities, which xlsx parts never do")
+    try:
+        return ET.fromstring(data)
+    except ET.ParseError as err:
+        raise WorkbookSchemaError(f"{what}: part {name!r} is not well-formed XML: {err}") from None
+
+
+def _open_zip(path: Path) -> zipfile.ZipFile:
+    """The workbook as a zip whose parts together declare at most :data:`MAX_TOTAL_BYTES`; errors name the file."""
+    if not zipfile.is_zipfile(path):
+        raise WorkbookSchemaError(f"{path}: not an xlsx (zip) file")
+    try:
+        z = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as err:
+        raise WorkbookSchemaError(f"{path}: corrupt zip: {err}") from None
+    total = sum(i.file_size for i in z.infolist())
+    if total > MAX_TOTAL_BYTES:
+        z.close()
+        raise WorkbookSchemaError(f"{path}: its parts declare {total} bytes unzipped, more than {MAX_TOTAL_BYTES} "
+                                  f"(zip bomb?)")
+    return z
 
 
 def _rels(z: zipfile.ZipFile, part: str, path: Path) -> dict[str, tuple[str, str]]:
@@ -116,7 +163,7 @@ def _rels(z: zipfile.ZipFile, part: str, path: Path) -> dict[str, tuple[str, str
 
 def sheet_names(path: str | Path) -> list[str]:
     """Names of the workbook's sheets, in order."""
-    with zipfile.ZipFile(path) as z:
+    with _open_zip(Path(path)) as z:
         book = _part(z, "xl/workbook.xml", Path(path))
         return [s.get("name") for s in book.findall("m:sheets/m:sheet", _NS)]
 
@@ -127,9 +174,7 @@ def read_cells(path: str | Path, sheet: str = SHEET) -> tuple[dict[tuple[int, in
     Raises :class:`WorkbookSchemaError` naming the file and sheet if the sheet is absent or a cell is malformed.
     """
     path = Path(path)
-    if not zipfile.is_zipfile(path):
-        raise WorkbookSchemaError(f"{path}: not an xlsx (zip) file")
-    with zipfile.ZipFile(path) as z:
+    with _open_zip(path) as z:
         book = _part(z, "xl/workbook.xml", path)
         sheets = {s.get("name"): s.get("{%s}id" % _NS["r"]) for s in book.findall("m:sheets/m:sheet", _NS)}
         if sheet not in sheets:
@@ -149,7 +194,7 @@ def read_cells(path: str | Path, sheet: str = SHEET) -> tuple[dict[tuple[int, in
         ref = c.get("r", "")
         match = _CELL_REF.match(ref)
         if not match:
-            raise WorkbookSchemaError(f"{path}: sheet {sheet!r}: cell without a valid reference {ref!r}")
+            raise WorkbookSchemaError(f"{path}: sheet {sheet!r}: cell without a valid reference {ref[:40]!r}")
         key = (int(match.group(2)), col_index(match.group(1)))
         kind = c.get("t", "n")
         v = c.find("m:v", _NS)
@@ -173,7 +218,8 @@ def read_cells(path: str | Path, sheet: str = SHEET) -> tuple[dict[tuple[int, in
             else:
                 raise ValueError(f"unsupported cell type t={kind!r}")
         except (ValueError, IndexError) as err:
-            raise WorkbookSchemaError(f"{path}: sheet {sheet!r}: cell {ref}: {err} (t={kind!r}, v={text!r})") from err
+            raise WorkbookSchemaError(f"{path}: sheet {sheet!r}: cell {ref}: {str(err)[:100]} "
+                                      f"(t={kind[:20]!r}, v={(text or '')[:60]!r})") from err
         cells[key] = value
     return cells, dimension
 

@@ -1,175 +1,146 @@
-"""Configuration of the rip study (frozen; unknown keys are errors). Keys are documented in
-``config/studies/rip.yaml``; [R] marks reconstructions of details the paper leaves open.
+"""Configuration of the rip study: the single definition of every key (type, bounds, default, meaning).
+
+``config/studies/rip.yaml`` sets the values (common keys + one block per scale); the JSON schema of that file is
+generated from :class:`Config`. [R] marks reconstructions of details the paper leaves open. ``STAGE_KEYS``
+declares the keys each stage reads: Snakemake reruns a stage only when one of them changes.
 
 This module imports neither torch nor pandas: the Snakefile reads it at parse time.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Literal
+
+from pydantic import Field, model_validator
+
+from icml25.core.config import Section, StudyConfig
 
 Arm = Literal["none", "rip", "random_same_size", "m1_only", "m2_only", "m3_only", "jaccard"]
 ARMS: tuple[str, ...] = ("none", "rip", "random_same_size", "m1_only", "m2_only", "m3_only", "jaccard")
 
 
-@dataclass(frozen=True)
-class World:
-    """The synthetic instruction world (spec "Instruction world") [R]."""
+class World(Section):
+    """The synthetic instruction world [R]."""
 
-    n_sft: int = 2000
-    n_pool: int = 2000
-    n_val: int = 200
-    n_test: int = 500
-    min_args: int = 3
-    max_args: int = 8
-    share_garbled: float = 0.15
-    share_ambiguous: float = 0.15
-    share_wrong_pref: float = 0.0
-    garbled_cap: float = 0.3
-    sft_corrupt: float = 0.2
+    n_sft: int = Field(2000, ge=1, description="SFT demonstrations of the seed model")
+    n_pool: int = Field(2000, ge=1, description="pool prompts that RIP scores and filters")
+    n_val: int = Field(200, ge=1, description="clean validation prompts (DPO checkpoint choice)")
+    n_test: int = Field(500, ge=1, description="clean test prompts (claims)")
+    min_args: int = Field(3, ge=1, le=8, description="k ~ U{min_args..max_args} digit arguments")
+    max_args: int = Field(8, ge=1, le=8, description="upper end of the argument count (context 24)")
+    share_garbled: float = Field(0.15, ge=0, le=1, description="share of garbled prompts (reward capped)")
+    share_ambiguous: float = Field(0.15, ge=0, le=1, description="share of ambiguous prompts (hidden intent)")
+    share_wrong_pref: float = Field(0.0, ge=0, le=1, description="share judged by another op than the one shown")
+    garbled_cap: float = Field(0.3, ge=0, le=1, description="cap of the judge's reward on garbled prompts")
+    sft_corrupt: float = Field(0.2, ge=0, le=1, description="share of SFT demonstrations with 1-2 edits [R]")
 
-    def __post_init__(self) -> None:
-        for name in ("n_sft", "n_pool", "n_val", "n_test"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"world.{name}: must be >= 1")
-        if not 1 <= self.min_args <= self.max_args <= 8:
-            raise ValueError("world.min_args/max_args: need 1 <= min_args <= max_args <= 8 (context 24)")
-        shares = (self.share_garbled, self.share_ambiguous, self.share_wrong_pref)
-        if any(s < 0 for s in shares) or sum(shares) >= 1:
-            raise ValueError("world.share_*: must be >= 0 and sum to < 1 (the rest is clean)")
-        if not 0 <= self.garbled_cap <= 1:
-            raise ValueError("world.garbled_cap: must be in [0, 1]")
-        if not 0 <= self.sft_corrupt <= 1:
-            raise ValueError("world.sft_corrupt: must be in [0, 1]")
+    @model_validator(mode="after")
+    def _ranges(self):
+        if self.min_args > self.max_args:
+            raise ValueError("world.min_args/max_args: need min_args <= max_args")
+        if self.share_garbled + self.share_ambiguous + self.share_wrong_pref >= 1:
+            raise ValueError("world.share_*: must sum to < 1 (the rest is clean)")
+        return self
 
 
-@dataclass(frozen=True)
-class ModelCfg:
-    """The tiny seed decoder M (spec: 2 layers, d=64, 4 heads, context 24, ~70k params)."""
+class ModelCfg(Section):
+    """The tiny seed decoder M (2 layers, d=64, 4 heads, context 24, ~70k parameters)."""
 
-    n_layer: int = 2
-    d_model: int = 64
-    n_head: int = 4
-    context: int = 24
-    mlp_ratio: int = 2  # [R] ratio 2 gives the spec's ~70k parameters
+    n_layer: int = Field(2, ge=1, description="transformer blocks")
+    d_model: int = Field(64, ge=1, description="width (divisible by n_head)")
+    n_head: int = Field(4, ge=1, description="attention heads")
+    context: int = Field(24, ge=24, description="tokens: 11 prompt + 12 new + EOS")
+    mlp_ratio: int = Field(2, ge=1, description="MLP width ratio; 2 gives ~70k parameters [R]")
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _heads(self):
         if self.d_model % self.n_head:
             raise ValueError("model.d_model: must be divisible by model.n_head")
-        if self.context < 24:
-            raise ValueError("model.context: must be >= 24 (11 prompt + 12 new tokens + EOS)")
+        return self
 
 
-@dataclass(frozen=True)
-class Sft:
+class Sft(Section):
     """Supervised fine-tuning of the seed model on the demonstrations."""
 
-    steps: int = 600
-    batch: int = 64
-    lr: float = 3e-3
-    seed: int = 0  # the seed model is fixed across DPO seeds (spec "Claims")
+    steps: int = Field(600, ge=1, description="SFT minibatches")
+    batch: int = Field(64, ge=1, description="demonstrations per minibatch")
+    lr: float = Field(3e-3, gt=0, description="AdamW learning rate")
+    seed: int = Field(0, ge=0, description="seed of the SFT run (fixed across DPO seeds)")
 
 
-@dataclass(frozen=True)
-class Sampling:
-    """Pair scoring: N samples per prompt, scored by the judge (spec "Pair scoring")."""
+class Sampling(Section):
+    """Pair scoring: N samples per prompt, scored by the judge."""
 
-    n_responses: int = 16
-    max_new_tokens: int = 12
-    temperature: float = 0.8
-    top_p: float = 0.95
-    batch_size: int = 8192  # sequences decoded together (tensor batch)
-    judge_noise: float = 0.05  # std of the judge's scoring noise (0 at evaluation)
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if self.n_responses < 2:
-            raise ValueError("sampling.n_responses: need >= 2 to form a pair")
-        if self.temperature <= 0:
-            raise ValueError("sampling.temperature: must be > 0")
-        if not 0 < self.top_p <= 1:
-            raise ValueError("sampling.top_p: must be in (0, 1]")
-        if self.judge_noise < 0:
-            raise ValueError("sampling.judge_noise: must be >= 0")
+    n_responses: int = Field(16, ge=2, description="N samples per prompt (paper 64) [R]")
+    max_new_tokens: int = Field(12, ge=1, description="response token limit [R]")
+    temperature: float = Field(0.8, gt=0, description="sampling temperature (as the paper)")
+    top_p: float = Field(0.95, gt=0, le=1, description="nucleus sampling mass (as the paper)")
+    batch_size: int = Field(8192, ge=1, description="sequences decoded together as one tensor batch")
+    judge_noise: float = Field(0.05, ge=0, description="std of the judge's scoring noise (0 at evaluation)")
+    seed: int = Field(0, ge=0, description="sampling and judge-noise seed")
 
 
-@dataclass(frozen=True)
-class Filter:
+
+
+class Filter(Section):
     """RIP quantiles q1 (rejected reward), q2 (rejected length), q3 (reward gap); null disables one."""
 
-    q_rejected_reward: float | None = 0.5
-    q_rejected_length: float | None = 0.5
-    q_gap: float | None = 0.5
-
-    def __post_init__(self) -> None:
-        for name in ("q_rejected_reward", "q_rejected_length", "q_gap"):
-            q = getattr(self, name)
-            if q is not None and not 0 <= q <= 1:
-                raise ValueError(f"filter.{name}: must be in [0, 1] or null")
+    q_rejected_reward: float | None = Field(0.5, ge=0, le=1, description="keep m1 >= its q-quantile")
+    q_rejected_length: float | None = Field(0.5, ge=0, le=1, description="keep m2 >= its q-quantile")
+    q_gap: float | None = Field(0.5, ge=0, le=1, description="keep m3 <= its q-quantile")
 
 
-@dataclass(frozen=True)
-class Dpo:
-    """DPO training of each arm (spec "DPO"; default hyperparameters [R])."""
+class Dpo(Section):
+    """DPO training of each arm (tiny-model hyperparameters [R])."""
 
-    beta: float = 0.1
-    lr: float = 5e-4
-    batch: int = 32
-    steps: int = 150
-    eval_every: int = 50
-
-    def __post_init__(self) -> None:
-        if self.beta <= 0:
-            raise ValueError("dpo.beta: must be > 0")
-        if self.steps < 1 or self.batch < 1 or self.eval_every < 1:
-            raise ValueError("dpo.steps/batch/eval_every: must be >= 1")
+    beta: float = Field(0.1, gt=0, description="DPO temperature")
+    lr: float = Field(5e-4, gt=0, description="AdamW learning rate")
+    batch: int = Field(32, ge=1, description="pairs per step")
+    steps: int = Field(150, ge=1, description="optimiser steps")
+    eval_every: int = Field(50, ge=1, description="validation reward check; the best checkpoint is kept")
 
 
-@dataclass(frozen=True)
-class Paper:
+class Paper(Section):
     """The paper path (cluster, GPUs): model ids and sizes. Untested here (no GPUs, no hub access)."""
 
-    seed_model: str = "meta-llama/Llama-3.1-8B-Instruct"
-    reward_model: str = "RLHFlow/ArmoRM-Llama3-8B-v0.1"
-    pool_size: int = 20000
-    val_size: int = 470
-    released_set: str = "rip_8b"  # manifest entry of the released RIP-filtered set used as a check
-    lr: float = 1e-6
-    batch: int = 64
-    epochs: int = 1
-    gpus: int = 8
-    max_new_tokens: int = 2048
+    seed_model: str = Field("meta-llama/Llama-3.1-8B-Instruct", description="seed model id")
+    reward_model: str = Field("RLHFlow/ArmoRM-Llama3-8B-v0.1", description="reward model id")
+    pool_size: int = Field(20000, ge=1, description="WildChat prompts scored")
+    val_size: int = Field(470, ge=1, description="validation prompts (early stopping by mean reward)")
+    released_set: str = Field("rip_8b", description="manifest entry of the released RIP set used as a check")
+    lr: float = Field(1e-6, gt=0, description="DPO learning rate")
+    batch: int = Field(64, ge=1, description="DPO batch size")
+    epochs: int = Field(1, ge=1, description="DPO epochs")
+    gpus: int = Field(8, ge=0, description="GPUs of the sampling, scoring and DPO jobs")
+    max_new_tokens: int = Field(2048, ge=1, description="response token limit")
 
 
-@dataclass(frozen=True)
-class Config:
+class Config(StudyConfig):
     """rip study configuration (merged common keys + one scale)."""
 
-    seeds: tuple[int, ...]
-    arms: tuple[Arm, ...]
-    seeds_per_job: int | None = None
-    source: Literal["world", "wildchat"] = "world"
-    data_seed: int = 0
-    pairs_table: str | None = None  # a pair table scored elsewhere (same schema) replaces the sampling
-    world: World = field(default_factory=World)
-    model: ModelCfg = field(default_factory=ModelCfg)
-    sft: Sft = field(default_factory=Sft)
-    sampling: Sampling = field(default_factory=Sampling)
-    filter: Filter = field(default_factory=Filter)
-    dpo: Dpo = field(default_factory=Dpo)
-    paper: Paper = field(default_factory=Paper)
-    bootstrap_resamples: int = 2000
+    arms: tuple[Arm, ...] = Field(min_length=1, description="filter arms")
+    source: Literal["world", "wildchat"] = Field("world", description="offline world [R] or the paper's data")
+    data_seed: int = Field(0, ge=0, description="world generator seed")
+    pairs_table: str | None = Field(None, description="pair table scored elsewhere (same schema); replaces scoring")
+    world: World = Field(World(), description="the synthetic instruction world [R]")
+    model: ModelCfg = Field(ModelCfg(), description="seed decoder M")
+    sft: Sft = Field(Sft(), description="SFT of the seed model")
+    sampling: Sampling = Field(Sampling(), description="pair scoring")
+    filter: Filter = Field(Filter(), description="RIP quantiles")
+    dpo: Dpo = Field(Dpo(), description="DPO of each arm")
+    paper: Paper = Field(Paper(), description="paper path (GPUs)")
+    bootstrap_resamples: int = Field(2000, ge=100, description="resamples of the bootstrap CIs over seeds")
 
-    def __post_init__(self) -> None:
-        if not self.seeds:
-            raise ValueError("seeds: at least one seed")
-        if len(set(self.seeds)) != len(self.seeds):
-            raise ValueError("seeds: duplicates")
-        if not self.arms:
-            raise ValueError("arms: at least one arm")
-        if len(set(self.arms)) != len(self.arms):
-            raise ValueError("arms: duplicates")
-        if self.seeds_per_job is not None and self.seeds_per_job < 1:
-            raise ValueError("seeds_per_job: must be >= 1 or null")
-        if self.bootstrap_resamples < 100:
-            raise ValueError("bootstrap_resamples: must be >= 100")
+
+_PAPER_SCORING = ("paper.seed_model", "paper.reward_model", "paper.pool_size", "paper.val_size",
+                  "paper.max_new_tokens", "paper.gpus")
+
+#: Config keys each stage reads (dotted paths; a section name covers all its keys). The stage sees only these.
+STAGE_KEYS: dict[str, tuple[str, ...]] = {
+    "prepare": ("source", "world", "data_seed", "sft", "model"),
+    "download": (),
+    "preprocess": ("pairs_table", "source", "data_seed", "sampling", "model", *_PAPER_SCORING),
+    "train": ("arms", "seeds", "source", "model", "filter", "dpo", "sampling.max_new_tokens", "paper.seed_model",
+              "paper.lr", "paper.batch", "paper.epochs"),
+    "evaluate": ("source", "model", "filter", "sampling.max_new_tokens", "bootstrap_resamples"),
+    "report": (),  # by hand only: evaluate draws the figure (one job less)
+}

@@ -91,8 +91,9 @@ def prepare(stage: Stage, run: Any) -> None:
 
 # -------------------------------------------------------------------------------------------------- download
 def download(stage: Stage, run: Any) -> None:
-    """Fetch the paper-scale files of ``manifest.csv`` (in manifest order) to the outputs, sha256-verified."""
-    from icml25.core.download import fetch, read_manifest
+    """Fetch the paper-scale files of ``manifest.csv`` (in manifest order) to the outputs, sha256-verified (rows
+    marked UNPINNED only with ``--trust-unpinned``), each checked to be parquet."""
+    from icml25.core.download import fetch, jsonl_check, parquet_check, read_manifest
 
     if stage.data_source != "remote":
         raise SystemExit(f"{SLUG} download: the paper data (WildChat, released RIP sets) need "
@@ -101,7 +102,8 @@ def download(stage: Stage, run: Any) -> None:
     if len(entries) != len(stage.outputs):
         raise SystemExit(f"{SLUG} download: {len(stage.outputs)} --out paths for {len(entries)} manifest entries")
     for entry, dest in zip(entries, stage.outputs):
-        fetch(entry, dest, stage.mirror)
+        check = parquet_check(("language", "conversation")) if dest.suffix == ".parquet" else jsonl_check()
+        fetch(entry, dest, stage.mirror, trust_unpinned=stage.trust_unpinned, check=check)
         run.log_metric(f"download/{entry.name}_bytes", dest.stat().st_size)
     run.log_artifact(MANIFEST)
 

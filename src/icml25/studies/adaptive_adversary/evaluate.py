@@ -1,0 +1,274 @@
+"""Cell summaries, closed forms per cell, and the verdicts of the study's claims and checks.
+
+All claims concern our own construction (an illustration of Lechner, Bie & Kamath, ICML 2025, arXiv:2509.05137;
+not the paper's proof). Pure functions on pandas tables: the trial table (:data:`.data.TRIAL_COLUMNS`) and the
+cell table of :func:`cell_table` (one row per adversary × learner × c × η × m × seed).
+
+1. Separation (claim): adaptive errors stay at ≈ ½, oblivious ones vanish for ``robust``.
+2. Mechanism (checks): (a) insertion budget, (b) closed-form failure rate, (c) indistinguishability.
+3. Phase boundary (claim): failure ≈ 0 at η = c/2, ≈ 0.13–0.15 at η = c.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from .method import LEARNERS, budget, le_cam_lower_bound, abort_probability, robust_failure_rate
+
+CELL_KEYS = ["adversary", "c", "eta_over_c", "eta", "m", "budget"]
+OBLIVIOUS = ("obl_decoy", "obl_code_flood", "obl_point_flood")
+_TOL = 1e-9
+_FP = 1e-12  # float slack of threshold comparisons (means of equal values are not exact)
+
+# claim 1 (spec thresholds)
+SEP_RATIO = 1.5          # cells with η ≥ 1.5c
+SEP_M = (500, 2000)      # ... and these m
+SEP_ADAPTIVE_MIN = 0.45  # every learner's adaptive mean error ≥
+SEP_DECAY_TOL = 0.03     # err(m=2000) ≥ err(m=500) − 0.03
+SEP_OBLIVIOUS_MAX = 0.05  # robust's oblivious mean error ≤
+SEP_ADAPTIVE_FAIL = 0.40  # not reproduced if an adaptive cell < 0.40 ...
+SEP_OBLIVIOUS_FAIL = 0.10  # ... or an oblivious cell > 0.10
+# check 2
+FORMULA_SES = 3.0        # closed form within 3 binomial SEs
+INDIST_RATIO = 1.5       # indistinguishability for η ≥ 1.5c
+INDIST_ALPHA = 0.01      # family level, Bonferroni over all tests
+CHI2_MIN_BIN = 10        # pooled observations per chi-square category
+# claim 3
+PHASE_M = 2000
+PHASE_LOW_RATIO, PHASE_LOW_MAX = 0.5, 0.02
+PHASE_MID_RATIO, PHASE_MID_RANGE = 1.0, (0.13, 0.15)
+
+
+# --- tables --------------------------------------------------------------------------------------------------
+
+def cell_table(trials: pd.DataFrame) -> pd.DataFrame:
+    """Per adversary × cell × seed × learner: n trials, n_fail, fail_rate, mean_err (exact TV), plus the largest
+    insertion count and the abort rate. Long format, one row per learner."""
+    out = []
+    for learner in LEARNERS:
+        g = trials.groupby(CELL_KEYS + ["seed"], sort=True)
+        df = g.agg(n=("trial", "size"), n_fail=(f"{learner}_fail", "sum"), mean_err=(f"{learner}_err", "mean"),
+                   max_inserted=("inserted", "max"), abort_rate=("aborted", "mean")).reset_index()
+        df.insert(len(CELL_KEYS), "learner", learner)
+        df["fail_rate"] = df["n_fail"] / df["n"]
+        out.append(df)
+    return pd.concat(out, ignore_index=True).astype({"n_fail": np.int64})
+
+
+def analytic_cells(settings: Mapping[str, Any]) -> pd.DataFrame:
+    """Per (c, η/c, m) of the grid: B, P_abort = 1 − F(B)², robust's closed-form adaptive failure rate and Le
+    Cam's bound (``K`` from settings, default 2⁴⁰)."""
+    rows = []
+    rule = settings.get("budget_rule", "floor_eta_m")
+    for c in settings["c"]:
+        for ratio in settings["eta_over_c"]:
+            eta = round(float(ratio) * float(c), 12)
+            if eta > float(settings["eta_max"]) + 1e-12:
+                continue
+            for m in settings["m"]:
+                b = budget(eta, m, rule)
+                rows.append({"c": float(c), "eta_over_c": float(ratio), "eta": eta, "m": int(m), "budget": b,
+                             "p_abort": abort_probability(m, c, b),
+                             "robust_fail_analytic": robust_failure_rate(m, c, b),
+                             "le_cam_bound": le_cam_lower_bound(m, c, eta, int(settings.get("K", 2**40)))
+                             if rule == "floor_eta_m" else math.nan})
+    return pd.DataFrame(rows)
+
+
+def wilson_interval(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    """Wilson score interval of a binomial proportion k/n (95% by default); (0, 1) when n = 0."""
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    den = 1 + z * z / n
+    mid = (p + z * z / (2 * n)) / den
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    return max(0.0, mid - half), min(1.0, mid + half)
+
+
+def _seed_means(cells: pd.DataFrame, keys: list[str], col: str = "mean_err") -> pd.DataFrame:
+    """Mean over seeds of a per-seed metric, with the per-seed values kept as a list."""
+    g = cells.groupby(keys, sort=True)[col]
+    return g.agg(value="mean", per_seed=list).reset_index()
+
+
+# --- claim 1: separation ----------------------------------------------------------------------------------------
+
+def claim_separation(cells: pd.DataFrame) -> tuple[bool, bool, dict[str, Any]]:
+    """Claim 1. Cells with η ≥ 1.5c and m ∈ {500, 2000}: under ``adaptive`` every learner's mean error (mean over
+    seeds) ≥ 0.45 and err(2000) ≥ err(500) − 0.03; under each oblivious strategy with the same (c, η, m)
+    ``robust``'s mean error ≤ 0.05. Reproduced: all cells pass (the full set present). Not reproduced: an
+    adaptive cell < 0.40 or an oblivious cell > 0.10. Else inconclusive."""
+    sel = cells[(cells["eta_over_c"] >= SEP_RATIO - _TOL) & cells["m"].isin(SEP_M)]
+    ada = _seed_means(sel[sel["adversary"] == "adaptive"], ["c", "eta_over_c", "m", "learner"])
+    obl = _seed_means(sel[sel["adversary"].isin(OBLIVIOUS) & (sel["learner"] == "robust")],
+                      ["adversary", "c", "eta_over_c", "m"])
+    adaptive_cells = ada.to_dict("records")
+    oblivious_cells = obl.to_dict("records")
+    decay = []
+    for (c, ratio, learner), g in ada.groupby(["c", "eta_over_c", "learner"]):
+        by_m = dict(zip(g["m"], g["value"]))
+        if all(m in by_m for m in SEP_M):
+            decay.append({"c": c, "eta_over_c": ratio, "learner": learner, "err_500": by_m[SEP_M[0]],
+                          "err_2000": by_m[SEP_M[1]],
+                          "ok": by_m[SEP_M[1]] >= by_m[SEP_M[0]] - SEP_DECAY_TOL - _FP})
+    # completeness: every adaptive (c, η/c) has both m for every learner, and every oblivious strategy each cell
+    ada_cells = {(r["c"], r["eta_over_c"], r["m"]) for r in adaptive_cells}
+    complete = bool(ada_cells) and len(decay) == len({(c, r) for c, r, _ in ada_cells}) * len(LEARNERS)
+    for adv in OBLIVIOUS:
+        have = {(r["c"], r["eta_over_c"], r["m"]) for r in oblivious_cells if r["adversary"] == adv}
+        complete = complete and ada_cells <= have
+    ada_min = min((r["value"] for r in adaptive_cells), default=math.nan)
+    obl_max = max((r["value"] for r in oblivious_cells), default=math.nan)
+    not_reproduced = bool(any(r["value"] < SEP_ADAPTIVE_FAIL - _FP for r in adaptive_cells)
+                          or any(r["value"] > SEP_OBLIVIOUS_FAIL + _FP for r in oblivious_cells))
+    passes = (all(r["value"] >= SEP_ADAPTIVE_MIN - _FP for r in adaptive_cells) and all(d["ok"] for d in decay)
+              and all(r["value"] <= SEP_OBLIVIOUS_MAX + _FP for r in oblivious_cells))
+    reproduced = bool(complete and passes and not not_reproduced)
+    stat = {"adaptive_min_mean_err": ada_min, "oblivious_max_robust_mean_err": obl_max,
+            "n_adaptive_cells": len(adaptive_cells), "n_oblivious_cells": len(oblivious_cells),
+            "complete_grid": complete, "decay_violations": sum(not d["ok"] for d in decay),
+            "max_decay": max((d["err_500"] - d["err_2000"] for d in decay), default=math.nan),
+            "adaptive_cells": adaptive_cells, "oblivious_cells": oblivious_cells, "no_decay": decay}
+    return reproduced, not_reproduced, stat
+
+
+# --- check 2: mechanism -------------------------------------------------------------------------------------------
+
+def check_insertion_budget(trials: pd.DataFrame) -> tuple[bool, dict[str, Any]]:
+    """Check 2(a): insertions never exceed ⌊ηm⌋ (the recorded budget); for the adaptive attack they equal
+    max(a, b) when it did not abort and 0 when it did."""
+    if trials.empty:
+        return False, {"n_trials": 0, "note": "no trials"}
+    over = trials["inserted"] > trials["budget"]
+    ada = trials[trials["adversary"] == "adaptive"]
+    expect = np.where(ada["aborted"], 0, np.maximum(ada["a"], ada["b"]))
+    wrong = ada["inserted"].to_numpy() != expect
+    holds = bool(not over.any() and not wrong.any())
+    return holds, {"n_trials": int(len(trials)), "n_adaptive": int(len(ada)), "n_over_budget": int(over.sum()),
+                   "n_not_max_ab": int(wrong.sum()),
+                   "max_excess": int((trials["inserted"] - trials["budget"]).max())}
+
+
+def check_failure_formula(trials: pd.DataFrame) -> tuple[bool, dict[str, Any]]:
+    """Check 2(b): in every adaptive cell (seeds pooled), ``robust``'s failure rate equals the closed form
+    ½[F(B)² − F(B)F(0) + F(0)] within 3 binomial standard errors √(p(1−p)/n), p the closed form."""
+    ada = trials[trials["adversary"] == "adaptive"]
+    if ada.empty:
+        return False, {"n_cells": 0, "note": "no adaptive trials"}
+    rows = []
+    for (c, ratio, eta, m, b), g in ada.groupby(["c", "eta_over_c", "eta", "m", "budget"], sort=True):
+        p = robust_failure_rate(int(m), float(c), int(b))
+        n = len(g)
+        emp = float(g["robust_fail"].mean())
+        se = math.sqrt(p * (1 - p) / n)
+        z = abs(emp - p) / se if se > 0 else (0.0 if emp == p else math.inf)
+        rows.append({"c": c, "eta_over_c": ratio, "m": int(m), "budget": int(b), "n": n, "empirical": emp,
+                     "analytic": p, "se": se, "z": z, "ok": z <= FORMULA_SES})
+    holds = all(r["ok"] for r in rows)
+    return holds, {"n_cells": len(rows), "n_outside": sum(not r["ok"] for r in rows),
+                   "max_z": max(r["z"] for r in rows), "cells": rows}
+
+
+def _chi2_pvalue(x: np.ndarray, y: np.ndarray) -> float:
+    """Chi-square homogeneity p-value of two samples of counts, adjacent values merged into categories holding at
+    least CHI2_MIN_BIN pooled observations (a last short category joins the previous one); 1.0 if one category."""
+    pooled = np.concatenate([x, y])
+    values, counts = np.unique(pooled, return_counts=True)
+    edges, acc = [], 0
+    for v, k in zip(values, counts):
+        acc += k
+        if acc >= CHI2_MIN_BIN:
+            edges.append(v)
+            acc = 0
+    if acc and edges:
+        edges.pop()
+    if len(edges) < 2:
+        return 1.0
+    cats_x = np.searchsorted(np.asarray(edges), x, side="left")
+    cats_y = np.searchsorted(np.asarray(edges), y, side="left")
+    k = len(edges)
+    cats_x, cats_y = np.minimum(cats_x, k - 1), np.minimum(cats_y, k - 1)
+    table = np.vstack([np.bincount(cats_x, minlength=k), np.bincount(cats_y, minlength=k)])
+    table = table[:, table.sum(axis=0) > 0]
+    if table.shape[1] < 2:
+        return 1.0
+    return float(stats.chi2_contingency(table)[1])
+
+
+def check_indistinguishable(trials: pd.DataFrame) -> tuple[bool, dict[str, Any]]:
+    """Check 2(c): for η ≥ 1.5c, attacked (not aborted) p₀ and q_A samples are indistinguishable, per cell with
+    seeds pooled: chi-square on #⟨0⟩ and on #⟨A⟩, two-sample KS on #points, every p ≥ 0.01/(number of tests);
+    and the fraction of non-code points inside A is 1.0 in every attacked sample of both truths."""
+    ada = trials[(trials["adversary"] == "adaptive") & ~trials["aborted"]
+                 & (trials["eta_over_c"] >= INDIST_RATIO - _TOL)]
+    rows = []
+    for (c, ratio, m), g in ada.groupby(["c", "eta_over_c", "m"], sort=True):
+        p0, qa = g[g["truth"] == "p0"], g[g["truth"] == "qA"]
+        if len(p0) < 2 or len(qa) < 2:
+            continue
+        rows.append({"c": c, "eta_over_c": ratio, "m": int(m), "n_p0": len(p0), "n_qA": len(qa),
+                     "p_n_zero": _chi2_pvalue(p0["n_zero"].to_numpy(), qa["n_zero"].to_numpy()),
+                     "p_n_code_a": _chi2_pvalue(p0["n_code_a"].to_numpy(), qa["n_code_a"].to_numpy()),
+                     "p_n_points": float(stats.ks_2samp(p0["n_points"], qa["n_points"]).pvalue)})
+    n_tests = 3 * len(rows)
+    if not n_tests:
+        return False, {"n_tests": 0, "note": "no attacked cells with eta >= 1.5c"}
+    threshold = INDIST_ALPHA / n_tests
+    pmin = min(min(r["p_n_zero"], r["p_n_code_a"], r["p_n_points"]) for r in rows)
+    frac = {}
+    for truth in ("p0", "qA"):
+        f = ada.loc[(ada["truth"] == truth) & (ada["n_points"] > 0), "in_a_frac"]
+        frac[truth] = float(f.min()) if len(f) else math.nan
+    holds = bool(pmin >= threshold and frac["p0"] == 1.0 and frac["qA"] == 1.0)
+    return holds, {"n_tests": n_tests, "threshold": threshold, "min_p": pmin,
+                   "min_in_a_frac_p0": frac["p0"], "min_in_a_frac_qA": frac["qA"], "cells": rows}
+
+
+def check_mechanism(trials: pd.DataFrame) -> tuple[bool, dict[str, Any]]:
+    """Check 2 as a whole: (a), (b) and (c) all hold."""
+    parts = {"a_budget": check_insertion_budget(trials), "b_formula": check_failure_formula(trials),
+             "c_indistinguishable": check_indistinguishable(trials)}
+    return all(h for h, _ in parts.values()), {k: {"holds": h, **s} for k, (h, s) in parts.items()}
+
+
+# --- claim 3: phase boundary ---------------------------------------------------------------------------------------
+
+def claim_phase_boundary(cells: pd.DataFrame) -> tuple[bool, bool, dict[str, Any]]:
+    """Claim 3, ``robust`` under ``adaptive`` at m = 2000, seeds pooled.
+
+    Low side: at η = 0.5c the failure rate is ≤ 0.02 for every c (clearly violated when the 95% Wilson lower
+    bound exceeds 0.02). Boundary: at η = c the failure rate (c and seeds pooled: a point of the η/c axis) and its
+    closed form both lie in [0.13, 0.15] (clearly violated when the Wilson interval misses [0.13, 0.15]).
+    Reproduced: both sides hold; not reproduced: either side is clearly violated; else inconclusive (also when a
+    required cell is missing)."""
+    sel = cells[(cells["adversary"] == "adaptive") & (cells["learner"] == "robust") & (cells["m"] == PHASE_M)]
+    low = sel[np.isclose(sel["eta_over_c"], PHASE_LOW_RATIO)]
+    mid = sel[np.isclose(sel["eta_over_c"], PHASE_MID_RATIO)]
+    low_rows = []
+    for c, g in low.groupby("c", sort=True):
+        k, n = int(g["n_fail"].sum()), int(g["n"].sum())
+        lo, hi = wilson_interval(k, n)
+        low_rows.append({"c": c, "n": n, "rate": k / n, "ci": [lo, hi], "ok": k / n <= PHASE_LOW_MAX + _FP,
+                         "violated": lo > PHASE_LOW_MAX})
+    a, b = PHASE_MID_RANGE
+    mid_stat: dict[str, Any] = {}
+    if not mid.empty:
+        k, n = int(mid["n_fail"].sum()), int(mid["n"].sum())
+        lo, hi = wilson_interval(k, n)
+        per_c = mid.groupby("c").agg(n=("n", "sum"), k=("n_fail", "sum"), budget=("budget", "first"))
+        analytic = float(sum(r.n * robust_failure_rate(PHASE_M, c, int(r.budget)) for c, r in per_c.iterrows())
+                         / per_c["n"].sum())
+        mid_stat = {"n": n, "rate": k / n, "ci": [lo, hi], "analytic": analytic,
+                    "per_c": {float(c): r.k / r.n for c, r in per_c.iterrows()},
+                    "ok": a - _FP <= k / n <= b + _FP and a <= analytic <= b, "violated": hi < a or lo > b}
+    complete = bool(low_rows) and bool(mid_stat)
+    not_reproduced = any(r["violated"] for r in low_rows) or bool(mid_stat.get("violated", False))
+    reproduced = complete and all(r["ok"] for r in low_rows) and mid_stat["ok"] and not not_reproduced
+    return bool(reproduced), bool(not_reproduced), {"m": PHASE_M, "low": low_rows, "boundary": mid_stat,
+                                                   "complete": complete}

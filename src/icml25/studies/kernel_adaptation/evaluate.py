@@ -1,0 +1,195 @@
+"""Per-pair statistics and the verdict functions of the kernel_adaptation study (claims 1–2, checks 3–4).
+
+A *pair* is one (task, seed). Thresholds are those of the study definition for the 6 pairs of the default scale
+(tasks ising, teacher × seeds 0, 1, 2); at other pair counts the count thresholds keep their fractions
+(≥ 5/6 of the pairs, ≤ 2/6 of the pairs).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from scipy.stats import spearmanr
+
+from icml25.core.claims import bootstrap_ci
+
+CLAIM1_MIN_POS_FRAC = 5 / 6  #: fraction of pairs with d > 0 needed for claim 1
+CLAIM2_MIN_FRAC, CLAIM2_MAX_FAIL_FRAC = 5 / 6, 2 / 6  #: claim 2: reproduced at ≥ 5/6 pairs, refuted at ≤ 2/6
+RHO_MIN, SPIKE_MIN = 0.8, 1.3  #: claim 2: Spearman ρ(χ, r) and r at χ = N
+RESCALE_TOL, RESCALE_LANGEVIN_TOL = 1e-2, 0.03  #: check 3
+NNGP_INVARIANCE_TOL = 1e-10  #: check 4
+PRIOR_DIAG_TOL, PRIOR_OFFDIAG_TOL = 0.05, 0.05  #: check 4, relative to g_w/D
+DIAGNOSTIC_CHI1_TOL = 0.1  #: |ε_AD − ε_NNGP|/ε_NNGP at χ = 1 (logged only)
+
+
+def _count_at_least(frac: float, n: int) -> int:
+    return int(math.ceil(frac * n - 1e-9))
+
+
+def _count_at_most(frac: float, n: int) -> int:
+    return int(math.floor(frac * n + 1e-9))
+
+
+def _grid_pos(chi_exponents: Sequence[float], e: float) -> int | None:
+    hits = [i for i, x in enumerate(chi_exponents) if abs(x - e) < 1e-12]
+    return hits[0] if hits else None
+
+
+def pair_summary(results: Mapping[str, Mapping[str, Any]], chi_exponents: Sequence[float],
+                 g_w: float = 1.0) -> dict[str, Any]:
+    """Scalars of one pair from its five arm results (``experiment.run`` outputs keyed by arm).
+
+    d_N = |ε_NNGP − ε_L| − |ε_AD − ε_L| at χ = N (and at N^¾ if on the grid); Spearman ρ(χ, r) and r(N) of the
+    Langevin and adaptive kernels along the label direction; the largest best-rescaling error along the anneal;
+    the largest |ε_rescL − ε_L|/ε_L over the grid; the NNGP's spread across χ; the smallest eigenvalue of A on the
+    path; the prior-only E[A] deviations relative to g_w/D.
+    """
+    eps = {arm: np.array([m["eps_test"] for m in res["metrics"]]) for arm, res in results.items()}
+    r = {arm: np.array([m["r_label"] for m in res["metrics"]]) for arm, res in results.items()}
+    chis = np.asarray(results["langevin"]["chi"])
+    top = _grid_pos(chi_exponents, 1.0)
+    top = len(chis) - 1 if top is None else top
+    d = np.abs(eps["nngp"] - eps["langevin"]) - np.abs(eps["adaptive_tree"] - eps["langevin"])
+    p34 = _grid_pos(chi_exponents, 0.75)
+    p1 = _grid_pos(chi_exponents, 0.0)
+    out: dict[str, Any] = {
+        "eps_test": {arm: v.tolist() for arm, v in eps.items()}, "r_label": {arm: v.tolist() for arm, v in r.items()},
+        "chi": chis.tolist(), "d_N": float(d[top]), "d_N34": None if p34 is None else float(d[p34]),
+        "rho_L": _spearman(chis, r["langevin"]), "rho_AD": _spearman(chis, r["adaptive_tree"]),
+        "r_L_N": float(r["langevin"][top]), "r_AD_N": float(r["adaptive_tree"][top]),
+    }
+    if p1 is not None:
+        out["chi1_rel_diff_ad_nngp"] = float(abs(eps["adaptive_tree"][p1] - eps["nngp"][p1]) / eps["nngp"][p1])
+    ad = results["adaptive_tree"]
+    out["rescale_err_max"] = float(np.max(ad["rescale_err_path"]))
+    out["min_eig_min"] = float(np.min(ad["min_eig"]))
+    out["residual_max"] = float(max(m["residual"] for m in ad["metrics"]))
+    if "rescaling_langevin" in results:
+        out["rescale_langevin_rel_max"] = float(np.max(np.abs(eps["rescaling_langevin"] - eps["langevin"])
+                                                       / eps["langevin"]))
+    f_nngp = np.asarray(results["nngp"]["f_test"])
+    out["nngp_max_diff"] = float(np.max(np.abs(f_nngp - f_nngp[0])))
+    if "prior_A" in results["langevin"]:
+        out.update(prior_deviation(results["langevin"]["prior_A"], g_w))
+    return out
+
+
+def _spearman(x: np.ndarray, y: np.ndarray) -> float:
+    """Spearman ρ; NaN when either side is constant (then no trend can be claimed)."""
+    if len(x) < 2 or np.ptp(y) == 0 or np.ptp(x) == 0:
+        return float("nan")
+    return float(spearmanr(x, y).statistic)
+
+
+def prior_deviation(A: np.ndarray, g_w: float = 1.0) -> dict[str, float]:
+    """max |A_dd/(g_w/D) − 1| and max |A_de|/(g_w/D) (d ≠ e) of a prior-only E[A] (D,D)."""
+    A = np.asarray(A, dtype=float)
+    s = g_w / A.shape[0]
+    off = A - np.diag(np.diag(A))
+    return {"prior_diag_rel_dev": float(np.max(np.abs(np.diag(A) / s - 1))),
+            "prior_offdiag_rel": float(np.max(np.abs(off)) / s)}
+
+
+# --------------------------------------------------------------------------------------------------- claims
+
+
+def claim1_adaptive_beats_nngp(d_N: Sequence[float], n_resamples: int = 2000, seed: int = 0
+                               ) -> tuple[bool, bool, dict[str, Any]]:
+    """Claim 1 (paper Fig. 2): at χ = N the adaptive theory is closer to the Langevin ensembles than the NNGP.
+
+    d = |ε_NNGP − ε_L| − |ε_AD − ε_L| per pair. Reproduced: 95 % bootstrap CI lower bound of mean d > 0 and
+    d > 0 in ≥ 5/6 of the pairs; not reproduced: mean d ≤ 0; otherwise inconclusive.
+    """
+    d = np.asarray(d_N, dtype=float).ravel()
+    if d.size == 0 or not np.isfinite(d).all():
+        raise ValueError("claim 1: need a non-empty finite d per pair")
+    lo, hi = bootstrap_ci(d, n_resamples=n_resamples, seed=seed)
+    n_pos, need = int(np.sum(d > 0)), _count_at_least(CLAIM1_MIN_POS_FRAC, d.size)
+    mean = float(d.mean())
+    stat = {"mean_d": mean, "ci_low": lo, "ci_high": hi, "n_positive": n_pos, "n_pairs": int(d.size),
+            "n_positive_needed": need}
+    return (lo > 0 and n_pos >= need), mean <= 0, stat
+
+
+def claim2_directional(rho_L: Sequence[float], r_L_N: Sequence[float], rho_AD: Sequence[float],
+                       r_AD_N: Sequence[float]) -> tuple[bool, bool, dict[str, Any]]:
+    """Claim 2 (directional feature learning): per pair ρ(χ, r_L) ≥ 0.8 and r_L(N) ≥ 1.3, and the same for the
+    adaptive kernel. Reproduced: ≥ 5/6 of the pairs pass; not reproduced: ≤ 2/6 pass; else inconclusive.
+    A NaN ρ (constant r) fails its pair."""
+    arrs = [np.asarray(a, dtype=float).ravel() for a in (rho_L, r_L_N, rho_AD, r_AD_N)]
+    n = arrs[0].size
+    if n == 0 or any(a.size != n for a in arrs):
+        raise ValueError("claim 2: need four per-pair arrays of one non-zero length")
+    rl, sl, ra, sa = arrs
+    with np.errstate(invalid="ignore"):
+        ok_L = (rl >= RHO_MIN) & (sl >= SPIKE_MIN)
+        ok_AD = (ra >= RHO_MIN) & (sa >= SPIKE_MIN)
+    ok = ok_L & ok_AD
+    n_ok = int(ok.sum())
+    need, fail_at = _count_at_least(CLAIM2_MIN_FRAC, n), _count_at_most(CLAIM2_MAX_FAIL_FRAC, n)
+    stat = {"n_pass": n_ok, "n_pairs": n, "n_pass_langevin": int(ok_L.sum()), "n_pass_adaptive": int(ok_AD.sum()),
+            "needed": need, "refuted_at_most": fail_at, "min_r_L_N": float(np.min(sl)),
+            "min_r_AD_N": float(np.min(sa))}
+    return n_ok >= need, n_ok <= fail_at, stat
+
+
+# --------------------------------------------------------------------------------------------------- checks
+
+
+def check3_rescaling(rescale_err: Sequence[float] | np.ndarray, eps_rescaling_langevin: Sequence[float],
+                     eps_langevin: Sequence[float]) -> tuple[bool, dict[str, Any]]:
+    """Check 3 (mean output = kernel rescaling): every best-rescaling error min_u ‖f_u − f_AD‖/‖f_AD‖ along the
+    anneal ≤ 1e-2, and the rescaling fitted to Langevin train means predicts ε_L within 3 % relative (every pair
+    and grid χ)."""
+    err = np.asarray(rescale_err, dtype=float).ravel()
+    e_r, e_l = np.asarray(eps_rescaling_langevin, float).ravel(), np.asarray(eps_langevin, float).ravel()
+    if err.size == 0 or e_r.shape != e_l.shape or e_r.size == 0:
+        raise ValueError("check 3: need non-empty errors and matching ε arrays")
+    rel = np.abs(e_r - e_l) / e_l
+    stat = {"max_rescale_err": float(err.max()), "max_rescale_langevin_rel": float(rel.max())}
+    return bool(err.max() <= RESCALE_TOL and rel.max() <= RESCALE_LANGEVIN_TOL), stat
+
+
+def check4_exact(nngp_max_diff: Sequence[float], min_eig: Sequence[float], prior_diag_rel_dev: Sequence[float],
+                 prior_offdiag_rel: Sequence[float]) -> tuple[bool, dict[str, Any]]:
+    """Check 4: NNGP predictions identical across χ (≤ 1e-10), A positive definite along every anneal, and the
+    prior-only E[A] equal to (g_w/D) I within 5 % on the diagonal and 0.05·g_w/D off it."""
+    vals = {k: np.asarray(v, float).ravel() for k, v in
+            {"nngp": nngp_max_diff, "eig": min_eig, "diag": prior_diag_rel_dev, "off": prior_offdiag_rel}.items()}
+    if any(v.size == 0 for v in vals.values()):
+        raise ValueError("check 4: every input must be non-empty")
+    parts = {"nngp_invariant": bool(vals["nngp"].max() <= NNGP_INVARIANCE_TOL),
+             "positive_definite": bool(vals["eig"].min() > 0),
+             "prior_diag": bool(vals["diag"].max() <= PRIOR_DIAG_TOL),
+             "prior_offdiag": bool(vals["off"].max() <= PRIOR_OFFDIAG_TOL)}
+    stat = {**parts, "nngp_max_diff": float(vals["nngp"].max()), "min_eig": float(vals["eig"].min()),
+            "prior_diag_rel_dev": float(vals["diag"].max()), "prior_offdiag_rel": float(vals["off"].max())}
+    return all(parts.values()), stat
+
+
+def diagnostic_chi1(rel_diff: Sequence[float]) -> dict[str, Any]:
+    """Logged only: |ε_AD − ε_NNGP|/ε_NNGP at χ = 1 per pair against 0.1 (tree level ≈ NNGP at standard scaling)."""
+    x = np.asarray(rel_diff, float).ravel()
+    return {"max": float(x.max()), "n_within": int(np.sum(x <= DIAGNOSTIC_CHI1_TOL)), "n_pairs": int(x.size)}
+
+
+def evaluate_pairs(summaries: Sequence[Mapping[str, Any]], n_resamples: int = 2000) -> dict[str, Any]:
+    """All verdict functions over the per-pair summaries: ``{claim1, claim2, check3, check4, diagnostics}``,
+    each claim ``{reproduced, not_reproduced, statistic}`` and each check ``{holds, statistic}``."""
+    col = lambda k: [s[k] for s in summaries]  # noqa: E731
+    rep1, not1, st1 = claim1_adaptive_beats_nngp(col("d_N"), n_resamples=n_resamples)
+    rep2, not2, st2 = claim2_directional(col("rho_L"), col("r_L_N"), col("rho_AD"), col("r_AD_N"))
+    eps_rl = [v for s in summaries for v in s["eps_test"]["rescaling_langevin"]]
+    eps_l = [v for s in summaries for v in s["eps_test"]["langevin"]]
+    h3, st3 = check3_rescaling(col("rescale_err_max"), eps_rl, eps_l)
+    h4, st4 = check4_exact(col("nngp_max_diff"), col("min_eig_min"), col("prior_diag_rel_dev"),
+                           col("prior_offdiag_rel"))
+    diag: dict[str, Any] = {"d_N34": [s["d_N34"] for s in summaries]}
+    if all("chi1_rel_diff_ad_nngp" in s for s in summaries):
+        diag["chi1_rel_diff_ad_nngp"] = diagnostic_chi1(col("chi1_rel_diff_ad_nngp"))
+    return {"claim1": {"reproduced": rep1, "not_reproduced": not1, "statistic": st1},
+            "claim2": {"reproduced": rep2, "not_reproduced": not2, "statistic": st2},
+            "check3": {"holds": h3, "statistic": st3}, "check4": {"holds": h4, "statistic": st4},
+            "diagnostics": diag}

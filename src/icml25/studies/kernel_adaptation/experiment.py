@@ -1,0 +1,115 @@
+"""One arm × task × seed of the kernel_adaptation study, end to end in memory.
+
+Arms: ``nngp``, ``rescaling`` (u fitted to the adaptive train means), ``rescaling_langevin`` (u fitted to the
+Langevin train means), ``adaptive_tree`` (the method) and ``langevin`` (the sampled network ensemble, ground truth).
+Every arm is evaluated on the χ grid N^e (e in ``chi_exponents``) snapped to the annealing path
+geomspace(1, N, n_anneal), so the adaptive theory and the ensembles are compared at identical χ.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from . import method as M
+from .data import make_task
+from .langevin import langevin_sample
+
+ARMS = ("nngp", "rescaling", "rescaling_langevin", "adaptive_tree", "langevin")
+
+
+def chi_grid(settings: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(annealing path (n_anneal,), grid indices into it (G,), grid χ values (G,)): χ = N^e snapped to the path."""
+    N = settings["N"]
+    path = np.geomspace(1.0, float(N), int(settings["n_anneal"]))
+    idx = np.array([int(np.argmin(np.abs(np.log(path) - e * np.log(N)))) for e in settings["chi_exponents"]])
+    return path, idx, path[idx]
+
+
+def task_data(settings: Mapping[str, Any], task: str, seed: int) -> dict[str, np.ndarray]:
+    """The task instance of one pair (deterministic in ``seed``)."""
+    return make_task(task, settings["D"], settings["P"], settings["P_test"], seed, J=settings.get("ising_J", 0.5))
+
+
+def _observe(data: Mapping[str, np.ndarray], f_train: np.ndarray, f_test: np.ndarray, A: np.ndarray
+             ) -> dict[str, float]:
+    """Train/test discrepancy of the mean predictor and spike ratios along the label and teacher directions."""
+    label_dir = data["X"].T @ data["y"]
+    return {"eps_train": M.discrepancy(data["y"], f_train), "eps_test": M.discrepancy(data["y_test"], f_test),
+            "r_label": M.spike_ratio(A, label_dir), "r_teacher": M.spike_ratio(A, data["teacher"])}
+
+
+def _hyper(settings: Mapping[str, Any]) -> dict[str, float]:
+    return {"g_v": settings["g_v"], "g_w": settings["g_w"], "kappa0": settings["kappa0"]}
+
+
+def run(settings: Mapping[str, Any], arm: str, task: str, seed: int,
+        upstream: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """Run one arm on one (task, seed) pair over the χ grid.
+
+    ``upstream`` may hold finished ``adaptive_tree`` / ``langevin`` results of the same pair that the rescaling
+    arms fit to (they are recomputed otherwise). Returns ``{arm, task, seed, chi (G,), f_train (G,P),
+    f_test (G,P*), A (G,D,D), metrics: list of G dicts (eps_train, eps_test, r_label, r_teacher, ...),
+    runtime_s}`` plus arm-specific entries (adaptive: the whole path's min_eig, iterations, fixed-point residual
+    and best-rescaling error; langevin: traces, posterior-variance discrepancy and the prior-only E[A]).
+    """
+    if arm not in ARMS:
+        raise ValueError(f"unknown arm {arm!r}; expected one of {ARMS}")
+    t0 = time.perf_counter()
+    upstream = dict(upstream or {})
+    data = task_data(settings, task, seed)
+    X, y, Xs = data["X"], data["y"], data["X_test"]
+    N, D = int(settings["N"]), X.shape[1]
+    hp = _hyper(settings)
+    path, idx, chis = chi_grid(settings)
+    out: dict[str, Any] = {"arm": arm, "task": task, "seed": int(seed), "chi": chis, "N": N, "D": D}
+    f_tr, f_te, As, extra = [], [], [], [{} for _ in chis]
+
+    if arm == "nngp":
+        for chi in chis:
+            a, b = M.nngp_predictor(X, y, Xs, chi, **hp)
+            f_tr.append(a), f_te.append(b), As.append((hp["g_w"] / D) * np.eye(D))
+    elif arm == "adaptive_tree":
+        sol = M.anneal(X, y, N, path, damping=settings["damping"], tol=settings["tol"],
+                       max_iter=settings["max_iter"], **hp)
+        rescale_err = np.empty(len(path))
+        for k, chi in enumerate(path):
+            _, ft = M.adaptive_mean(sol["A"][k], X, y, Xs, chi, hp["g_v"], hp["kappa0"])
+            rescale_err[k] = M.best_rescaling_error(X, y, Xs, ft, chi, **hp)[0]
+        for g, k in enumerate(idx):
+            a, b = M.adaptive_mean(sol["A"][k], X, y, Xs, path[k], hp["g_v"], hp["kappa0"])
+            f_tr.append(a), f_te.append(b), As.append(sol["A"][k])
+            extra[g]["residual"] = M.saddle_residual(sol["A"][k], X, y, N, path[k], **hp)
+        out.update({"chi_path": path, "min_eig": sol["min_eig"], "iters": sol["iters"],
+                    "rescale_err_path": rescale_err})
+    elif arm in ("rescaling", "rescaling_langevin"):
+        source = "adaptive_tree" if arm == "rescaling" else "langevin"
+        ref = upstream.get(source) or run(settings, source, task, seed)
+        if not np.allclose(ref["chi"], chis) or ref["task"] != task or int(ref["seed"]) != int(seed):
+            raise ValueError(f"{arm}: upstream {source} result is for another pair or chi grid")
+        for g, chi in enumerate(chis):
+            a, b, u = M.rescaling_predictor(X, y, Xs, chi, target_train=ref["f_train"][g], **hp)
+            f_tr.append(a), f_te.append(b), As.append(u * (hp["g_w"] / D) * np.eye(D))
+            extra[g]["u"] = u
+    else:  # langevin
+        lg = dict(settings["langevin"])
+        traces, var_eps = [], []
+        for g, chi in enumerate(chis):
+            res = langevin_sample(X, y, Xs, N, chi, **hp, seed=1000 * int(seed) + int(idx[g]),
+                                  y_test=data["y_test"], **lg)
+            f_tr.append(res["f_train"]), f_te.append(res["f_test"]), As.append(res["A"])
+            traces.append(res["trace"])
+            extra[g]["eps_test_total"] = float(np.mean((data["y_test"] - res["f_test"]) ** 2 + res["var_test"]))
+        out["trace"] = np.array(traces)
+        if settings.get("prior_check"):
+            prior = langevin_sample(X, y, Xs, N, float(N), **hp, seed=1000 * int(seed) + 999, likelihood=False,
+                                    **{**lg, **settings["prior_check"]})
+            out["prior_A"] = prior["A"]
+
+    out["f_train"], out["f_test"], out["A"] = np.array(f_tr), np.array(f_te), np.array(As)
+    out["metrics"] = [{"chi": float(chi), **_observe(data, f_tr[g], f_te[g], As[g]), **extra[g]}
+                      for g, chi in enumerate(chis)]
+    out["runtime_s"] = time.perf_counter() - t0
+    return out

@@ -1,0 +1,449 @@
+"""adaptive_adversary: the spec's required tests (values), the closed forms, and every verdict function on
+constructed metrics (reproduced / not reproduced / inconclusive, boundaries included)."""
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings as hsettings, strategies as st
+from scipy import stats
+
+from icml25.studies.adaptive_adversary import (
+    LazySet, adaptive_attack, draw_sample, le_cam_lower_bound, learn, oblivious_sample)
+from icml25.studies.adaptive_adversary import evaluate as ev
+from icml25.studies.adaptive_adversary.data import trial_rng, write_trials, read_trials
+from icml25.studies.adaptive_adversary.experiment import run, run_all
+from icml25.studies.adaptive_adversary.method import (
+    attack, binom_cdf, budget, decoder, robust, robust_failure_rate)
+from icml25.studies.adaptive_adversary.model import K, P0, Sample, tv_distance, tv_p0_qa
+from icml25.studies.adaptive_adversary.settings import SCALES
+from icml25.studies.adaptive_adversary.train import simulate
+
+
+def rng(seed: int = 0) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+def snapshot(s: Sample) -> tuple:
+    return (s.truth, s.c, s.n_zero, dict(s.codes), s.points.copy(),
+            {k: (v.id, frozenset(v.members)) for k, v in s.sets.items()},
+            None if s.true_set is None else (s.true_set.id, frozenset(s.true_set.members)))
+
+
+def same(a: tuple, b: tuple) -> bool:
+    return all(np.array_equal(x, y) if isinstance(x, np.ndarray) else x == y for x, y in zip(a, b))
+
+
+# --- spec: η = 0 ---------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("truth", ["p0", "qA"])
+def test_eta_zero_attack_leaves_sample_unchanged(truth):
+    g = rng(1)
+    for _ in range(300):
+        s = draw_sample(truth, 30, 0.05, g)
+        before = snapshot(s)
+        out, ins = adaptive_attack(s, 0.0, 0.05, g)
+        assert ins == 0
+        assert same(before, snapshot(s))  # input not mutated
+        assert out.n_zero == s.n_zero and out.codes == s.codes
+        assert np.array_equal(np.sort(out.points), np.sort(s.points))
+
+
+@pytest.mark.parametrize("truth", ["p0", "qA"])
+def test_code_counts_follow_binomial(truth):
+    m, c, n = 40, 0.1, 10_000
+    g = rng(2)
+    counts = np.empty(n)
+    for i in range(n):
+        s, _ = adaptive_attack(draw_sample(truth, m, c, g), 0.0, c, g)
+        counts[i] = s.n_zero if truth == "p0" else sum(s.codes.values())
+        assert s.size == m
+    se = math.sqrt(m * c * (1 - c) / n)
+    assert abs(counts.mean() - m * c) <= 4 * se
+    assert counts.var() == pytest.approx(m * c * (1 - c), rel=0.05)
+
+
+# --- spec: insertions, decoded set, #points -----------------------------------------------------------------------
+
+@hsettings(max_examples=60, deadline=None)
+@given(m=st.integers(1, 400), c=st.sampled_from([0.02, 0.05, 0.1, 0.2, 0.5]), ratio=st.floats(0, 4),
+       truth=st.sampled_from(["p0", "qA"]), seed=st.integers(0, 2**31))
+def test_attack_budget_and_structure(m, c, ratio, truth, seed):
+    eta = min(0.95, ratio * c)
+    B = math.floor(eta * m + 1e-9)
+    s = draw_sample(truth, m, c, rng(seed))
+    before = snapshot(s)
+    res = attack(s, budget(eta, m), c, rng(seed + 1))
+    out, ins = adaptive_attack(s, eta, c, rng(seed + 1))  # the public API takes the same decisions
+    assert same(snapshot(out), snapshot(res.sample)) and ins == res.inserted
+    assert same(before, snapshot(s))
+    assert 0 <= ins <= B
+    if res.aborted:
+        assert ins == 0 and max(res.a, res.b) > B and out is s
+        return
+    assert ins == max(res.a, res.b)
+    A = out.trial_set()
+    n_code_a = out.codes.get(A.id, 0)
+    assert (out.n_zero, n_code_a) == (res.a, res.b)
+    assert out.size == m + ins
+    assert out.n_points == m - min(out.n_zero, n_code_a)
+    assert A.count_in(out.points) == out.n_points  # every non-code point lies in the decoded set
+    if n_code_a:
+        assert set(out.codes) == {A.id}
+
+
+# --- spec: TV formulas ------------------------------------------------------------------------------------------
+
+def test_tv_formulas():
+    c = 0.1
+    A = LazySet(7, frozenset({1, 2, 3, 4}))
+    B = LazySet(9, frozenset({3, 4, 5}))
+    assert tv_distance(P0, A, c) == pytest.approx(1 - 0.9 * 2.0**-22, abs=1e-15)
+    assert tv_distance(A, P0, c) == tv_distance(P0, A, c) == tv_p0_qa(c)
+    assert tv_distance(P0, P0, c) == 0.0
+    assert tv_distance(A, A, c) == 0.0
+    assert tv_distance(A, LazySet(7, frozenset({99})), c) == 0.0  # same id: same set
+    assert tv_distance(A, B, c) == tv_distance(B, A, c) == pytest.approx(1 - 0.9 * 2 / K)
+    assert tv_distance(7, 9, c, {7: A, 9: B}) == tv_distance(A, B, c)
+    assert tv_distance(A, LazySet(8), c) == 1.0  # disjoint revealed members
+    with pytest.raises(ValueError, match="hypothesis"):
+        tv_distance("q", A, c)
+    with pytest.raises(KeyError, match="codebook"):
+        tv_distance(5, A, c, {})
+
+
+def test_tv_formula_by_enumeration_on_a_small_domain():
+    """The closed form 1 − (1−c)|A∩B|/K (and 1 − (1−c)K/N) equals ½Σ|p − q| on an enumerated domain."""
+    n, k, c = 12, 4, 0.3
+    A, B = {0, 1, 2, 3}, {2, 3, 4, 5}
+
+    def q(S):  # points 0..n-1, then codes: index n = ⟨0⟩, n+1 = ⟨A⟩, n+2 = ⟨B⟩
+        v = np.zeros(n + 3)
+        v[list(S)] = (1 - c) / k
+        v[n + 1 if S is A else n + 2] = c
+        return v
+    p0 = np.r_[np.full(n, (1 - c) / n), c, 0, 0]
+    assert 0.5 * np.abs(q(A) - q(B)).sum() == pytest.approx(1 - (1 - c) * len(A & B) / k)
+    assert 0.5 * np.abs(p0 - q(A)).sum() == pytest.approx(1 - (1 - c) * k / n)
+
+
+# --- spec: learners ----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("c", [0.05, 0.1, 0.2])
+@pytest.mark.parametrize("m", [100, 500])
+def test_learners_fail_rarely_on_clean_samples(c, m):
+    g = rng(3)
+    fails = {"decoder": 0, "robust": 0}
+    n = 300
+    for i in range(n):
+        s = draw_sample("p0" if i % 2 else "qA", m, c, g)
+        for learner in fails:
+            h, err = learn(s, learner)
+            fails[learner] += err > 0.5
+            assert err in (0.0, tv_p0_qa(c))
+    assert fails["decoder"] / n <= 0.01 and fails["robust"] / n <= 0.01
+
+
+def test_learners_outputs_and_errors():
+    g = rng(4)
+    s = draw_sample("qA", 200, 0.1, g)
+    assert learn(s, "robust") == (s.true_set.id, 0.0) and learn(s, "decoder") == (s.true_set.id, 0.0)
+    s0 = draw_sample("p0", 200, 0.1, g)
+    assert learn(s0, "robust") == (P0, 0.0)
+    # a code-flooded p₀ sample: the decoder follows the flood, robust does not
+    fl = oblivious_sample("p0", 2000, 0.1, 0.3, "code_flood", g)
+    assert decoder(fl) != P0 and learn(fl, "decoder")[1] == tv_p0_qa(0.1)
+    assert learn(fl, "robust") == (P0, 0.0)
+    with pytest.raises(ValueError, match="learner"):
+        learn(s, "oracle")
+
+
+@hsettings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**31), kind=st.sampled_from(["adaptive", "decoy", "code_flood", "point_flood"]),
+       truth=st.sampled_from(["p0", "qA"]), m=st.integers(1, 300))
+def test_robust_invariant_to_shuffling(seed, kind, truth, m):
+    g = rng(seed)
+    if kind == "adaptive":
+        s, _ = adaptive_attack(draw_sample(truth, m, 0.1, g), 0.3, 0.1, g)
+    else:
+        s = oblivious_sample(truth, m, 0.1, 0.3, kind, g)
+    h = robust(s)
+    for _ in range(3):
+        shuffled = Sample(s.truth, s.c, s.n_zero, dict(reversed(list(s.codes.items()))), g.permutation(s.points),
+                          s.sets, s.true_set)
+        assert robust(shuffled) == h
+
+
+# --- oblivious strategies ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", ["decoy", "code_flood", "point_flood", "obl_decoy"])
+@pytest.mark.parametrize("truth", ["p0", "qA"])
+def test_oblivious_sample_law(kind, truth):
+    m, c, eta = 4000, 0.1, 0.3
+    s = oblivious_sample(truth, m, c, eta, kind, rng(5))
+    assert s.size == m
+    A = s.trial_set()
+    frac = A.count_in(s.points) / s.n_points
+    kind = kind.removeprefix("obl_")
+    # expected share of non-code points inside the trial's set A (or A′), and of ⟨0⟩ codes
+    if truth == "p0":
+        exp_frac = {"decoy": eta, "code_flood": 0.0, "point_flood": eta / (eta + (1 - eta) * (1 - c))}[kind]
+        exp_zero = (1 - eta) * c
+    else:
+        exp_frac = {"decoy": 1 - eta, "code_flood": 1.0,
+                    "point_flood": (1 - eta) * (1 - c) / ((1 - eta) * (1 - c) + eta)}[kind]
+        exp_zero = {"decoy": eta * c, "code_flood": eta, "point_flood": 0.0}[kind]
+    assert frac == pytest.approx(exp_frac, abs=0.04)
+    assert s.n_zero / m == pytest.approx(exp_zero, abs=0.02)
+    assert learn(s, "robust")[1] == 0.0  # robust is right under every oblivious strategy at η = 0.3
+
+
+def test_bad_inputs_are_named():
+    with pytest.raises(ValueError, match="truth"):
+        draw_sample("p1", 10, 0.1, rng())
+    with pytest.raises(ValueError, match="m must"):
+        draw_sample("p0", -1, 0.1, rng())
+    with pytest.raises(ValueError, match="c must"):
+        draw_sample("p0", 10, 1.5, rng())
+    with pytest.raises(ValueError, match="kind"):
+        oblivious_sample("p0", 10, 0.1, 0.1, "flood", rng())
+    with pytest.raises(ValueError, match="eta"):
+        budget(1.0, 10)
+    with pytest.raises(ValueError, match="adversary"):
+        trial_rng(0, "sneaky", 0.1, 0.1, 10, 0)
+
+
+# --- spec: Le Cam bound and closed forms ---------------------------------------------------------------------------
+
+def test_budget_floor_is_robust_to_rounding():
+    assert budget(0.29, 100) == 29 and budget(0.075, 2000) == 150 and budget(0.0, 500) == 0
+    assert budget(0.2, 80, "fraction_of_output") == 20  # 20 ≤ 0.2·(80 + 20)
+
+
+@pytest.mark.parametrize("m,c", [(1, 0.5), (50, 0.05), (500, 0.1), (2000, 0.2), (100_000, 0.05)])
+def test_binom_cdf_matches_scipy(m, c):
+    for k in sorted({0, 1, int(m * c) // 2, int(m * c), int(1.5 * m * c), m - 1, m}):
+        assert binom_cdf(k, m, c) == pytest.approx(stats.binom.cdf(k, m, c), rel=1e-9, abs=1e-300)
+
+
+@pytest.mark.parametrize("m,c", [(50, 0.05), (200, 0.1), (2000, 0.2), (5000, 0.05)])
+def test_le_cam_bound(m, c):
+    prev = -1.0
+    for eta in np.linspace(0, 0.5, 41):
+        B = math.floor(eta * m + 1e-9)
+        direct = max(0.0, 0.5 * (stats.binom.cdf(B, m, c) ** 2 - m * m / K) * (1 - (1 - c) * K / 2**62))
+        got = le_cam_lower_bound(m, c, float(eta))
+        assert got == pytest.approx(direct, rel=1e-9, abs=1e-15)
+        assert got >= prev
+        prev = got
+    at0 = max(0.0, 0.5 * ((1 - c) ** (2 * m) - m * m / K) * (1 - (1 - c) * K / 2**62))
+    assert le_cam_lower_bound(m, c, 0.0) == pytest.approx(at0, rel=1e-9, abs=1e-300)
+    assert le_cam_lower_bound(m, c, 0.4, K=m * m) == 0.0  # the collision term can cancel the bound
+
+
+def test_robust_failure_formula_and_le_cam_against_simulation():
+    """One cell simulated with many trials: robust's failure rate equals ½[F(B)² − F(B)F(0) + F(0)] and every
+    learner's mean error is at least Le Cam's bound (within 4 SE)."""
+    s = {"c": [0.1], "eta_over_c": [1.0], "eta_max": 0.3, "m": [60], "trials": 3000}
+    df = simulate(s, "adaptive", 7)
+    B = budget(0.1, 60)
+    p = robust_failure_rate(60, 0.1, B)
+    se = math.sqrt(p * (1 - p) / len(df))
+    assert abs(df["robust_fail"].mean() - p) <= 4 * se
+    bound = le_cam_lower_bound(60, 0.1, 0.1)
+    assert 0.1 < bound <= p + 1e-12
+    for learner in ("decoder", "robust"):
+        assert df[f"{learner}_err"].mean() >= bound - 4 * 0.5 / math.sqrt(len(df))
+
+
+# --- spec: determinism and smoke time -------------------------------------------------------------------------------
+
+def test_fixed_seed_identical_parquet(tmp_path):
+    s = {**SCALES["smoke"], "trials": 15}
+    a, b = run(s, "adaptive", 3)["trials"], run(s, "adaptive", 3)["trials"]
+    pa, pb = write_trials(a, tmp_path / "a.parquet"), write_trials(b, tmp_path / "b.parquet")
+    digest = [hashlib.sha256(p.read_bytes()).hexdigest() for p in (pa, pb)]
+    assert digest[0] == digest[1]
+    back = read_trials(pa)
+    pd.testing.assert_frame_equal(back, a.reset_index(drop=True))
+    assert not run(s, "adaptive", 4)["trials"].equals(a)  # another seed, other trials
+    assert len(a) == 15 * 4 and set(a["truth"]) == {"p0", "qA"}
+
+
+def test_read_trials_names_file_and_column(tmp_path):
+    p = tmp_path / "t.parquet"
+    pd.DataFrame({"x": [1]}).to_parquet(p)
+    with pytest.raises(ValueError, match=r"t\.parquet: missing columns \['adversary'"):
+        read_trials(p)
+    bad = tmp_path / "bad.parquet"
+    bad.write_bytes(b"not parquet")
+    with pytest.raises(ValueError, match="bad.parquet"):
+        read_trials(bad)
+
+
+def test_smoke_run_is_fast_and_checks_hold():
+    t0 = time.perf_counter()
+    out = run_all(SCALES["smoke"])
+    assert time.perf_counter() - t0 <= 20
+    trials, cells = out["trials"], out["cells"]
+    assert len(trials) == 2 * 3 * 4 * 40  # arms × seeds × cells × trials
+    assert ev.check_insertion_budget(trials)[0]
+    holds, stat = ev.check_indistinguishable(trials)
+    assert holds and stat["n_tests"] == 6
+    # smoke lacks m = 2000 and two oblivious strategies: claims 1 and 3 cannot be reproduced there
+    assert ev.claim_separation(cells)[0] is False and ev.claim_phase_boundary(cells)[:2] == (False, False)
+
+
+# --- verdicts on constructed metrics -----------------------------------------------------------------------------
+
+def _sep_cells(ada=0.5, obl=0.0, overrides=(), drop=()):
+    """Cells for claim 1: c = 0.1, η/c ∈ {1.5, 2}, m ∈ {500, 2000}, 3 seeds; ``overrides`` maps
+    (adversary, learner, ratio, m) to per-seed values."""
+    rows = []
+    over = dict(overrides)
+    for adv in ("adaptive", *ev.OBLIVIOUS):
+        if adv in drop:
+            continue
+        for learner in ("decoder", "robust"):
+            for ratio in (1.5, 2.0):
+                for m in (500, 2000):
+                    vals = over.get((adv, learner, ratio, m), [ada if adv == "adaptive" else obl] * 3)
+                    for seed, v in enumerate(vals):
+                        rows.append({"adversary": adv, "c": 0.1, "eta_over_c": ratio, "eta": 0.1 * ratio, "m": m,
+                                     "budget": 0, "learner": learner, "seed": seed, "n": 200,
+                                     "n_fail": round(200 * v), "mean_err": v, "fail_rate": v})
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("overrides,drop,expected", [
+    ((), (), "reproduced"),
+    ({("adaptive", "robust", 2.0, 500): [0.45] * 3}, (), "reproduced"),            # ≥ 0.45 boundary
+    ({("adaptive", "robust", 2.0, 500): [0.44, 0.46, 0.46]}, (), "reproduced"),    # mean over seeds
+    ({("adaptive", "decoder", 1.5, 500): [0.4499] * 3}, (), "inconclusive"),
+    ({("adaptive", "decoder", 1.5, 500): [0.40] * 3}, (), "inconclusive"),         # < 0.40 fails, not 0.40
+    ({("adaptive", "decoder", 1.5, 500): [0.3999] * 3}, (), "not reproduced"),
+    ({("adaptive", "robust", 1.5, 500): [0.50] * 3, ("adaptive", "robust", 1.5, 2000): [0.50 - 0.03] * 3},
+     (), "reproduced"),                                                             # no-decay boundary
+    ({("adaptive", "robust", 1.5, 500): [0.50] * 3, ("adaptive", "robust", 1.5, 2000): [0.469] * 3},
+     (), "inconclusive"),
+    ({("obl_point_flood", "robust", 2.0, 2000): [0.05] * 3}, (), "reproduced"),
+    ({("obl_point_flood", "robust", 2.0, 2000): [0.0501] * 3}, (), "inconclusive"),
+    ({("obl_decoy", "robust", 2.0, 2000): [0.10] * 3}, (), "inconclusive"),
+    ({("obl_decoy", "robust", 2.0, 2000): [0.1001] * 3}, (), "not reproduced"),
+    ({("obl_decoy", "decoder", 2.0, 2000): [0.9] * 3}, (), "reproduced"),           # decoder not judged there
+    ((), ("obl_code_flood",), "inconclusive"),                                      # a strategy missing
+    ({("obl_decoy", "robust", 2.0, 2000): [0.2] * 3}, ("obl_code_flood",), "not reproduced"),
+])
+def test_claim_separation_verdicts(overrides, drop, expected):
+    cells = _sep_cells(overrides=overrides, drop=drop)
+    # cells below η = 1.5c or at other m are ignored
+    extra = _sep_cells(ada=0.0, obl=0.9).assign(eta_over_c=1.0)
+    extra2 = _sep_cells(ada=0.0, obl=0.9).assign(m=200)
+    rep, nrep, stat = ev.claim_separation(pd.concat([cells, extra, extra2]))
+    assert ("reproduced" if rep else "not reproduced" if nrep else "inconclusive") == expected
+    assert stat["n_adaptive_cells"] == 8
+
+
+def _trial_rows(n, **cols):
+    base = {"adversary": "adaptive", "seed": 0, "c": 0.1, "eta_over_c": 2.0, "eta": 0.2, "m": 100, "budget": 20,
+            "trial": 0, "truth": "p0", "n_zero": 10, "n_code_a": 10, "n_points": 90, "in_a_frac": 1.0, "a": 10,
+            "b": 10, "inserted": 10, "aborted": False, "decoder_out": "A", "decoder_err": 1.0,
+            "decoder_fail": True, "robust_out": "A", "robust_err": 1.0, "robust_fail": True}
+    df = pd.DataFrame([base] * n)
+    for k, v in cols.items():
+        df[k] = v
+    df["trial"] = np.arange(n)
+    return df
+
+
+def test_check_insertion_budget():
+    ok = _trial_rows(10)
+    assert ev.check_insertion_budget(ok)[0]
+    assert not ev.check_insertion_budget(_trial_rows(10, inserted=21, a=21, b=0))[0]  # over the budget
+    assert not ev.check_insertion_budget(_trial_rows(10, inserted=9))[0]              # != max(a, b)
+    aborted = _trial_rows(10, aborted=True, a=30, inserted=0)
+    assert ev.check_insertion_budget(aborted)[0]
+    assert not ev.check_insertion_budget(aborted.assign(inserted=5))[0]
+    assert not ev.check_insertion_budget(ok.iloc[:0])[0]
+
+
+def test_check_failure_formula_boundaries():
+    m, c, b, n = 100, 0.1, 10, 1000
+    p = robust_failure_rate(m, c, b)
+    se = math.sqrt(p * (1 - p) / n)
+
+    def trials(k):
+        return _trial_rows(n, m=m, c=c, eta=0.1, eta_over_c=1.0, budget=b, robust_fail=np.arange(n) < k)
+    k_in = math.floor(n * (p + 2.9 * se))
+    k_out = math.ceil(n * (p + 3.1 * se))
+    assert ev.check_failure_formula(trials(round(n * p)))[0]
+    holds, stat = ev.check_failure_formula(trials(k_in))
+    assert holds and 2.5 < stat["max_z"] <= 3
+    holds, stat = ev.check_failure_formula(trials(k_out))
+    assert not holds and stat["n_outside"] == 1 and stat["max_z"] > 3
+    assert not ev.check_failure_formula(trials(math.floor(n * (p - 3.1 * se))))[0]
+
+
+def test_check_indistinguishable():
+    g = rng(8)
+
+    def group(truth, shift=0, n=400):
+        a, b = g.binomial(100, 0.1, n), g.binomial(100, 0.1, n)
+        return _trial_rows(n, truth=truth, n_zero=a + shift, n_code_a=b, n_points=100 - np.minimum(a, b))
+    same_law = pd.concat([group("p0"), group("qA")])
+    holds, stat = ev.check_indistinguishable(same_law)
+    assert holds and stat["n_tests"] == 3 and stat["min_p"] >= stat["threshold"]
+    holds, stat = ev.check_indistinguishable(pd.concat([group("p0", shift=3), group("qA")]))
+    assert not holds and stat["min_p"] < stat["threshold"]
+    frac = same_law.copy()
+    frac.iloc[0, frac.columns.get_loc("in_a_frac")] = 0.99
+    assert not ev.check_indistinguishable(frac)[0]
+    # aborted trials and cells below 1.5c are ignored; nothing left → does not hold
+    assert not ev.check_indistinguishable(same_law.assign(aborted=True))[0]
+    assert not ev.check_indistinguishable(same_law.assign(eta_over_c=1.0))[0]
+
+
+def _phase_cells(low=0.0, mid=0.14, n=600, analytic_budgets=(100, 200, 400)):
+    rows = []
+    for c, b in zip((0.05, 0.1, 0.2), analytic_budgets):
+        for ratio, rate, bud in ((0.5, low, b // 2), (1.0, mid, b)):
+            rows.append({"adversary": "adaptive", "c": c, "eta_over_c": ratio, "eta": c * ratio, "m": 2000,
+                         "budget": bud, "learner": "robust", "seed": 0, "n": n, "n_fail": round(rate * n),
+                         "mean_err": rate, "fail_rate": rate})
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("low,mid,expected", [
+    (0.0, 0.14, "reproduced"),
+    (0.02, 0.13, "reproduced"),            # boundaries: ≤ 0.02 and 0.13 ≤ rate ≤ 0.15
+    (0.0, 0.15, "reproduced"),
+    (0.025, 0.14, "inconclusive"),         # above 0.02, Wilson lower bound below it (n = 600)
+    (0.05, 0.14, "not reproduced"),        # Wilson lower bound above 0.02
+    (0.0, 0.125, "inconclusive"),          # outside [0.13, 0.15], interval still overlaps it
+    (0.0, 0.20, "not reproduced"),
+    (0.0, 0.09, "not reproduced"),
+])
+def test_claim_phase_boundary_verdicts(low, mid, expected):
+    rep, nrep, stat = ev.claim_phase_boundary(_phase_cells(low, mid))
+    assert ("reproduced" if rep else "not reproduced" if nrep else "inconclusive") == expected
+    assert 0.13 <= stat["boundary"]["analytic"] <= 0.15
+
+
+def test_claim_phase_boundary_needs_its_cells_and_the_closed_form():
+    cells = _phase_cells()
+    assert ev.claim_phase_boundary(cells[cells["eta_over_c"] == 0.5])[:2] == (False, False)
+    assert ev.claim_phase_boundary(cells.assign(m=500))[:2] == (False, False)
+    # a budget whose closed form lies outside [0.13, 0.15] (B = 0: ≈ ½F(0) ≈ 0) cannot reproduce
+    assert ev.claim_phase_boundary(_phase_cells(analytic_budgets=(0, 0, 0)))[:2] == (False, False)
+
+
+def test_wilson_interval():
+    lo, hi = ev.wilson_interval(0, 600)
+    assert lo == pytest.approx(0.0, abs=1e-12) and hi == pytest.approx(3.8415 / 603.8415, abs=1e-5)
+    lo, hi = ev.wilson_interval(84, 600)
+    assert lo < 0.14 < hi and hi - lo == pytest.approx(0.0557, abs=2e-3)
+    assert ev.wilson_interval(0, 0) == (0.0, 1.0)

@@ -1,0 +1,470 @@
+"""coalition_attribution: the spec's required tests (transforms vs brute force, the known case, every identity on
+random games with random gamma, gamma-invariance, the dummy axiom, solvers, coalition typing, the smoke run) and
+the verdict functions' boundaries."""
+from __future__ import annotations
+
+import itertools
+import math
+import time
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from icml25.studies.coalition_attribution import and_or_interactions, coalition_attribution, faithfulness, \
+    shapley_from_interactions
+from icml25.studies.coalition_attribution.data import coalition_type, function_values, generate_functions, \
+    oracle_game, sample_coalitions, validate_function
+from icml25.studies.coalition_attribution.evaluate import identities_check, oracle_check, table4_verdict
+from icml25.studies.coalition_attribution.identities import IDENTITIES, banzhaf_brute_force, identity_errors, \
+    shapley_brute_force
+from icml25.studies.coalition_attribution.method import banzhaf_from_interactions, coalition_attributions_all, \
+    interactions_from_gamma, l1_objective, solve_gamma
+from icml25.studies.coalition_attribution.settings import SCALES, settings_for
+from icml25.studies.coalition_attribution.transforms import mobius, mobius_matrix_dense, mobius_matrix_sparse, \
+    mobius_transpose, superset_sum, zeta
+
+HYP = settings(max_examples=20, deadline=None, derandomize=True)
+
+
+def games(n_min: int = 1, n_max: int = 5):
+    """(n, values, gamma) with values, gamma ~ N(0, 1) drawn from a hypothesis-chosen numpy seed."""
+    return st.tuples(st.integers(n_min, n_max), st.integers(0, 2 ** 32 - 1)).map(
+        lambda t: (t[0], *np.random.default_rng(t[1]).normal(size=(2, 2 ** t[0]))))
+
+
+def subsets(mask: int) -> list[int]:
+    return [m for m in range(mask + 1) if m & mask == m]
+
+
+def permute_game(v: np.ndarray, perm: np.ndarray) -> np.ndarray:
+    """The game with variable i renamed perm[i] (bit i of every mask moved to bit perm[i])."""
+    n = len(perm)
+    m = np.arange(2 ** n)
+    new = np.zeros_like(m)
+    for i in range(n):
+        new |= ((m >> i) & 1) << int(perm[i])
+    out = np.empty_like(v)
+    out[new] = v
+    return out
+
+
+# ----------------------------------------------------------------------------------------------- transforms
+@HYP
+@given(games(1, 5))
+def test_mobius_and_zeta_are_inverses_and_match_brute_force(game):
+    n, a, _ = game
+    full = 2 ** n - 1
+    pc = [bin(m).count("1") for m in range(2 ** n)]
+    mu_bf = np.array([sum((-1) ** (pc[s] - pc[l]) * a[l] for l in subsets(s)) for s in range(2 ** n)])
+    zeta_bf = np.array([sum(a[l] for l in subsets(s)) for s in range(2 ** n)])
+    sup_bf = np.array([sum(a[t] for t in range(2 ** n) if t & s == s) for s in range(2 ** n)])
+    mut_bf = np.array([sum((-1) ** (pc[s] - pc[l]) * a[s] for s in range(2 ** n) if s & l == l)
+                       for l in range(2 ** n)])
+    np.testing.assert_allclose(mobius(a), mu_bf, atol=1e-12)
+    np.testing.assert_allclose(zeta(a), zeta_bf, atol=1e-12)
+    np.testing.assert_allclose(superset_sum(a), sup_bf, atol=1e-12)
+    np.testing.assert_allclose(mobius_transpose(a), mut_bf, atol=1e-12)
+    np.testing.assert_allclose(zeta(mobius(a)), a, atol=1e-12)
+    np.testing.assert_allclose(mobius(zeta(a)), a, atol=1e-12)
+    np.testing.assert_array_equal(mobius_matrix_sparse(n).toarray(), mobius_matrix_dense(n))
+    assert a[full] == a[::-1][0]
+
+
+def test_transforms_batch_over_leading_axes():
+    a = np.random.default_rng(0).normal(size=(3, 2, 16))
+    np.testing.assert_allclose(mobius(a)[1, 0], mobius(a[1, 0]), atol=0)
+    np.testing.assert_allclose(mobius(a), a @ mobius_matrix_dense(4).T, atol=1e-12)
+
+
+# ----------------------------------------------------------------------------------------------- known case
+@pytest.mark.parametrize("n", [2, 3, 5])
+def test_known_case_unanimity_game(n):
+    v = np.zeros(2 ** n)
+    v[-1] = 1.0
+    i_and, i_or = and_or_interactions(v, gamma=0.5 * v)
+    expected = np.zeros(2 ** n)
+    expected[-1] = 1.0
+    np.testing.assert_array_equal(i_and, expected)
+    np.testing.assert_array_equal(i_or, np.zeros(2 ** n))
+    f = faithfulness(i_and, i_or, 2 ** n - 1)
+    assert (f["R"], f["R_prime"], f["Q"]) == (1.0, 1.0, 1.0)
+    np.testing.assert_array_equal(f["R_per_var"], np.ones(n))
+    assert coalition_attribution(i_and, i_or, 1) == pytest.approx(1.0 / n, abs=1e-15)
+    np.testing.assert_allclose(shapley_from_interactions(i_and, i_or), np.full(n, 1.0 / n), atol=1e-15)
+    # the LP finds this split too: the objective at gamma = v/2 is 1, the minimum for a non-additive game
+    i_and2, i_or2, g = and_or_interactions(v, return_gamma=True)
+    assert l1_objective(v, g) == pytest.approx(1.0, abs=1e-9)
+
+
+def test_faithfulness_hand_computed_values():
+    # n = 3, I_and({0,1}) = 2, I_and({1,2}) = 1, I_or({0}) = -1, nothing else (gamma irrelevant: pass I directly)
+    i_and = np.zeros(8)
+    i_or = np.zeros(8)
+    i_and[0b011], i_and[0b110], i_or[0b001] = 2.0, 1.0, -1.0
+    # S = {0,1}: phi(S) = 2; U_{0,S} = U_{1,S} = 1; U_{0,S̄} = -1 ({0}); U_{1,S̄} = 1/2 ({1,2})
+    f = faithfulness(i_and, i_or, 0b011)
+    np.testing.assert_allclose(f["R_per_var"], [1 / 2, 1 / (1 + 0.5)])
+    # R'(i): numerator a_{01}/2 = 1; denominators 1 + 1 = 2 (var 0) and 1 + 1/2 (var 1)
+    np.testing.assert_allclose(f["R_prime_per_var"], [1 / 2, 1 / 1.5])
+    assert f["R"] == pytest.approx((1 / 2 + 2 / 3) / 2) and f["R_prime"] == pytest.approx((1 / 2 + 2 / 3) / 2)
+    # Q: numerator 2/2*2 = 2; denominator 2 + 1 ({0}) + (1/2)*1 ({1,2}) = 3.5
+    assert f["Q"] == pytest.approx(2 / 3.5)
+    assert coalition_attribution(i_and, i_or, 0b011) == pytest.approx(2.0)
+    assert coalition_attribution(i_and, i_or, 0b010) == pytest.approx(1.0 + 0.5)
+
+
+def test_faithfulness_zero_game_gives_nan_and_partial_nan_is_ignored():
+    z = np.zeros(16)
+    f = faithfulness(z, z, 0b0011)
+    assert all(math.isnan(f[k]) for k in ("R", "R_prime", "Q"))
+    assert np.isnan(f["R_per_var"]).all() and f["R_per_var"].shape == (2,)
+    # only variable 0 interacts: R'(1) = 0/0 is NaN and the mean ignores it; R'(0) = 0 / a
+    i_and = np.zeros(16)
+    i_and[0b0001] = 3.0
+    f = faithfulness(i_and, z, 0b0011)
+    assert f["R_prime_per_var"][0] == 0.0 and math.isnan(f["R_prime_per_var"][1]) and f["R_prime"] == 0.0
+    assert f["Q"] == 0.0
+
+
+def test_api_rejects_bad_input():
+    with pytest.raises(ValueError, match="power of two"):
+        and_or_interactions(np.zeros(6))
+    with pytest.raises(ValueError, match="power of two"):
+        and_or_interactions(np.zeros(1))
+    with pytest.raises(ValueError, match="gamma"):
+        and_or_interactions(np.zeros(8), gamma=np.zeros(4))
+    with pytest.raises(ValueError, match="finite"):
+        and_or_interactions(np.array([0.0, np.nan]))
+    with pytest.raises(ValueError, match="unknown gamma solver"):
+        and_or_interactions(np.zeros(4), solver="sgd")
+    with pytest.raises(ValueError, match="coalition_mask"):
+        coalition_attribution(np.zeros(8), np.zeros(8), 0)
+    with pytest.raises(ValueError, match="coalition_mask"):
+        faithfulness(np.zeros(8), np.zeros(8), 8)
+
+
+# ----------------------------------------------------------------------------------------------- identities
+@HYP
+@given(games(1, 6))
+def test_every_identity_on_random_games_with_random_gamma(game):
+    n, v, gamma = game
+    i_and, i_or = interactions_from_gamma(v, gamma)
+    err = identity_errors(v[None], i_and[None], i_or[None])
+    assert set(err) == set(IDENTITIES)
+    for name, e in err.items():
+        assert e[0] <= 1e-9 * (1 + np.abs(v).max()), name
+
+
+def test_every_identity_at_n8_with_lp_and_random_gamma():
+    rng = np.random.default_rng(11)
+    v = rng.normal(size=(2, 256)) * 3
+    g = np.stack([solve_gamma(v[0], "lp"), rng.normal(size=256)])
+    i_and, i_or = interactions_from_gamma(v, g)
+    err = identity_errors(v, i_and, i_or)
+    assert max(float(e.max()) for e in err.values()) <= 1e-9 * (1 + np.abs(v).max())
+
+
+def test_identity_errors_detect_a_broken_decomposition():
+    rng = np.random.default_rng(1)
+    v = rng.normal(size=32)
+    i_and, i_or = interactions_from_gamma(v, rng.normal(size=32))
+    i_and[0b00110] += 1e-3
+    err = identity_errors(v[None], i_and[None], i_or[None])
+    assert err["universal_matching"][0] == pytest.approx(1e-3, rel=1e-6)
+    assert err["thm3_2_shapley"][0] == pytest.approx(0.5e-3, rel=1e-6)
+
+
+@HYP
+@given(games(2, 6), st.integers(0, 2 ** 32 - 1))
+def test_gamma_invariance_of_shapley_banzhaf_and_matching(game, seed):
+    n, v, g1 = game
+    g2 = np.random.default_rng(seed).normal(size=2 ** n) * 5
+    a1, o1 = interactions_from_gamma(v, g1)
+    a2, o2 = interactions_from_gamma(v, g2)
+    tol = 1e-9 * (1 + np.abs(v).max() + np.abs(g2).max())
+    np.testing.assert_allclose(shapley_from_interactions(a1, o1), shapley_from_interactions(a2, o2), atol=tol)
+    np.testing.assert_allclose(banzhaf_from_interactions(a1, o1), banzhaf_from_interactions(a2, o2), atol=tol)
+    np.testing.assert_allclose(shapley_from_interactions(a1, o1), shapley_brute_force(v), atol=tol)
+    np.testing.assert_allclose(banzhaf_from_interactions(a1, o1), banzhaf_brute_force(v), atol=tol)
+    # the universal-matching sums rebuild v for both gammas (checked inside identity_errors)
+    for a, o in ((a1, o1), (a2, o2)):
+        assert identity_errors(v[None], a[None], o[None])["universal_matching"][0] <= tol
+
+
+def test_coalition_attribution_is_not_gamma_invariant():
+    v = np.random.default_rng(4).normal(size=16)
+    a1, o1 = interactions_from_gamma(v, np.zeros(16))
+    a2, o2 = interactions_from_gamma(v, 0.5 * v)
+    assert abs(coalition_attribution(a1, o1, 0b0011) - coalition_attribution(a2, o2, 0b0011)) > 1e-3
+
+
+@HYP
+@given(games(2, 6), st.integers(0, 5))
+def test_dummy_axiom(game, which):
+    n, v, _ = game
+    i = which % n
+    bit = 1 << i
+    m = np.arange(2 ** n)
+    v = v[m & ~bit]  # v(S) = v(S \ {i}): independent of variable i
+    i_and, i_or = and_or_interactions(v, gamma=np.zeros(2 ** n))
+    phi = coalition_attributions_all(i_and, i_or)
+    assert np.abs(phi[(m & bit) != 0]).max() <= 1e-12 * (1 + np.abs(v).max())
+    assert coalition_attribution(i_and, i_or, bit) == pytest.approx(0.0, abs=1e-12)
+
+
+# ----------------------------------------------------------------------------------------------- solvers
+@pytest.mark.parametrize("n,seed", [(3, 0), (4, 1), (5, 2)])
+def test_lp_objective_bounds_adam_and_half_v(n, seed):
+    v = np.random.default_rng(seed).normal(size=2 ** n) * 2
+    lp = float(l1_objective(v, solve_gamma(v, "lp")))
+    adam = float(l1_objective(v, solve_gamma(v, "adam", steps=3000)))
+    assert lp <= adam + 1e-6 * (1 + abs(adam))
+    assert lp <= float(l1_objective(v, 0.5 * v)) + 1e-9
+    assert lp <= float(l1_objective(v, np.zeros_like(v))) + 1e-9
+    # Adam gets close on a small random game (it is a subgradient method on a convex objective)
+    assert adam <= lp * 1.05
+
+
+def test_variable_permutation_permutes_the_interactions():
+    rng = np.random.default_rng(7)
+    n = 5
+    v, g = rng.normal(size=(2, 2 ** n))
+    perm = rng.permutation(n)
+    a, o = interactions_from_gamma(v, g)
+    a_p, o_p = interactions_from_gamma(permute_game(v, perm), permute_game(g, perm))
+    np.testing.assert_allclose(a_p, permute_game(a, perm), atol=1e-12)
+    np.testing.assert_allclose(o_p, permute_game(o, perm), atol=1e-12)
+    # learned gamma: the LP optimum of a random game is not unique, its value is permutation invariant
+    lp = l1_objective(v, solve_gamma(v, "lp"))
+    lp_p = l1_objective(permute_game(v, perm), solve_gamma(permute_game(v, perm), "lp"))
+    assert lp_p == pytest.approx(lp, abs=1e-9)
+    # on a toy game (sum of monomials) the optimum is the pure AND split, so the interactions permute
+    fn = generate_functions(3, n, 1, order_range=(2, 4))[0]
+    w = oracle_game(fn, n)
+    a1, o1 = and_or_interactions(w)
+    a2, o2 = and_or_interactions(permute_game(w, perm))
+    np.testing.assert_allclose(a2, permute_game(a1, perm), atol=1e-9)
+    np.testing.assert_allclose(o2, permute_game(o1, perm), atol=1e-9)
+
+
+def test_lp_recovers_the_monomials_of_a_toy_function():
+    for fn in generate_functions(5, 6, 4):
+        v = oracle_game(fn, 6)
+        i_and, i_or, g = and_or_interactions(v, return_gamma=True)
+        expected = np.zeros(64)
+        for t, w in zip(fn["supports"], fn["weights"]):
+            expected[sum(1 << j for j in t)] = w
+        assert l1_objective(v, g) == pytest.approx(sum(abs(w) for w in fn["weights"]), abs=1e-9)
+        np.testing.assert_allclose(i_and, expected, atol=1e-9)
+        np.testing.assert_allclose(i_or, 0.0, atol=1e-9)
+
+
+def test_adam_is_batched_and_keeps_the_best_iterate():
+    v = np.random.default_rng(3).normal(size=(3, 16))
+    g = solve_gamma(v, "adam", steps=500)
+    for k in range(3):
+        np.testing.assert_allclose(g[k], solve_gamma(v[k], "adam", steps=500), atol=1e-12)
+    assert (l1_objective(v, g) <= l1_objective(v, np.zeros_like(v)) + 1e-12).all()
+
+
+# ----------------------------------------------------------------------------------------------- toy data
+def test_coalition_typing_on_a_hand_made_function():
+    supports = [[0, 1, 2], [2, 3]]  # f = w1 x0 x1 x2 + w2 x2 x3, n = 6
+    assert coalition_type(supports, 0b000011) == "F"   # {0,1} ⊆ T1, disjoint from T2
+    assert coalition_type(supports, 0b000110) == "P"   # {1,2} ⊆ T1, T2 ∩ S = {2}
+    assert coalition_type(supports, 0b001100) == "P"   # {2,3} = T2, T1 ∩ S = {2}
+    assert coalition_type(supports, 0b001001) == "U"   # {0,3}: no cover, partial overlaps
+    assert coalition_type(supports, 0b110000) is None  # {4,5}: untouched
+    fn = {"supports": supports, "weights": [1.0, -2.0]}
+    rng = np.random.default_rng(0)
+    coals = sample_coalitions(fn, 6, rng, (2, 4), per_type=5)
+    for c in coals:
+        assert coalition_type(supports, c["mask"]) == c["type"] and 2 <= bin(c["mask"]).count("1") <= 4
+    counts = {t: sum(c["type"] == t for c in coals) for t in "FPU"}
+    # candidates with 2 <= |S| <= 4: F = {0,1} only; P = {0,2}, {1,2}, {2,3}, {0,1,2}; U has many (5 kept)
+    assert counts == {"F": 1, "P": 4, "U": 5}
+    assert sorted(c["mask"] for c in coals if c["type"] == "P") == [0b000101, 0b000110, 0b000111, 0b001100]
+
+
+def test_coalition_typing_of_the_superset_edge_case():
+    # S = {0,1,2} equals T1 and T2 = {2,3} meets S in {2}: covered and partially covered -> P
+    assert coalition_type([[0, 1, 2], [2, 3]], 0b000111) == "P"
+
+
+def test_generator_respects_ranges_and_is_prefix_stable():
+    fns = generate_functions(9, 8, 30)
+    assert fns[:5] == generate_functions(9, 8, 5)
+    assert fns != generate_functions(10, 8, 30)
+    for fn in fns:
+        validate_function(fn, 8)
+        assert 3 <= len(fn["supports"]) <= 6
+        assert all(2 <= len(t) <= 5 for t in fn["supports"])
+        assert all(0.5 <= abs(w) <= 2.0 for w in fn["weights"])
+    signs = np.sign([w for fn in fns for w in fn["weights"]])
+    assert 0.3 < (signs > 0).mean() < 0.7
+    x = np.array([[1, 1, 1, 0, 0, 0, 0, 0]], dtype=float)
+    fn = {"supports": [[0, 1], [1, 2, 3]], "weights": [1.5, -0.75]}
+    assert function_values(fn, x)[0] == 1.5
+    v = oracle_game(fn, 4)
+    assert v[0b0011] == 1.5 and v[0b1110] == -0.75 and v[0b1111] == 0.75 and v[0b0101] == 0.0
+
+
+def test_validate_function_names_the_bad_key():
+    with pytest.raises(ValueError, match="'weights'"):
+        validate_function({"supports": [[0, 1]]}, 4)
+    with pytest.raises(ValueError, match=r"supports\[1\]"):
+        validate_function({"supports": [[0, 1], [0, 9]], "weights": [1.0, 1.0]}, 4)
+    with pytest.raises(ValueError, match="distinct"):
+        validate_function({"supports": [[0, 1], [1, 0]], "weights": [1.0, 1.0]}, 4)
+
+
+# ----------------------------------------------------------------------------------------------- verdicts
+def _coalitions(values: dict[str, float], n_functions: int = 1, noise: float = 0.0, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    fid, ctype, vals = [], [], []
+    for f in range(n_functions):
+        for t, x in values.items():
+            fid.append(f)
+            ctype.append(t)
+            vals.append(x + noise * rng.normal())
+    arr = np.asarray(vals)
+    return np.asarray(fid), np.asarray(ctype), {"R": arr, "R_prime": arr, "Q": arr}
+
+
+def _verdict(values, **kw):
+    fid, ctype, mets = _coalitions(values, **{k: kw.pop(k) for k in ("n_functions", "noise", "seed") if k in kw})
+    rep, notrep, stat = table4_verdict(fid, ctype, mets, resamples=500, **kw)
+    return "reproduced" if rep else "not reproduced" if notrep else "inconclusive", stat
+
+
+def test_table4_verdict_reproduced_with_table4_values():
+    v, stat = _verdict({"F": 0.944, "P": 0.471, "U": 0.031}, n_functions=30, noise=0.05)
+    assert v == "reproduced"
+    assert stat["per_metric"]["Q"]["mean"]["F"] == pytest.approx(0.944, abs=0.03)
+    lo, hi = stat["per_metric"]["Q"]["diff_ci"]["F-P"]["ci"]
+    assert 0 < lo < stat["per_metric"]["Q"]["diff_ci"]["F-P"]["diff"] < hi
+
+
+def test_table4_verdict_boundaries_are_inclusive():
+    # one function: the bootstrap CI is the point difference; values exact in binary
+    assert _verdict({"F": 0.75, "P": 0.5, "U": 0.25}, f_min=0.75, u_max=0.25, p_range=(0.5, 0.625))[0] == "reproduced"
+    assert _verdict({"F": 0.75, "P": 0.625, "U": 0.25}, f_min=0.75, u_max=0.25, p_range=(0.5, 0.625))[0] \
+        == "reproduced"
+    below = np.nextafter(0.75, 0)
+    assert _verdict({"F": below, "P": 0.5, "U": 0.25}, f_min=0.75, u_max=0.25, p_range=(0.5, 0.625))[0] \
+        == "inconclusive"
+    assert _verdict({"F": 0.75, "P": 0.5, "U": np.nextafter(0.25, 1)}, f_min=0.75, u_max=0.25,
+                    p_range=(0.5, 0.625))[0] == "inconclusive"
+    assert _verdict({"F": 0.75, "P": np.nextafter(0.5, 0), "U": 0.25}, f_min=0.75, u_max=0.25,
+                    p_range=(0.5, 0.625))[0] == "inconclusive"
+
+
+def test_table4_verdict_default_thresholds():
+    assert _verdict({"F": 0.81, "P": 0.5, "U": 0.14})[0] == "reproduced"
+    assert _verdict({"F": 0.79, "P": 0.5, "U": 0.14})[0] == "inconclusive"     # F < 0.80
+    assert _verdict({"F": 0.95, "P": 0.5, "U": 0.16})[0] == "inconclusive"     # U > 0.15
+    assert _verdict({"F": 0.95, "P": 0.19, "U": 0.05})[0] == "inconclusive"    # P < 0.2
+    assert _verdict({"F": 0.95, "P": 0.81, "U": 0.05})[0] == "inconclusive"    # P > 0.8
+
+
+def test_table4_verdict_not_reproduced_and_ci_straddling_zero():
+    assert _verdict({"F": 0.3, "P": 0.5, "U": 0.1}, n_functions=20, noise=0.01)[0] == "not reproduced"
+    assert _verdict({"F": 0.9, "P": 0.5, "U": 0.6}, n_functions=20, noise=0.01)[0] == "not reproduced"
+    # ordering right and thresholds met on the means (F 0.81, P 0.79), but F - P per function is +0.3 or -0.26,
+    # so the bootstrap CI over functions straddles 0
+    f_vals, p_vals = [0.9, 0.9, 0.72, 0.72], [0.6, 0.6, 0.98, 0.98]
+    fid = np.repeat(np.arange(4), 3)
+    ctype = np.array(["F", "P", "U"] * 4)
+    vals = np.array([x for f, p in zip(f_vals, p_vals) for x in (f, p, 0.05)])
+    rep, notrep, stat = table4_verdict(fid, ctype, {"R": vals, "R_prime": vals, "Q": vals}, resamples=500)
+    d = stat["per_metric"]["R"]
+    assert d["mean"]["F"] == pytest.approx(0.81) and d["mean"]["P"] == pytest.approx(0.79)
+    assert d["diff_ci"]["F-P"]["ci"][0] < 0 < d["diff_ci"]["F-P"]["ci"][1]
+    assert not rep and not notrep
+
+
+def test_table4_verdict_missing_type_and_nan_are_handled():
+    fid, ctype, mets = _coalitions({"P": 0.5, "U": 0.05}, n_functions=5)
+    rep, notrep, stat = table4_verdict(fid, ctype, mets, resamples=100)
+    assert not rep and not notrep and math.isnan(stat["per_metric"]["R"]["mean"]["F"])
+    fid, ctype, mets = _coalitions({"F": 0.9, "P": 0.5, "U": 0.05}, n_functions=5)
+    mets = {k: v.copy() for k, v in mets.items()}
+    mets["Q"][2] = np.nan  # a U coalition of function 0
+    rep, _, stat = table4_verdict(fid, ctype, mets, resamples=100)
+    assert rep and stat["per_metric"]["Q"]["n_nan"] == {"F": 0, "P": 0, "U": 1}
+
+
+def test_identities_check_boundary():
+    vmax = np.array([0.0, 3.0])
+    ok, stat = identities_check({"a": np.array([1e-9, 4e-9]), "b": np.zeros(2)}, vmax)
+    assert ok and stat["per_identity"]["a"]["n_fail"] == 0 and stat["n_games"] == 2
+    ok, stat = identities_check({"a": np.array([1e-9, np.nextafter(4e-9, 1)]), "b": np.zeros(2)}, vmax)
+    assert not ok and stat["per_identity"]["a"]["n_fail"] == 1
+    assert not identities_check({"a": np.array([np.nan, 0.0])}, vmax)[0]
+    assert not identities_check({}, np.zeros(0))[0]
+
+
+def test_oracle_check_boundary():
+    ctype = np.array(["F", "P", "U"])
+    ok, stat = oracle_check(ctype, {"R": np.array([0.99, 0.5, 0.5]), "R_prime": np.array([1.0, 0.5, 0.5]),
+                                    "Q": np.array([1.0, 0.5, 0.01])})
+    assert ok and stat["mean"]["U"]["Q"] == 0.01
+    assert not oracle_check(ctype, {"R": np.array([np.nextafter(0.99, 0), 0.5, 0.5]), "R_prime": np.ones(3),
+                                    "Q": np.array([1.0, 0.5, 0.0])})[0]
+    assert not oracle_check(ctype, {"R": np.ones(3), "R_prime": np.ones(3),
+                                    "Q": np.array([1.0, 0.5, np.nextafter(0.01, 1)])})[0]
+    assert not oracle_check(np.array(["P", "U"]), {m: np.array([0.5, 0.0]) for m in ("R", "R_prime", "Q")})[0]
+
+
+# ----------------------------------------------------------------------------------------------- scales, smoke
+def test_scales_hold_every_reconstruction_key():
+    assert set(SCALES) == {"smoke", "default", "paper"}
+    d = settings_for("default")
+    assert (d["toy"]["n"], d["toy"]["n_functions"], d["seeds"]) == (8, 20, [0, 1, 2])
+    assert settings_for("smoke")["toy"]["n"] == 6 and settings_for("smoke")["mlp"]["epochs"] == 300
+    p = settings_for("paper")
+    assert (p["toy"]["n"], p["mlp"]["hidden"], p["mlp"]["epochs"], p["mlp"]["lr"]) == (10, 100, 3000, 1e-3)
+    assert d["claims"]["f_min"] == 0.8 and d["claims"]["u_max"] == 0.15 and d["claims"]["p_range"] == [0.2, 0.8]
+    assert d["identities"]["tol"] == 1e-9 and d["gamma"]["noise_bound"] == 0.0
+    with pytest.raises(KeyError):
+        settings_for("huge")
+
+
+def test_smoke_run_of_every_arm():
+    import torch
+
+    from icml25.studies.coalition_attribution.experiment import make_functions, make_games, run
+
+    s = settings_for("smoke")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    cpu0 = time.process_time()
+    try:
+        out = {"oracle": run(s, "oracle", 0)}
+        games = make_games(s, "mlp", 0, make_functions(s, 0)[0])
+        out["mlp"] = run(s, "mlp", 0, games=games)
+        out["mlp_adam"] = run(s, "mlp_adam", 0, games=games)
+    finally:
+        torch.set_num_threads(threads)
+    cpu = time.process_time() - cpu0
+    assert cpu <= 20.0, f"smoke run took {cpu:.1f} s of CPU"
+    for arm, r in out.items():
+        assert r["values"].shape == (4, 64) and r["shapley"].shape == (4, 6)
+        for which in ("learned", "random"):
+            for name, e in r["identity_errors"][which].items():
+                assert (e <= 1e-9 * (1 + r["vmax"])).all(), (arm, which, name)
+        # efficiency of the Shapley values
+        np.testing.assert_allclose(r["shapley"].sum(1), r["values"][:, -1] - r["values"][:, 0], atol=1e-9)
+    assert out["mlp"]["flagged"] == 0 and out["mlp"]["rel_mse"].max() < 1e-3
+    assert out["mlp"]["curve_loss"][-1].max() < out["mlp"]["curve_loss"][0].min()
+    # the oracle recovers the monomials: LP objective = sum |w_k|
+    fns = make_functions(s, 0)[0]
+    np.testing.assert_allclose(out["oracle"]["l1_objective"], [sum(abs(w) for w in f["weights"]) for f in fns],
+                               atol=1e-9)
+    assert (out["mlp"]["l1_objective"] <= out["mlp_adam"]["l1_objective"] + 1e-6).all()
+    c = out["oracle"]["coalitions"]
+    assert set(c["type"]) <= {"F", "P", "U"} and len(c["mask"]) > 0
+    np.testing.assert_allclose(c["Q"][c["type"] == "U"], 0.0, atol=1e-9)
+    np.testing.assert_allclose(c["Q"][c["type"] == "F"], 1.0, atol=1e-9)

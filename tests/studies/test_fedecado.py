@@ -1,0 +1,448 @@
+"""Tests of the fedecado study: the quadratic closed forms, FedECADO-R's client and server updates, the baselines,
+the Dirichlet partitioner, the MNIST-5k loader, the MLP gradient, the verdict functions (each outcome and its
+boundaries) and a smoke run of every arm."""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import math
+import pickle
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings as hsettings, strategies as st
+
+from icml25.studies import fedecado
+from icml25.studies.fedecado import data as D
+from icml25.studies.fedecado import evaluate as E
+from icml25.studies.fedecado import settings as S
+from icml25.studies.fedecado.baselines import fedavg_aggregate, fedexp_aggregate, fednova_aggregate
+from icml25.studies.fedecado.experiment import run
+from icml25.studies.fedecado.method import branch_admittance, kcl_residual
+from icml25.studies.fedecado.model import init_mlp, mlp_loss_grad, n_params
+from icml25.studies.fedecado.train import federated_train
+
+# ------------------------------------------------------------------------------------------ helpers
+
+
+def _quad(K=3, d=4, seed=0):
+    pr = fedecado.quadratic_consensus(K=K, d=d, seed=seed)
+    return pr["A"], pr["c"], pr["p"], pr["x_star"]
+
+
+def _grad_for(A, c):
+    return lambda r, i: (lambda x, k: A[i] @ (x - c[i]))
+
+
+def _full_plan(taus, eta):
+    return lambda r: (range(len(taus)), {i: (int(taus[i]), eta) for i in range(len(taus))})
+
+
+# --------------------------------------------------------------------------------------- quadratic
+
+
+def test_public_api_names_resolve():
+    for name in ("quadratic_consensus", "fixed_point_fedavg", "fixed_point_fednova", "client_integrate",
+                 "central_update", "dirichlet_partition"):
+        assert callable(getattr(fedecado, name))
+
+
+def test_quadratic_consensus_optimum_and_determinism():
+    pr = fedecado.quadratic_consensus(seed=3)
+    A, c, p, xs = pr["A"], pr["c"], pr["p"], pr["x_star"]
+    assert A.shape == (10, 20, 20) and c.shape == (10, 20) and p.shape == (10,) and xs.shape == (20,)
+    grad = np.einsum("k,kij,kj->i", p, A, xs[None] - c)
+    assert np.abs(grad).max() < 1e-12
+    eig = np.linalg.eigvalsh(A)
+    assert eig.min() >= 1.0 - 1e-10 and eig.max() <= 10.0 + 1e-10
+    assert np.isclose(p.sum(), 1.0) and (pr["n"] >= 50).all() and (pr["n"] <= 500).all()
+    again = fedecado.quadratic_consensus(seed=3)
+    assert np.array_equal(again["x_star"], xs)
+    assert not np.allclose(fedecado.quadratic_consensus(seed=4)["x_star"], xs)
+
+
+@pytest.mark.parametrize("method,fp", [("fedavg", "fixed_point_fedavg"), ("fednova", "fixed_point_fednova")])
+def test_iterations_converge_to_closed_forms(method, fp):
+    A, c, p, xs = _quad(K=3, d=4, seed=1)
+    taus, eta = np.array([1, 4, 9]), 0.01
+    x, _ = federated_train(method, np.zeros(4), p, 3000, _full_plan(taus, eta), _grad_for(A, c))
+    x_fp = getattr(fedecado, fp)(A, c, p, taus, eta)
+    assert np.linalg.norm(x - x_fp) <= 1e-10 * np.linalg.norm(x_fp)
+    assert np.linalg.norm(x_fp - xs) > 1e-4  # heterogeneous τ_i: both are biased at this η
+
+
+def test_tau_one_both_are_one_gd_step_and_unbiased():
+    A, c, p, xs = _quad(K=3, d=4, seed=2)
+    taus, eta = np.ones(3, dtype=int), 0.01
+    x = np.arange(4.0)
+    gd = x - eta * np.einsum("k,kij,kj->i", p, A, x[None] - c)
+    for method in ("fedavg", "fednova"):
+        x1, _ = federated_train(method, x, p, 1, _full_plan(taus, eta), _grad_for(A, c))
+        np.testing.assert_allclose(x1, gd, rtol=0, atol=1e-14)
+    np.testing.assert_allclose(fedecado.fixed_point_fedavg(A, c, p, taus, eta), xs, atol=1e-10)
+    np.testing.assert_allclose(fedecado.fixed_point_fednova(A, c, p, taus, eta), xs, atol=1e-10)
+
+
+def test_fednova_bias_is_order_eta_fedavg_bias_is_not():
+    A, c, p, xs = _quad(K=10, d=20, seed=0)
+    taus = np.random.default_rng(100).integers(1, 11, size=10)
+    b = lambda f, eta: np.linalg.norm(f(A, c, p, taus, eta) - xs)  # noqa: E731
+    assert 0.4 <= b(fedecado.fixed_point_fednova, 0.005) / b(fedecado.fixed_point_fednova, 0.01) <= 0.6
+    assert 0.8 <= b(fedecado.fixed_point_fedavg, 0.005) / b(fedecado.fixed_point_fedavg, 0.01) <= 1.25
+
+
+# ----------------------------------------------------------------------------------- client_integrate
+
+
+def test_client_fixed_zero_flow_is_plain_sgd_bit_for_bit():
+    gen = torch.Generator().manual_seed(0)
+    X, y = torch.randn(60, 64, generator=gen), torch.randint(0, 10, (60,), generator=gen)
+    theta0 = init_mlp((64, 128, 10), seed=0)
+    grad = lambda x, k: mlp_loss_grad(x, X[k * 20:(k + 1) * 20], y[k * 20:(k + 1) * 20])[1]  # noqa: E731
+    x_end, T, dts = fedecado.client_integrate(theta0, grad, torch.zeros_like(theta0), 0.3, 3, 0.05)
+    x = theta0
+    for k in range(3):
+        x = x - 0.05 * grad(x, k)
+    assert torch.equal(x_end, x)
+    assert math.isclose(T, 0.15, rel_tol=1e-15) and torch.equal(dts, torch.full((3,), 0.05, dtype=torch.float64))
+    assert torch.equal(theta0, init_mlp((64, 128, 10), seed=0))  # input untouched
+
+
+def test_client_flow_term_shifts_the_drift():
+    x0, flow = torch.zeros(3, dtype=torch.float64), torch.tensor([1.0, -2.0, 0.5], dtype=torch.float64)
+    x_end, T, _ = fedecado.client_integrate(x0, lambda x, k: x * 0, flow, 0.25, 4, 0.1)
+    torch.testing.assert_close(x_end, -0.4 * flow / 0.25, rtol=0, atol=1e-14)
+    assert math.isclose(T, 0.4)
+
+
+def _nonlinear_grad(x, k):
+    return torch.sin(3 * x) + 0.5 * k * x ** 3
+
+
+def test_client_lte_with_infinite_tol_equals_fixed():
+    x0 = torch.linspace(-1, 1, 7, dtype=torch.float64)
+    flow = torch.linspace(0.2, -0.3, 7, dtype=torch.float64)
+    a = fedecado.client_integrate(x0, _nonlinear_grad, flow, 0.2, 12, 0.05)
+    b = fedecado.client_integrate(x0, _nonlinear_grad, flow, 0.2, 12, 0.05, step_control="lte", tol=math.inf)
+    assert torch.equal(a[0], b[0]) and a[1] == b[1] and torch.equal(a[2], b[2])
+
+
+def test_client_lte_accepted_steps_meet_the_bound_and_shrink():
+    x0 = torch.linspace(-2, 2, 9, dtype=torch.float64)
+    flow = torch.zeros(9, dtype=torch.float64)
+    tol = 1e-3
+    x_end, T, dts = fedecado.client_integrate(x0, _nonlinear_grad, flow, 0.5, 10, 0.2, step_control="lte",
+                                               tol=tol, dt_min=1e-9)
+    assert dts.max() <= 0.2 and dts.min() < 0.2  # the bound forced smaller steps, never larger than lr
+    assert math.isclose(T, float(dts.sum()))
+    x = x0
+    for k, h in enumerate(dts.tolist()):  # replay: every accepted step meets (h/2)‖F(x1) − F(x0)‖∞ ≤ tol
+        g0 = _nonlinear_grad(x, k)
+        x1 = x - h * (g0 + flow / 0.5)
+        assert 0.5 * h * float((_nonlinear_grad(x1, k) - g0).abs().max()) <= tol
+        x = x1
+    torch.testing.assert_close(x, x_end, rtol=0, atol=0)
+
+
+def test_client_rejects_bad_arguments():
+    x = torch.zeros(2)
+    with pytest.raises(ValueError, match="step_control"):
+        fedecado.client_integrate(x, lambda x, k: x, x, 1.0, 1, 0.1, step_control="rk4")
+    with pytest.raises(ValueError, match="p_i"):
+        fedecado.client_integrate(x, lambda x, k: x, x, 0.0, 1, 0.1)
+
+
+# ------------------------------------------------------------------------------------- central_update
+
+
+@hsettings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), n_active=st.integers(1, 5), sens=st.sampled_from(["data", "data_x_time"]),
+       sync=st.sampled_from(["linear", "hold"]), lte_tol=st.sampled_from([1e-6, 1e-2, 1.0]))
+def test_central_update_kcl_holds_after_any_call(seed, n_active, sens, sync, lte_tol):
+    rng = np.random.default_rng(seed)
+    K, P = 5, 6
+    p = rng.dirichlet(np.ones(K)) + 1e-3
+    flows = rng.normal(size=(K, P))
+    flows -= flows.mean(0)  # start from an arbitrary KCL-consistent state
+    S = sorted(rng.choice(K, size=n_active, replace=False).tolist())
+    x_c = rng.normal(size=P)
+    x_end = {i: x_c + rng.normal(size=P) for i in S}
+    T = {i: float(rng.uniform(0.01, 2.0)) for i in S}
+    v_prev = rng.normal(size=P) if seed % 2 else None
+    x_new, f_new, info = fedecado.central_update(x_c, flows, S, x_end, T, p, sensitivity=sens, lte_tol=lte_tol,
+                                                 v_prev=v_prev, sync=sync)
+    assert kcl_residual(f_new) <= 1e-12 * max(1.0, np.abs(f_new).max())
+    inactive = [i for i in range(K) if i not in S]
+    np.testing.assert_array_equal(f_new[inactive], flows[inactive])  # inactive currents are untouched
+    assert math.isclose(sum(info["steps"]), max(T.values()), rel_tol=1e-12)  # sub-steps sum to T_max
+    assert info["n_substeps"] == len(info["steps"]) and info["L"] == pytest.approx(2.0 * max(T.values()) ** 2)
+    assert min(info["steps"]) >= max(T.values()) / 256 * (1 - 1e-12)
+
+
+def test_central_update_fixed_point_gives_zero_step():
+    A, c, p, xs = _quad(K=4, d=5, seed=7)
+    flows = np.stack([-p[i] * A[i] @ (xs - c[i]) for i in range(4)])
+    assert kcl_residual(flows) < 1e-12
+    T = {0: 0.03, 1: 0.1, 3: 0.07}
+    x_new, f_new, info = fedecado.central_update(xs, flows, [0, 1, 3], {i: xs.copy() for i in T}, T, p,
+                                                 v_prev=np.ones(5))
+    assert np.abs(x_new - xs).max() <= 1e-12
+    assert np.abs(f_new - flows).max() <= 1e-12
+    # and the clients, started at x* with these currents, do return x*
+    x_i, T_i, _ = fedecado.client_integrate(xs, lambda x, k: A[2] @ (x - c[2]), flows[2], p[2], 7, 0.01)
+    assert np.abs(x_i - xs).max() <= 1e-12 and math.isclose(T_i, 0.07)
+
+
+def test_branch_admittance_proportional_to_p_under_data():
+    h, L = 0.3, 2.0 * 0.3 ** 2
+    p = np.array([0.05, 0.2, 0.75])
+    Y = np.array([branch_admittance(h, L / q, q, 1.0) for q in p])
+    np.testing.assert_allclose(Y / p, np.full(3, Y[0] / p[0]), rtol=1e-14)
+    np.testing.assert_allclose(Y[0] / p[0], 1.0 / (L / h + 1.0 / (1.0 / h + 1.0)), rtol=1e-14)
+
+
+def test_central_update_one_step_matches_hand_computation():
+    # one active client, LTE disabled by v_prev=None and a single step h = T_max
+    p = np.array([0.25, 0.75])
+    flows = np.array([[0.5, -1.0], [-0.5, 1.0]])
+    x_c, x1, T1 = np.array([1.0, 2.0]), np.array([0.0, 3.0]), 0.5
+    x_new, f_new, info = fedecado.central_update(x_c, flows, [1], {1: x1}, {1: T1}, p)
+    L = 2.0 * T1 ** 2
+    L1, h = L / 0.75, T1
+    I_t = flows[1] + (h / L1) * (x1 - x_c)
+    Y = 1.0 / (L1 / h + 1.0 / (0.75 * (1 / h + 1.0)))
+    dx = (flows[0] + I_t) / Y
+    np.testing.assert_allclose(x_new, x_c + dx, rtol=1e-14)
+    np.testing.assert_allclose(f_new[1], I_t - Y * dx, rtol=1e-14)
+    assert info["n_substeps"] == 1 and info["n_rejects"] == 0
+
+
+def test_fedecado_reaches_optimum_on_small_quadratic():
+    A, c, p, xs = _quad(K=3, d=4, seed=5)
+    taus = np.array([1, 5, 10])
+    kcl = []
+    x, flows = federated_train("fedecado", np.zeros(4), p, 300, _full_plan(taus, 0.01), _grad_for(A, c),
+                               on_round=lambda r, x, info: kcl.append(info["kcl_residual"]))
+    assert np.linalg.norm(x - xs) <= 1e-10 * np.linalg.norm(xs)
+    assert max(kcl) <= 1e-12
+    np.testing.assert_allclose(flows, np.stack([-p[i] * A[i] @ (xs - c[i]) for i in range(3)]), atol=1e-9)
+
+
+# ----------------------------------------------------------------------------------------- baselines
+
+
+def test_baseline_aggregators():
+    p = np.array([0.2, 0.3, 0.5])
+    x = np.array([1.0, 1.0])
+    x_end = {0: np.array([0.0, 2.0]), 2: np.array([2.0, 0.0])}
+    np.testing.assert_allclose(fedavg_aggregate(x_end, p), (0.2 * x_end[0] + 0.5 * x_end[2]) / 0.7)
+    # equal T: FedNova = FedAvg; unequal T: normalised directions
+    np.testing.assert_allclose(fednova_aggregate(x, x_end, {0: 0.4, 2: 0.4}, p), fedavg_aggregate(x_end, p))
+    T = {0: 0.1, 2: 0.4}
+    q = {0: 2 / 7, 2: 5 / 7}
+    T_eff = q[0] * 0.1 + q[2] * 0.4
+    want = x - T_eff * (q[0] * (x - x_end[0]) / 0.1 + q[2] * (x - x_end[2]) / 0.4)
+    np.testing.assert_allclose(fednova_aggregate(x, x_end, T, p), want)
+    # FedExp: opposite updates cancel → large extrapolation; identical updates → η_g = 1
+    xe, eta_g = fedexp_aggregate(x, {0: x + 1.0, 1: x - 1.0}, np.array([0.5, 0.5, 0.0]))
+    assert eta_g == pytest.approx(4.0 / (2 * 2 * 1e-3)) and np.allclose(xe, x)
+    xe, eta_g = fedexp_aggregate(x, {0: x + 1.0, 1: x + 1.0}, np.array([0.5, 0.5, 0.0]))
+    assert eta_g == 1.0 and np.allclose(xe, x + 1.0)
+
+
+# ------------------------------------------------------------------------------------ partitioner
+
+
+def test_dirichlet_partition_deterministic_disjoint_cover_min_size():
+    y = np.repeat(np.arange(10), 400)
+    parts = fedecado.dirichlet_partition(y, 20, 0.1, min_size=10, seed=0)
+    again = fedecado.dirichlet_partition(y, 20, 0.1, min_size=10, seed=0)
+    assert len(parts) == 20 and all(np.array_equal(a, b) for a, b in zip(parts, again))
+    allidx = np.concatenate(parts)
+    assert np.array_equal(np.sort(allidx), np.arange(4000))  # disjoint, full cover
+    assert all(pt.dtype == np.int64 and np.all(np.diff(pt) > 0) for pt in parts)  # sorted
+    assert min(len(pt) for pt in parts) >= 10
+    other = fedecado.dirichlet_partition(y, 20, 0.1, min_size=10, seed=1)
+    assert not all(np.array_equal(a, b) for a, b in zip(parts, other))
+    # α = 0.1 is label-skewed: most clients are dominated by one or two classes
+    top = lambda ps: np.median([np.bincount(y[pt], minlength=10).max() / len(pt) for pt in ps])  # noqa: E731
+    assert top(parts) > 0.5 and top(fedecado.dirichlet_partition(y, 20, math.inf, seed=0)) < 0.2
+
+
+def test_dirichlet_partition_exact_first_draws():
+    y = np.array([0, 0, 0, 0, 1, 1, 1, 1, 1, 1])
+    rng = np.random.default_rng(4)
+    i0 = rng.permutation(np.flatnonzero(y == 0))
+    q0 = rng.dirichlet(5.0 * np.ones(2))
+    i1 = rng.permutation(np.flatnonzero(y == 1))
+    q1 = rng.dirichlet(5.0 * np.ones(2))
+    c0, c1 = int(np.floor(q0[0] * 4)), int(np.floor(q1[0] * 6))
+    want = [np.sort(np.concatenate([i0[:c0], i1[:c1]])), np.sort(np.concatenate([i0[c0:], i1[c1:]]))]
+    if min(len(w) for w in want) >= 1:
+        got = fedecado.dirichlet_partition(y, 2, 5.0, min_size=1, seed=4)
+        assert all(np.array_equal(g, w) for g, w in zip(got, want))
+
+
+def test_dirichlet_partition_iid_and_errors():
+    y = np.repeat(np.arange(3), 11)
+    parts = fedecado.dirichlet_partition(y, 4, math.inf, min_size=1, seed=3)
+    sizes = [len(pt) for pt in parts]
+    assert max(sizes) - min(sizes) <= 1 and np.array_equal(np.sort(np.concatenate(parts)), np.arange(33))
+    assert np.array_equal(np.concatenate(parts).size, 33)
+    with pytest.raises(ValueError, match="min_size|samples"):
+        fedecado.dirichlet_partition(y, 4, 0.1, min_size=9, seed=0)
+    with pytest.raises(ValueError, match="1000 attempts"):
+        fedecado.dirichlet_partition(np.repeat(np.arange(2), 20), 4, 0.01, min_size=10, seed=0)
+    with pytest.raises(ValueError, match="alpha"):
+        fedecado.dirichlet_partition(y, 2, 0.0)
+
+
+# ----------------------------------------------------------------------------------------- data
+
+
+def test_mnist5k_loader_sha_shape_counts_and_split():
+    X, y = D.load_mnist5k()
+    assert X.shape == (5000, 784) and X.dtype == np.uint8 and X.max() == 255
+    assert np.array_equal(np.bincount(y), np.full(10, 500))
+    raw = D._mnist5k_bytes()
+    assert hashlib.sha256(raw).hexdigest() == D.MNIST5K_SHA256
+    sp = fedecado.mnist5k_split(0)
+    tr, te = sp["train_idx"], sp["test_idx"]
+    assert len(tr) == 4000 and len(te) == 1000 and len(np.intersect1d(tr, te)) == 0
+    assert np.array_equal(np.bincount(sp["y_train"]), np.full(10, 400))
+    assert np.array_equal(np.bincount(sp["y_test"]), np.full(10, 100))
+    assert sp["X_train"].dtype == np.float32 and 0 <= sp["X_train"].min() and sp["X_train"].max() <= 1
+    np.testing.assert_array_equal(sp["X_train"][5], X[tr[5]] / np.float32(255))
+    assert np.array_equal(fedecado.mnist5k_split(0)["train_idx"], tr)
+    assert not np.array_equal(fedecado.mnist5k_split(1)["train_idx"], tr)
+    Z_tr, Z_te = D.pca_standardise(sp["X_train"], sp["X_test"], k=64)
+    assert Z_tr.shape == (4000, 64) and Z_te.shape == (1000, 64)
+    np.testing.assert_allclose(Z_tr.mean(0), 0, atol=1e-4)
+    np.testing.assert_allclose(Z_tr.std(0), 1, atol=1e-3)
+
+
+def test_mnist5k_bad_bytes_raise_clear_errors():
+    with pytest.raises(D.DataError, match="sha256"):
+        D.verify_sha256(b"not the file", D.MNIST5K_SHA256, "MNIST-5k")
+    bad = gzip.compress(b"1,2,3\n4,5,6\n")
+    with pytest.raises(D.DataError, match="shape"):
+        D.parse_mnist5k(bad)
+
+
+def test_cifar_reader_is_restricted(tmp_path):
+    good = tmp_path / "data_batch_1"
+    arr = np.arange(2 * 3072, dtype=np.uint8).reshape(2, 3072)
+    good.write_bytes(pickle.dumps({b"data": arr, b"labels": [3, 7]}))
+    X, y = D.read_cifar_batch(good)
+    assert X.shape == (2, 32, 32, 3) and y.tolist() == [3, 7] and X[0, 0, 0, 1] == arr[0, 1024]
+
+    class Evil:
+        def __reduce__(self):
+            return (print, ("pwned",))
+
+    bad = tmp_path / "evil"
+    bad.write_bytes(pickle.dumps({b"data": Evil(), b"labels": []}))
+    with pytest.raises(D.DataError, match="not allowed"):
+        D.read_cifar_batch(bad)
+
+
+# ------------------------------------------------------------------------------------------- model
+
+
+def test_mlp_manual_gradient_matches_autograd():
+    gen = torch.Generator().manual_seed(1)
+    X, y = torch.randn(20, 64, generator=gen), torch.randint(0, 10, (20,), generator=gen)
+    theta = init_mlp((64, 128, 10), seed=3).double()
+    loss, g = mlp_loss_grad(theta, X.double(), y)
+    t = theta.clone().requires_grad_(True)
+    W1, b1 = t[:8192].view(64, 128), t[8192:8320]
+    W2, b2 = t[8320:9600].view(128, 10), t[9600:]
+    ref = torch.nn.functional.cross_entropy(torch.relu(X.double() @ W1 + b1) @ W2 + b2, y)
+    (g_ref,) = torch.autograd.grad(ref, t)
+    ref = ref.detach()
+    assert n_params((64, 128, 10)) == 9610 and loss == pytest.approx(float(ref), rel=1e-12)
+    torch.testing.assert_close(g, g_ref, rtol=1e-10, atol=1e-12)
+
+
+# ---------------------------------------------------------------------------------------- verdicts
+
+
+def _c1(**kw):
+    base = dict(iter_diff_fedavg=[1e-15] * 3, iter_diff_fednova=[1e-15] * 3, bias_fedavg=[0.3] * 3,
+                ratio_fedavg=[1.0] * 3, ratio_fednova=[0.5] * 3)
+    base.update(kw)
+    return E.check_objective_inconsistency(**base)
+
+
+def test_check_objective_inconsistency_outcomes_and_boundaries():
+    holds, stat = _c1()
+    assert holds and stat["seeds_passing"] == 3
+    assert _c1(iter_diff_fedavg=[1e-8] * 3)[0]  # boundaries are inclusive
+    assert _c1(bias_fedavg=[0.2] * 3)[0]
+    assert _c1(ratio_fedavg=[0.8, 1.25, 1.0], ratio_fednova=[0.4, 0.6, 0.5])[0]
+    assert not _c1(iter_diff_fednova=[1e-15, 1.01e-8, 1e-15])[0]
+    assert not _c1(bias_fedavg=[0.3, 0.1999, 0.3])[0]
+    assert not _c1(ratio_fedavg=[1.0, 1.26, 1.0])[0]
+    assert not _c1(ratio_fednova=[0.39, 0.5, 0.5])[0]
+    holds, stat = _c1(ratio_fednova=[0.5, math.nan, 0.5])
+    assert not holds and stat["pass_per_seed"] == [True, False, True]
+    with pytest.raises(ValueError, match="length"):
+        _c1(bias_fedavg=[0.3] * 2)
+
+
+def test_verdict_fedecado_reaches_optimum_outcomes_and_boundaries():
+    rep, nrep, stat = E.verdict_fedecado_reaches_optimum([1e-8] * 5, [1e-6] * 5, [1e-10] * 5)
+    assert (rep, nrep) == (True, False) and stat["holds"]
+    rep, nrep, _ = E.verdict_fedecado_reaches_optimum([1e-8, 2e-8], [1e-7] * 2, [0.0] * 2)
+    assert (rep, nrep) == (False, False)  # inconclusive
+    rep, nrep, _ = E.verdict_fedecado_reaches_optimum([1e-9] * 2, [1e-7] * 2, [0.0, 1.1e-10])
+    assert (rep, nrep) == (False, False)
+    rep, nrep, _ = E.verdict_fedecado_reaches_optimum([1e-9, 1.0], [1e-7] * 2, [0.0] * 2)
+    assert (rep, nrep) == (False, False)  # error exactly 1 is not "> 1"
+    rep, nrep, _ = E.verdict_fedecado_reaches_optimum([1e-9, 1e-9], [1e-7, 1.0001], [0.0] * 2)
+    assert (rep, nrep) == (False, True)
+    rep, nrep, _ = E.verdict_fedecado_reaches_optimum([math.nan, 1e-9], [1e-7] * 2, [0.0] * 2)
+    assert (rep, nrep) == (False, True)
+
+
+def test_verdict_accuracy_outcomes_and_boundaries():
+    base = np.array([0.80, 0.82, 0.84])
+    rep, nrep, stat = E.verdict_accuracy(base + [0.01, 0.01, -0.005], base)
+    assert (rep, nrep) == (True, False) and stat["n_positive"] == 2
+    assert stat["mean_diff_pt"] == pytest.approx(0.5)
+    rep, nrep, _ = E.verdict_accuracy(base + [0.03, -0.001, -0.002], base)  # mean > 0, one positive seed
+    assert (rep, nrep) == (False, False)
+    half = np.full(3, 0.5)
+    rep, nrep, stat = E.verdict_accuracy([0.625, 0.625, 0.25], half)  # mean exactly 0 → not > 0
+    assert (rep, nrep) == (False, False) and stat["mean_diff_pt"] == 0.0 and stat["n_positive"] == 2
+    rep, nrep, _ = E.verdict_accuracy(base - 0.00999, base)  # mean just above −1 pt → inconclusive
+    assert (rep, nrep) == (False, False)
+    rep, nrep, _ = E.verdict_accuracy(base - 0.01001, base)
+    assert (rep, nrep) == (False, True)
+    _, _, stat = E.verdict_accuracy(base, base, {"fednova": base + 0.00499, "fedprox": base + 0.00501})
+    assert stat["vs_others"]["fednova"]["on_par"] and not stat["vs_others"]["fedprox"]["on_par"]
+    assert stat["vs_others"]["fednova"]["mean_diff_pt"] == pytest.approx(-0.499)
+    with pytest.raises(ValueError, match="finite"):
+        E.verdict_accuracy([math.nan], [0.5])
+
+
+# --------------------------------------------------------------------------------------- smoke run
+
+
+def test_smoke_settings_and_every_arm_runs():
+    st_ = S.get("smoke")
+    assert set(S.SCALES) == {"smoke", "default", "paper"}
+    assert S.get("default")["quad"]["rounds_full"] == 500 and S.get("default")["image"]["n_clients"] == 20
+    res = {arm: run(st_, arm, 0) for arm in (*S.QUAD_ARMS, *st_["image"]["arms"])}
+    m = res["quad_fedavg"]["metrics"]
+    assert m["iter_vs_closed_form"] < 1e-3 and m["bias_rel"] > 0.01
+    assert res["quad_fedecado"]["metrics"]["kcl_max"] <= 1e-10
+    assert res["quad_fedecado"]["curves"]["rel_err"][-1] < res["quad_fedecado"]["curves"]["rel_err"][0]
+    for arm in st_["image"]["arms"]:
+        r = res[arm]
+        assert len(r["curves"]["test_acc"]) == 2 and r["metrics"]["finite"] == 1.0
+        assert 0.1 < r["metrics"]["test_acc"] <= 1.0, arm  # two rounds already beat chance
+    # arms of one seed share data, partition and client schedule: FedAvg and FedProx (μ tiny) nearly agree
+    assert abs(res["fedavg"]["metrics"]["test_acc"] - res["fedprox"]["metrics"]["test_acc"]) < 0.05

@@ -1,0 +1,335 @@
+"""Tests of the kernel_adaptation study (phase 1: predictors, sampler, generators, verdict functions, smoke grid)."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from icml25.studies import kernel_adaptation as ka
+from icml25.studies.kernel_adaptation import data as D
+from icml25.studies.kernel_adaptation import evaluate as E
+from icml25.studies.kernel_adaptation import experiment as X
+from icml25.studies.kernel_adaptation import langevin as L
+from icml25.studies.kernel_adaptation import method as M
+from icml25.studies.kernel_adaptation.settings import SCALES, get
+
+
+@pytest.fixture(scope="module")
+def task():
+    return D.make_task("ising", 11, 20, 200, seed=7)
+
+
+# ------------------------------------------------------------------------------------------ public API
+
+
+def test_public_api_names_and_defaults():
+    import inspect
+
+    sig = inspect.signature(ka.adaptive_predictor)
+    assert list(sig.parameters)[:5] == ["X", "y", "X_test", "N", "chi"]
+    assert {k: sig.parameters[k].default for k in ("g_v", "g_w", "kappa0", "n_anneal", "damping", "tol",
+                                                      "max_iter")} == {
+        "g_v": 1.0, "g_w": 1.0, "kappa0": 0.05, "n_anneal": 40, "damping": 0.02, "tol": 1e-10, "max_iter": 5000}
+    sig = inspect.signature(ka.langevin_sample)
+    assert {k: sig.parameters[k].default for k in ("lr", "n_steps", "n_chains", "burn_in", "thin", "seed",
+                                                      "likelihood")} == {
+        "lr": 5e-3, "n_steps": 10_000, "n_chains": 8, "burn_in": 1 / 3, "thin": 10, "seed": 0, "likelihood": True}
+    sig = inspect.signature(ka.rescaling_predictor)
+    assert sig.parameters["u"].default is None and sig.parameters["target_train"].default is None
+    assert sorted(ka.__all__) == ["adaptive_predictor", "langevin_sample", "nngp_predictor",
+                                  "rescaling_predictor", "spike_ratio"]
+
+
+# ------------------------------------------------------------------------------------------------ NNGP
+
+
+def test_nngp_is_ridge_with_lambda_kappa0_D_over_gvgw(task):
+    Xtr, y, Xs = task["X"], task["y"], task["X_test"]
+    g_v, g_w, kappa0 = 1.7, 0.6, 0.05
+    lam = kappa0 * Xtr.shape[1] / (g_v * g_w)
+    coef = np.linalg.solve(Xtr.T @ Xtr + lam * np.eye(Xtr.shape[1]), Xtr.T @ y)
+    for chi in (1.0, 3.3, 50.0):
+        f_tr, f_te = ka.nngp_predictor(Xtr, y, Xs, chi, g_v=g_v, g_w=g_w, kappa0=kappa0)
+        np.testing.assert_allclose(f_tr, Xtr @ coef, atol=1e-10)
+        np.testing.assert_allclose(f_te, Xs @ coef, atol=1e-10)
+
+
+def test_nngp_chi_invariant_and_rescaling_u1_identical(task):
+    Xtr, y, Xs = task["X"], task["y"], task["X_test"]
+    ref = ka.nngp_predictor(Xtr, y, Xs, 1.0)
+    for chi in np.geomspace(1, 50, 7):
+        f = ka.nngp_predictor(Xtr, y, Xs, chi)
+        assert np.max(np.abs(f[1] - ref[1])) < 1e-10
+        g_tr, g_te, u = ka.rescaling_predictor(Xtr, y, Xs, chi, u=1.0)
+        assert u == 1.0
+        np.testing.assert_array_equal(g_tr, f[0])
+        np.testing.assert_array_equal(g_te, f[1])
+
+
+def test_rescaling_fit_recovers_known_u(task):
+    Xtr, y, Xs = task["X"], task["y"], task["X_test"]
+    target, target_test, _ = ka.rescaling_predictor(Xtr, y, Xs, 5.0, u=0.37)
+    f_tr, f_te, u = ka.rescaling_predictor(Xtr, y, Xs, 5.0, target_train=target)
+    assert u == pytest.approx(0.37, rel=1e-5)
+    np.testing.assert_allclose(f_te, target_test, atol=1e-6)
+    with pytest.raises(ValueError, match="exactly one"):
+        ka.rescaling_predictor(Xtr, y, Xs, 5.0)
+    with pytest.raises(ValueError, match="exactly one"):
+        ka.rescaling_predictor(Xtr, y, Xs, 5.0, u=1.0, target_train=target)
+
+
+# --------------------------------------------------------------------------------------------- adaptive
+
+
+def test_adaptive_at_chi1_infinite_width_is_nngp(task):
+    Xtr, y, Xs = task["X"], task["y"], task["X_test"]
+    res = ka.adaptive_predictor(Xtr, y, Xs, N=10**9, chi=1.0, n_anneal=1)
+    f_tr, f_te = ka.nngp_predictor(Xtr, y, Xs, 1.0)
+    assert np.max(np.abs(res["f_train"] - f_tr)) < 1e-8
+    assert np.max(np.abs(res["f_test"] - f_te)) < 1e-8
+    np.testing.assert_allclose(res["A"], np.eye(11) / 11, atol=1e-8)
+
+
+def test_adaptive_solution_spd_fixed_point_deterministic(task):
+    Xtr, y, Xs = task["X"], task["y"], task["X_test"]
+    N = 50
+    res = ka.adaptive_predictor(Xtr, y, Xs, N=N, chi=N)
+    A = res["A"]
+    np.testing.assert_array_equal(A, A.T)
+    assert np.linalg.eigvalsh(A)[0] > 0 and np.all(res["min_eig"] > 0)
+    assert res["chi_path"].shape == (40,) and res["chi_path"][0] == 1.0 and res["chi_path"][-1] == pytest.approx(N)
+    assert M.saddle_residual(A, Xtr, y, N, N) < 1e-8
+    again = ka.adaptive_predictor(Xtr, y, Xs, N=N, chi=N)
+    np.testing.assert_array_equal(again["f_test"], res["f_test"])
+    # mean-field scaling stretches the kernel along the label direction; its mean output is a rescaled NNGP
+    assert ka.spike_ratio(A, Xtr.T @ y) > 1.3
+    err, u = M.best_rescaling_error(Xtr, y, Xs, res["f_test"], float(N))
+    assert err < 1e-2 and u > 1.5
+
+
+def test_adaptive_errors_name_chi(task):
+    Xtr, y, Xs = task["X"], task["y"], task["X_test"]
+    with pytest.raises(ValueError, match="chi=60.0 outside"):
+        ka.adaptive_predictor(Xtr, y, Xs, N=50, chi=60.0)
+    with pytest.raises(ValueError, match="chi=0.5 outside"):
+        ka.adaptive_predictor(Xtr, y, Xs, N=50, chi=0.5)
+    # labels 30x larger make the yy^T term dominate: A^-1 loses definiteness, the error names chi
+    with pytest.raises(M.AnnealError, match=r"not positive definite at chi="):
+        M.saddle_map(np.eye(11) / 11, Xtr, 30 * y, 50, 50.0)
+
+
+# ------------------------------------------------------------------------------------------ spike ratio
+
+
+def test_spike_ratio_identity_and_spike():
+    u = np.array([1.0, 2.0, -2.0])
+    assert ka.spike_ratio(np.eye(3), u) == pytest.approx(1.0, abs=1e-14)
+    un = u / np.linalg.norm(u)
+    assert ka.spike_ratio(np.eye(3) + 0.7 * np.outer(un, un), u) == pytest.approx(1.7, abs=1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(2, 12), st.floats(0.0, 20.0), st.floats(0.1, 10.0), st.integers(0, 10**6))
+def test_spike_ratio_property(dim, a, scale, seed):
+    """r(s(I + a uuᵀ), u) = 1 + a for any unit u, scale s > 0 and dimension."""
+    u = np.random.default_rng(seed).standard_normal(dim)
+    un = u / np.linalg.norm(u)
+    assert ka.spike_ratio(scale * (np.eye(dim) + a * np.outer(un, un)), u) == pytest.approx(1 + a, rel=1e-9)
+
+
+# -------------------------------------------------------------------------------------------- Langevin
+
+
+def test_potential_gradient_matches_finite_differences():
+    g = torch.Generator().manual_seed(3)
+    C, N, Dm, P = 2, 6, 4, 9
+    Wt = torch.randn((C, N, Dm), generator=g, dtype=torch.float64)
+    vt = torch.randn((C, N), generator=g, dtype=torch.float64)
+    Xt = torch.randn((P, Dm), generator=g, dtype=torch.float64)
+    yt = torch.sign(torch.randn(P, generator=g, dtype=torch.float64))
+    c, kappa = 0.3, 0.05
+    gW, gv = L.potential_grad(Wt, vt, Xt, yt, c, kappa)
+    h = 1e-6
+    for idx in [(0, 0, 0), (1, 3, 2), (0, 5, 3)]:
+        Wp, Wm = Wt.clone(), Wt.clone()
+        Wp[idx] += h
+        Wm[idx] -= h
+        fd = (L.potential(Wp, vt, Xt, yt, c, kappa) - L.potential(Wm, vt, Xt, yt, c, kappa))[idx[0]] / (2 * h)
+        assert float(fd) == pytest.approx(float(gW[idx]), rel=1e-6, abs=1e-6)
+    for idx in [(0, 1), (1, 4)]:
+        vp, vm = vt.clone(), vt.clone()
+        vp[idx] += h
+        vm[idx] -= h
+        fd = (L.potential(Wt, vp, Xt, yt, c, kappa) - L.potential(Wt, vm, Xt, yt, c, kappa))[idx[0]] / (2 * h)
+        assert float(fd) == pytest.approx(float(gv[idx]), rel=1e-6, abs=1e-6)
+    pW, pv = L.potential_grad(Wt, vt, Xt, yt, c, kappa, likelihood=False)
+    torch.testing.assert_close(pW, Wt)
+    torch.testing.assert_close(pv, vt)
+
+
+def test_prior_only_moments():
+    d = D.make_task("teacher", 5, 10, 50, seed=1)
+    g_w = 2.0
+    res = ka.langevin_sample(d["X"], d["y"], d["X_test"], N=40, chi=40.0, g_w=g_w, n_steps=6000, n_chains=32,
+                             seed=5, likelihood=False)
+    s = g_w / 5
+    assert np.max(np.abs(np.diag(res["A"]) / s - 1)) < 0.05
+    assert np.max(np.abs(res["A"] - np.diag(np.diag(res["A"])))) < 0.05 * s
+    # prior mean of f is 0; its prior variance is (g_v g_w/(χD))·N·|x|²/N = g_w|x|²/(χD) per input (g_v = 1)
+    var_pred = g_w * np.sum(d["X"] ** 2, axis=1) / (40.0 * 5)
+    assert np.mean(res["var_train"]) == pytest.approx(np.mean(var_pred), rel=0.1)
+    assert np.max(np.abs(res["f_train"])) < 0.2 * np.sqrt(np.mean(var_pred)) * 3
+
+
+def test_langevin_fixed_seed_identical_and_seed_matters(task):
+    kw = dict(N=20, chi=4.0, n_steps=1500, n_chains=3, y_test=task["y_test"])
+    a = ka.langevin_sample(task["X"], task["y"], task["X_test"], seed=11, **kw)
+    b = ka.langevin_sample(task["X"], task["y"], task["X_test"], seed=11, **kw)
+    c = ka.langevin_sample(task["X"], task["y"], task["X_test"], seed=12, **kw)
+    for key in ("f_train", "f_test", "A", "trace"):
+        np.testing.assert_array_equal(a[key], b[key])
+    assert not np.array_equal(a["f_test"], c["f_test"])
+    assert a["trace"].shape == (1,) and a["n_samples"] == 3 * 100
+
+
+def test_langevin_fits_train_and_matches_theory_at_mean_field(task):
+    """At χ = N the ensemble's posterior-mean train error is small and its kernel is stretched like the theory's."""
+    N = 30
+    res = ka.langevin_sample(task["X"], task["y"], task["X_test"], N=N, chi=N, n_steps=4000, n_chains=8, seed=1)
+    ad = ka.adaptive_predictor(task["X"], task["y"], task["X_test"], N=N, chi=N)
+    label = task["X"].T @ task["y"]
+    assert ka.spike_ratio(res["A"], label) == pytest.approx(ka.spike_ratio(ad["A"], label), rel=0.25)
+    assert M.discrepancy(task["y"], res["f_train"]) == pytest.approx(M.discrepancy(task["y"], ad["f_train"]),
+                                                                     rel=0.2)
+
+
+def test_langevin_bad_input_errors(task):
+    with pytest.raises(ValueError, match="chi=51.0 outside"):
+        ka.langevin_sample(task["X"], task["y"], task["X_test"], N=50, chi=51.0, n_steps=10)
+    with pytest.raises(L.LangevinDivergence, match=r"diverged .* chi=50"):
+        ka.langevin_sample(task["X"], task["y"], task["X_test"], N=50, chi=50.0, lr=5.0, n_steps=1000,
+                           n_chains=2)
+
+
+# ------------------------------------------------------------------------------------------------- data
+
+
+def test_ising_correlation_and_labels():
+    J = 0.5
+    Xi, y = D.ising_chain(100_000, 11, J=J, seed=0)
+    assert set(np.unique(Xi)) == {-1.0, 1.0} and set(np.unique(y)) == {-1.0, 1.0}
+    corr = np.mean(Xi[:, :-1] * Xi[:, 1:])
+    assert abs(corr - np.tanh(J)) < 0.02
+    assert abs(np.mean(Xi[:, 0])) < 0.02  # x1 uniform on ±1
+    np.testing.assert_array_equal(y, np.sign(Xi.sum(axis=1)))
+    with pytest.raises(ValueError, match="odd"):
+        D.ising_chain(10, 10)
+
+
+def test_teacher_task_and_split():
+    d = D.make_task("teacher", 7, 15, 40, seed=4)
+    assert d["X"].shape == (15, 7) and d["X_test"].shape == (40, 7)
+    np.testing.assert_array_equal(d["y"], np.sign(d["X"] @ d["teacher"]))
+    np.testing.assert_array_equal(d["y_test"], np.sign(d["X_test"] @ d["teacher"]))
+    again = D.make_task("teacher", 7, 15, 40, seed=4)
+    np.testing.assert_array_equal(again["X_test"], d["X_test"])
+    with pytest.raises(ValueError, match="unknown task 'mnist'"):
+        D.make_task("mnist", 7, 15, 40, seed=4)
+
+
+def test_digits03_verified_and_standardised(tmp_path):
+    d = D.digits03(100, 200, seed=0)
+    assert d["X"].shape == (100, 64) and set(np.unique(d["y"])) == {-1.0, 1.0}
+    assert np.mean(np.sum(d["X"] ** 2, axis=1)) == pytest.approx(64.0)
+    bad = tmp_path / "digits.csv.gz"
+    bad.write_bytes(b"not the file")
+    with pytest.raises(ValueError, match="sha256"):
+        D.verify_digits_file(bad)
+    with pytest.raises(ValueError, match="exceeds the 361 images"):
+        D.digits03(300, 100, seed=0)
+
+
+# -------------------------------------------------------------------------------------- verdict functions
+
+
+def test_claim1_verdicts_and_boundaries():
+    rep, notrep, st_ = E.claim1_adaptive_beats_nngp([0.02, 0.03, 0.01, 0.04, 0.02, 0.05])
+    assert rep and not notrep and st_["n_positive"] == 6 and st_["ci_low"] > 0
+    # exactly 5 of 6 positive with a positive CI: reproduced; 4 of 6: inconclusive
+    rep, notrep, st_ = E.claim1_adaptive_beats_nngp([0.05, 0.04, 0.06, 0.05, 0.04, -0.001])
+    assert rep and not notrep and st_["n_positive"] == 5
+    rep, notrep, st_ = E.claim1_adaptive_beats_nngp([0.05, 0.04, 0.06, 0.05, -0.001, -0.001])
+    assert not rep and not notrep and st_["n_positive"] == 4
+    # mean exactly 0: not reproduced; mean slightly positive but CI straddles 0: inconclusive
+    rep, notrep, _ = E.claim1_adaptive_beats_nngp([0.1, -0.1, 0.2, -0.2, 0.05, -0.05])
+    assert not rep and notrep
+    rep, notrep, st_ = E.claim1_adaptive_beats_nngp([0.1, -0.09, 0.2, -0.2, 0.05, -0.05])
+    assert not rep and not notrep and st_["ci_low"] < 0 < st_["mean_d"]
+    with pytest.raises(ValueError):
+        E.claim1_adaptive_beats_nngp([0.1, np.nan])
+
+
+def test_claim2_verdicts_and_boundaries():
+    ok = dict(rho_L=[0.8] * 6, r_L_N=[1.3] * 6, rho_AD=[1.0] * 6, r_AD_N=[2.0] * 6)  # thresholds are inclusive
+    rep, notrep, st_ = E.claim2_directional(**ok)
+    assert rep and not notrep and st_["n_pass"] == 6
+    five = dict(ok, r_L_N=[1.3] * 5 + [1.29])
+    assert E.claim2_directional(**five)[:2] == (True, False)
+    four = dict(ok, rho_AD=[1.0] * 4 + [0.79, float("nan")])
+    assert E.claim2_directional(**four)[:2] == (False, False)
+    three = dict(ok, r_AD_N=[2.0] * 3 + [1.0] * 3)
+    assert E.claim2_directional(**three)[:2] == (False, False)
+    two = dict(ok, rho_L=[0.9] * 2 + [0.5] * 4)
+    rep, notrep, st_ = E.claim2_directional(**two)
+    assert not rep and notrep and st_["n_pass"] == 2
+    # one pair (smoke): passes -> reproduced, fails -> not reproduced
+    assert E.claim2_directional([1.0], [1.5], [1.0], [1.5])[:2] == (True, False)
+    assert E.claim2_directional([1.0], [1.2], [1.0], [1.5])[:2] == (False, True)
+
+
+def test_check3_and_check4_boundaries():
+    assert E.check3_rescaling([1e-2, 1e-4], [0.103, 0.5], [0.1, 0.5])[0]
+    assert not E.check3_rescaling([1.01e-2], [0.1], [0.1])[0]
+    assert not E.check3_rescaling([1e-3], [0.1031], [0.1])[0]
+    good = dict(nngp_max_diff=[1e-10, 0.0], min_eig=[0.1, 1e-6], prior_diag_rel_dev=[0.05, 0.01],
+                prior_offdiag_rel=[0.05, 0.0])
+    holds, st_ = E.check4_exact(**good)
+    assert holds and st_["positive_definite"]
+    assert not E.check4_exact(**dict(good, nngp_max_diff=[2e-10]))[0]
+    assert not E.check4_exact(**dict(good, min_eig=[0.1, 0.0]))[0]
+    assert not E.check4_exact(**dict(good, prior_diag_rel_dev=[0.051]))[0]
+    holds, st_ = E.check4_exact(**dict(good, prior_offdiag_rel=[0.06]))
+    assert not holds and not st_["prior_offdiag"] and st_["prior_diag"]
+    dev = E.prior_deviation(np.array([[0.52, 0.02], [0.02, 0.5]]), g_w=1.0)
+    assert dev["prior_diag_rel_dev"] == pytest.approx(0.04) and dev["prior_offdiag_rel"] == pytest.approx(0.04)
+
+
+# ------------------------------------------------------------------------------------------- smoke grid
+
+
+def test_chi_grid_snaps_to_annealing_path():
+    path, idx, chis = X.chi_grid(SCALES["default"])
+    assert len(path) == 40 and chis[0] == 1.0 and chis[-1] == pytest.approx(50.0)
+    np.testing.assert_allclose(np.log(chis) / np.log(50), [0, 0.25, 0.5, 0.75, 1], atol=0.5 / 39 + 1e-12)
+    np.testing.assert_array_equal(idx, [0, 10, 19, 29, 39])  # N^½ lies midway: the lower index wins
+
+
+def test_smoke_grid_runs_every_arm_and_verdict_within_20s():
+    s = get("smoke")
+    t0 = time.perf_counter()
+    res: dict = {}
+    for arm in ("adaptive_tree", "langevin", "nngp", "rescaling", "rescaling_langevin"):
+        res[arm] = X.run(s, arm, "ising", 0, upstream=res)
+    summary = E.pair_summary(res, s["chi_exponents"], s["g_w"])
+    ev = E.evaluate_pairs([summary], n_resamples=200)
+    assert time.perf_counter() - t0 < 20
+    assert set(ev) == {"claim1", "claim2", "check3", "check4", "diagnostics"}
+    assert summary["nngp_max_diff"] < 1e-10 and summary["min_eig_min"] > 0
+    # the rescaling arm reproduces the adaptive mean output it was fitted to (linear network)
+    np.testing.assert_allclose(res["rescaling"]["f_test"], res["adaptive_tree"]["f_test"], rtol=0, atol=1e-2)
+    assert res["langevin"]["trace"].shape == (2, 2)
+    assert summary["r_AD_N"] > 1.3 and summary["rho_AD"] == pytest.approx(1.0)
