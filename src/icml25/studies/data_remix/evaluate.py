@@ -1,0 +1,181 @@
+"""Held-out evaluation and the verdict functions of the data_remix study. Pure functions, no file I/O, no torch.
+
+Claims (default scale, evaluation seeds 0–2):
+
+1. Routing finds the hard modality (ours): at the last assignment pass of ``remix`` on synth-AV, the fraction of
+   audio-corrupt rows routed to D_a and of visual-corrupt rows routed to D_v. Reproduced: both ≥ 0.8 in every
+   seed; not reproduced: the seed mean of either < 0.6; otherwise inconclusive.
+2. Check (exact): no expansion (every post-warm-up epoch sees exactly N samples, |D_a| + |D_v| = N) and gradient
+   isolation (in an audio batch the visual encoder, visual head and W_v get gradient exactly 0, and vice versa).
+3. Fused accuracy (paper headline, Table 1): paired remix − joint final test accuracy per dataset, in points;
+   percentile-bootstrap 95 % CI over seeds. Reproduced: mean > 0 and CI low > −0.5 pt on every dataset; not
+   reproduced: CI high < 0 on every dataset; otherwise inconclusive.
+4. Unimodal sufficiency (paper §4.3 / Fig. 1 motivation): the same statistic on the weak modality's linear-probe
+   accuracy (logistic regression on frozen visual-slot encoder features, fitted on train, scored on test).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from icml25.core.claims import bootstrap_ci
+
+ROUTE_REPRODUCED = 0.8  #: claim 1: every seed's routing fractions must be ≥ this
+ROUTE_NOT_REPRODUCED = 0.6  #: claim 1: a seed-mean routing fraction < this → not reproduced
+CI_LOW_MARGIN_PT = 0.5  #: claims 3, 4: CI lower bound must be > −this (accuracy points)
+CI_LEVEL = 0.95
+
+
+def linear_probe(feat_train: np.ndarray, y_train: np.ndarray, feat_test: np.ndarray, y_test: np.ndarray,
+                 max_iter: int = 500) -> float:
+    """Test accuracy (fraction) of a multinomial logistic regression fitted on frozen features.
+
+    Features (N, F) are standardised with the train split's mean/std (constant columns left at 0) before an
+    L2-regularised (C = 1) lbfgs fit, BLAS limited to one thread (40x faster than the default pool on a loaded
+    2-core machine). Deterministic.
+    """
+    from sklearn.linear_model import LogisticRegression
+    from threadpoolctl import threadpool_limits
+
+    ftr, fte = np.asarray(feat_train, np.float64), np.asarray(feat_test, np.float64)
+    if ftr.ndim != 2 or fte.ndim != 2 or ftr.shape[1] != fte.shape[1]:
+        raise ValueError(f"linear_probe: features must be (N, F) with equal F, got {ftr.shape}, {fte.shape}")
+    mu, sd = ftr.mean(0), ftr.std(0)
+    sd = np.where(sd > 0, sd, 1.0)
+    with threadpool_limits(1):
+        clf = LogisticRegression(C=1.0, max_iter=max_iter)
+        clf.fit((ftr - mu) / sd, np.asarray(y_train))
+        return float((clf.predict((fte - mu) / sd) == np.asarray(y_test)).mean())
+
+
+def _vec(name: str, values) -> np.ndarray:
+    x = np.asarray(values, dtype=float).ravel()
+    if x.size == 0:
+        raise ValueError(f"{name}: empty")
+    if np.isnan(x).any():
+        raise ValueError(f"{name}: contains NaN")
+    return x
+
+
+def claim_routing(route_a: Sequence[float], route_v: Sequence[float]) -> tuple[bool, bool, dict[str, Any]]:
+    """Claim 1 from per-seed routing fractions (route_a: audio-corrupt → D_a, route_v: visual-corrupt → D_v)."""
+    ra, rv = _vec("claim_routing: route_a", route_a), _vec("claim_routing: route_v", route_v)
+    if ra.size != rv.size:
+        raise ValueError(f"claim_routing: {ra.size} route_a values but {rv.size} route_v values")
+    if ((ra < 0) | (ra > 1) | (rv < 0) | (rv > 1)).any():
+        raise ValueError("claim_routing: fractions must lie in [0, 1]")
+    reproduced = bool((ra >= ROUTE_REPRODUCED).all() and (rv >= ROUTE_REPRODUCED).all())
+    not_reproduced = bool(ra.mean() < ROUTE_NOT_REPRODUCED or rv.mean() < ROUTE_NOT_REPRODUCED)
+    stat = {"route_a": ra.tolist(), "route_v": rv.tolist(), "mean_route_a": float(ra.mean()),
+            "mean_route_v": float(rv.mean()), "min_route_a": float(ra.min()), "min_route_v": float(rv.min()),
+            "n": int(ra.size)}
+    return reproduced, not_reproduced, stat
+
+
+def check_isolation(n_seen: Sequence[int], n_a: Sequence[int], n_v: Sequence[int], n_train: Sequence[int],
+                    max_masked_grad: Sequence[float]) -> tuple[bool, dict[str, Any]]:
+    """Check 2 over every post-warm-up remix epoch (all seeds and datasets flattened, one entry per epoch).
+
+    Holds iff each epoch processed exactly its training-set size (n_seen = n_train), the subsets partition it
+    (n_a + n_v = n_train, both ≥ 0) and the largest |gradient| of a masked block over all unimodal batches is 0.
+    Needs at least one epoch.
+    """
+    seen, na, nv = (_vec(f"check_isolation: {k}", v) for k, v in (("n_seen", n_seen), ("n_a", n_a), ("n_v", n_v)))
+    n, g = _vec("check_isolation: n_train", n_train), _vec("check_isolation: max_masked_grad", max_masked_grad)
+    if not (seen.size == na.size == nv.size == n.size == g.size):
+        raise ValueError("check_isolation: all inputs need one entry per epoch")
+    bad_seen = int((seen != n).sum())
+    bad_part = int(((na + nv) != n).sum() + ((na < 0) | (nv < 0)).sum())
+    gmax = float(np.abs(g).max())
+    holds = bad_seen == 0 and bad_part == 0 and gmax == 0.0
+    return holds, {"epochs": int(seen.size), "epochs_wrong_count": bad_seen, "epochs_bad_partition": bad_part,
+                   "max_masked_grad": gmax}
+
+
+def paired_gain(treat: Mapping[str, Sequence[float]], base: Mapping[str, Sequence[float]], *,
+                n_resamples: int = 2000, seed: int = 0) -> tuple[bool, bool, dict[str, Any]]:
+    """The statistic of claims 3 and 4: per dataset, paired (treat − base) differences in accuracy points.
+
+    treat, base: {dataset: per-seed accuracies as fractions in [0, 1], same seeds in the same order}; the same
+    datasets in both. Reproduced iff on every dataset mean > 0 and the 95 % bootstrap CI low > −0.5 pt; not
+    reproduced iff on every dataset the CI high < 0.
+    """
+    if set(treat) != set(base) or not treat:
+        raise ValueError(f"paired_gain: datasets differ or are empty ({sorted(treat)} vs {sorted(base)})")
+    per: dict[str, Any] = {}
+    ok, bad = [], []
+    for ds in sorted(treat):
+        t, b = _vec(f"paired_gain: treat[{ds!r}]", treat[ds]), _vec(f"paired_gain: base[{ds!r}]", base[ds])
+        if t.shape != b.shape:
+            raise ValueError(f"paired_gain: dataset {ds!r} has {t.size} treated and {b.size} baseline seeds")
+        if ((t < 0) | (t > 1) | (b < 0) | (b > 1)).any():
+            raise ValueError(f"paired_gain: dataset {ds!r}: accuracies must be fractions in [0, 1]")
+        d = 100.0 * (t - b)
+        low, high = bootstrap_ci(d, n_resamples=n_resamples, level=CI_LEVEL, seed=seed)
+        per[ds] = {"d_pt": d.tolist(), "mean_pt": float(d.mean()), "ci_low_pt": low, "ci_high_pt": high,
+                   "n": int(d.size)}
+        ok.append(d.mean() > 0 and low > -CI_LOW_MARGIN_PT)
+        bad.append(high < 0)
+    return bool(all(ok)), bool(all(bad)), {"datasets": per}
+
+
+def claim_fused_accuracy(remix: Mapping[str, Sequence[float]], joint: Mapping[str, Sequence[float]],
+                         **kwargs: Any) -> tuple[bool, bool, dict[str, Any]]:
+    """Claim 3: :func:`paired_gain` of final fused test accuracy, remix vs joint, per dataset."""
+    return paired_gain(remix, joint, **kwargs)
+
+
+def claim_unimodal_sufficiency(remix: Mapping[str, Sequence[float]], joint: Mapping[str, Sequence[float]],
+                               **kwargs: Any) -> tuple[bool, bool, dict[str, Any]]:
+    """Claim 4: :func:`paired_gain` of the weak (visual-slot) modality's linear-probe accuracy, remix vs joint."""
+    return paired_gain(remix, joint, **kwargs)
+
+
+def _by_arm(runs: Sequence[Mapping[str, Any]], arm: str) -> list[Mapping[str, Any]]:
+    return sorted((r for r in runs if r["arm"] == arm), key=lambda r: r["seed"])
+
+
+def _final(runs: Sequence[Mapping[str, Any]], arm: str, key: str) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {}
+    for r in _by_arm(runs, arm):
+        for ds, res in r["datasets"].items():
+            out.setdefault(ds, []).append(float(res["final"][key]))
+    return out
+
+
+def verdicts_from_runs(runs: Sequence[Mapping[str, Any]], *, remix_arm: str = "remix", base_arm: str = "joint",
+                       check_arms: Sequence[str] = ("remix", "remix_code_lr"), warmup: int,
+                       n_resamples: int = 2000) -> dict[str, tuple]:
+    """Every claim and check from the outputs of :func:`.experiment.run` (plain dicts; one per arm × seed).
+
+    Claim 1 uses ``remix_arm`` on the datasets with corruption flags (z); check 2 every post-warm-up epoch of
+    ``check_arms``; claims 3–4 pair ``remix_arm`` with ``base_arm`` by seed (their seed lists must match).
+    Returns {"claim1_routing", "check2_isolation", "claim3_fused", "claim4_unimodal"}: verdict tuples.
+    """
+    rx, bs = _by_arm(runs, remix_arm), _by_arm(runs, base_arm)
+    if [r["seed"] for r in rx] != [r["seed"] for r in bs] or not rx:
+        raise ValueError(f"verdicts_from_runs: {remix_arm} and {base_arm} need the same non-empty seeds")
+    ra, rv = [], []
+    for r in rx:
+        for res in r["datasets"].values():
+            if res.get("z") is not None:
+                ra.append(res["final"]["route_a_given_acorrupt"])
+                rv.append(res["final"]["route_v_given_vcorrupt"])
+    cols: dict[str, list[float]] = {k: [] for k in ("n_seen", "n_a", "n_v", "n_train", "max_masked_grad")}
+    for arm in check_arms:
+        for r in _by_arm(runs, arm):
+            for res in r["datasets"].values():
+                for row in res["curve"][warmup:]:
+                    for k in ("n_seen", "n_a", "n_v", "max_masked_grad"):
+                        cols[k].append(row[k])
+                    cols["n_train"].append(res["final"]["n_train"])
+    return {
+        "claim1_routing": claim_routing(ra, rv),
+        "check2_isolation": check_isolation(**cols),
+        "claim3_fused": claim_fused_accuracy(_final(rx, remix_arm, "fused_acc"), _final(bs, base_arm, "fused_acc"),
+                                             n_resamples=n_resamples),
+        "claim4_unimodal": claim_unimodal_sufficiency(_final(rx, remix_arm, "probe_v"),
+                                                      _final(bs, base_arm, "probe_v"), n_resamples=n_resamples),
+    }

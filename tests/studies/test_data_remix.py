@@ -1,0 +1,429 @@
+"""data_remix: the method's identities (KL, routing, reassembly, gradient isolation), the data, the verdicts."""
+from __future__ import annotations
+
+import copy
+import gzip
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from icml25.studies import data_remix as dr  # noqa: E402
+from icml25.studies.data_remix import data as D  # noqa: E402
+from icml25.studies.data_remix import evaluate as E  # noqa: E402
+from icml25.studies.data_remix.method import masked_grad_blocks, masked_grad_max  # noqa: E402
+from icml25.studies.data_remix.settings import SCALES, get_settings  # noqa: E402
+from icml25.studies.data_remix.train import arm_lr, build_model, train_arm, unimodal_loss  # noqa: E402
+
+# --------------------------------------------------------------------------------------------- KL and routing
+
+
+@pytest.mark.parametrize("C", [2, 6, 31])
+def test_kl_to_uniform_zero_for_uniform_and_log2C_for_one_hot(C):
+    uniform = np.full((3, C), 1.0 / C)
+    np.testing.assert_allclose(dr.kl_to_uniform(uniform), 0.0, atol=1e-12)
+    one_hot = np.eye(C)
+    # the clip leaves (C−1)·1e-9·log2(C·1e-9) ≈ −1e-9·(C−1)·27 bits off log2 C
+    np.testing.assert_allclose(dr.kl_to_uniform(one_hot), np.log2(C), atol=1e-6)
+
+
+def test_kl_to_uniform_known_value_and_bad_input():
+    # half the mass on each of 2 of 4 classes: 2 · 0.5 · log2(4 · 0.5) = 1 bit (+ two clipped zeros ≈ −5.6e-8)
+    assert dr.kl_to_uniform([[0.5, 0.5, 0.0, 0.0]])[0] == pytest.approx(1.0, abs=1e-7)
+    with pytest.raises(ValueError, match="probs must be"):
+        dr.kl_to_uniform(np.ones(4))
+    with pytest.raises(ValueError, match="NaN"):
+        dr.kl_to_uniform([[np.nan, 1.0]])
+
+
+@st.composite
+def prob_rows(draw, n=None, C=None):
+    n = n or draw(st.integers(1, 20))
+    C = C or draw(st.integers(2, 12))
+    seed = draw(st.integers(0, 2**31))
+    conc = draw(st.sampled_from([0.05, 0.5, 5.0]))
+    return np.random.default_rng(seed).dirichlet(np.full(C, conc), size=n)
+
+
+@settings(max_examples=60, deadline=None)
+@given(prob_rows())
+def test_kl_to_uniform_non_negative_and_at_most_log2C(p):
+    kl = dr.kl_to_uniform(p)
+    assert kl.shape == (p.shape[0],)
+    assert (kl >= -1e-12).all() and (kl <= np.log2(p.shape[1]) + 1e-9).all()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**31), st.integers(1, 30), st.integers(2, 8))
+def test_assignment_symmetric_under_swapping_modalities(seed, n, C):
+    rng = np.random.default_rng(seed)
+    pa, pv = rng.dirichlet(np.ones(C), n), rng.dirichlet(np.ones(C), n)
+    kl_a, kl_v = dr.kl_to_uniform(pa), dr.kl_to_uniform(pv)
+    untied = kl_a != kl_v
+    assert np.array_equal(dr.assign_modalities(pa, pv)[untied], ~dr.assign_modalities(pv, pa)[untied])
+    assert np.array_equal(dr.assign_modalities(pa, pv), kl_a < kl_v)
+
+
+def test_assignment_routes_to_the_less_confident_modality_and_ties_go_visual():
+    C = 6
+    confident, uniform = np.eye(C)[[0]], np.full((1, C), 1 / C)
+    assert dr.assign_modalities(uniform, confident).tolist() == [True]   # audio unsure → D_a
+    assert dr.assign_modalities(confident, uniform).tolist() == [False]  # visual unsure → D_v
+    p = np.random.default_rng(0).dirichlet(np.ones(C), 5)
+    assert not dr.assign_modalities(p, p).any()  # exact ties → D_v
+    with pytest.raises(ValueError, match="differ in rows"):
+        dr.assign_modalities(p, p[:3])
+
+
+# --------------------------------------------------------------------------------------------- reassembly
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 200), st.integers(1, 70), st.integers(0, 2**31), st.floats(0.0, 1.0))
+def test_remix_batches_partition_order_and_sizes(N, bs, seed, share):
+    rng = np.random.default_rng(seed)
+    assign = rng.random(N) < share
+    batches = dr.remix_batches(assign, bs, np.random.default_rng(seed))
+    modes = [m for m, _ in batches]
+    assert modes == sorted(modes, key=lambda m: m != "v")  # every "v" batch precedes every "a" batch
+    allidx = np.concatenate([idx for _, idx in batches]) if batches else np.zeros(0, int)
+    assert np.array_equal(np.sort(allidx), np.arange(N))  # each sample exactly once: no expansion
+    assert all(1 <= len(idx) <= bs for _, idx in batches)
+    for mode, idx in batches:
+        assert (assign[idx] == (mode == "a")).all()
+    n_a, n_v = int(assign.sum()), int(N - assign.sum())
+    assert modes.count("v") == -(-n_v // bs) and modes.count("a") == -(-n_a // bs)
+
+
+def test_remix_batches_empty_subset_is_skipped_and_bad_input_raises():
+    batches = dr.remix_batches(np.ones(10, bool), 4, np.random.default_rng(0))
+    assert [m for m, _ in batches] == ["a", "a", "a"] and [len(i) for _, i in batches] == [4, 4, 2]
+    with pytest.raises(ValueError, match="bool"):
+        dr.remix_batches(np.ones(3, int), 4, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="batch_size"):
+        dr.remix_batches(np.ones(3, bool), 0, np.random.default_rng(0))
+
+
+# --------------------------------------------------------------------------------------------- model / gradients
+
+
+def _batch(n=16, d=32, C=6, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, d, generator=g), torch.randn(n, d, generator=g), torch.randint(0, C, (n,), generator=g)
+
+
+def test_fusion_model_defaults_and_masked_forward_values():
+    torch.manual_seed(0)
+    model = dr.FusionNet()
+    assert (model.head.in_features, model.head.out_features, model.feat) == (128, 6, 64)
+    xa, xv, _ = _batch()
+    a, v = model.enc_a(xa), model.enc_v(xv)
+    fused, la, lv = dr.masked_forward(model, xa, xv, "av")
+    torch.testing.assert_close(fused, a @ model.head.weight[:, :64].T + v @ model.head.weight[:, 64:].T
+                               + model.head.bias)
+    fused_v, la_v, lv_v = dr.masked_forward(model, xa, xv, "v")  # visual batch: a ← 0
+    torch.testing.assert_close(fused_v, v @ model.head.weight[:, 64:].T + model.head.bias)
+    torch.testing.assert_close(la_v, model.head_a.bias.expand(16, 6))
+    torch.testing.assert_close(lv_v, lv)
+    fused_a, _, lv_a = dr.masked_forward(model, xa, xv, "a")  # audio batch: v ← 0
+    torch.testing.assert_close(fused_a, a @ model.head.weight[:, :64].T + model.head.bias)
+    torch.testing.assert_close(lv_a, model.head_v.bias.expand(16, 6))
+    torch.testing.assert_close(model(xa, xv, "a")[0], fused_a)
+    with pytest.raises(ValueError, match="mode"):
+        dr.masked_forward(model, xa, xv, "x")
+
+
+@pytest.mark.parametrize("mode", ["a", "v"])
+def test_claim2_gradients_of_the_masked_modality_are_exactly_zero(mode):
+    torch.manual_seed(1)
+    model = dr.FusionNet()
+    xa, xv, y = _batch(seed=2)
+    model.zero_grad(set_to_none=True)
+    unimodal_loss(dr.masked_forward(model, xa, xv, mode), y, mode, 1.0).backward()
+    other = "v" if mode == "a" else "a"
+    for p in getattr(model, f"enc_{other}").parameters():  # the encoder ran: gradient exists and is exactly 0
+        assert p.grad is not None and torch.count_nonzero(p.grad) == 0
+    assert all(p.grad is None for p in getattr(model, f"head_{other}").parameters())
+    cols_other = slice(64, 128) if other == "v" else slice(0, 64)
+    cols_own = slice(0, 64) if other == "v" else slice(64, 128)
+    assert torch.count_nonzero(model.head.weight.grad[:, cols_other]) == 0
+    # this modality's blocks do learn (so the zeros above are not an artefact of a dead model)
+    assert torch.count_nonzero(model.head.weight.grad[:, cols_own]) > 0
+    assert all(p.grad.abs().sum() > 0 for p in getattr(model, f"enc_{mode}").parameters())
+    assert masked_grad_max(model, mode) == 0.0
+    names = [n for n, _ in masked_grad_blocks(model, mode)]
+    assert names[-1] == f"head.weight[:, {cols_other.start}:{cols_other.stop}]" and len(names) == 7
+
+
+def test_masked_grad_max_detects_leaks_in_a_joint_batch():
+    torch.manual_seed(1)
+    model = dr.FusionNet()
+    xa, xv, y = _batch(seed=3)
+    out = dr.masked_forward(model, xa, xv, "av")
+    (torch.nn.functional.cross_entropy(out[0], y) + out[1].pow(2).mean() + out[2].pow(2).mean()).backward()
+    assert masked_grad_max(model, "a") > 1e-4 and masked_grad_max(model, "v") > 1e-4
+
+
+# --------------------------------------------------------------------------------------------- data
+
+
+def test_make_synth_av_is_the_exact_generator():
+    out = dr.make_synth_av(n_train_per_class=7, n_test_per_class=3, C=4, d=5, seed=11)
+    rng = np.random.default_rng(11)
+    mu_a, mu_v = rng.standard_normal((4, 5)), rng.standard_normal((4, 5))
+    for split, n in (("train", 7), ("test", 3)):
+        y = np.repeat(np.arange(4), n)
+        z = rng.choice(3, size=y.size, p=[0.8, 0.1, 0.1])
+        xa = 1.5 * mu_a[y] * (z != 1)[:, None] + rng.standard_normal((y.size, 5))
+        xv = 0.5 * mu_v[y] * (z != 2)[:, None] + rng.standard_normal((y.size, 5))
+        perm = rng.permutation(y.size)
+        s = out[split]
+        np.testing.assert_array_equal(s["y"], y[perm])
+        np.testing.assert_array_equal(s["z"], z[perm])
+        np.testing.assert_allclose(s["x_a"], xa[perm].astype(np.float32))
+        np.testing.assert_allclose(s["x_v"], xv[perm].astype(np.float32))
+
+
+def test_make_synth_av_determinism_shapes_balance_and_corruption_rates():
+    a, b, c = dr.make_synth_av(seed=3), dr.make_synth_av(seed=3), dr.make_synth_av(seed=4)
+    for split, n in (("train", 500), ("test", 200)):
+        for k in ("x_a", "x_v", "y", "z"):
+            np.testing.assert_array_equal(a[split][k], b[split][k])
+        assert not np.array_equal(a[split]["x_a"], c[split]["x_a"])
+        s = a[split]
+        N = 6 * n
+        assert s["x_a"].shape == s["x_v"].shape == (N, 32) and s["x_a"].dtype == np.float32
+        assert np.bincount(s["y"]).tolist() == [n] * 6
+        for flag in (1, 2):  # P(z = flag) = 0.1: within 3σ of the binomial rate
+            rate = (s["z"] == flag).mean()
+            assert abs(rate - 0.1) <= 3 * np.sqrt(0.1 * 0.9 / N), (split, flag, rate)
+    # a corrupted modality carries no class signal: its class means collapse to ~0 (|mean| ≤ 5 σ/√n)
+    s = a["train"]
+    for key, flag, scale in (("x_a", 1, 1.5), ("x_v", 2, 0.5)):
+        corrupt = np.array([s[key][(s["z"] == flag) & (s["y"] == k)].mean(0) for k in range(6)])
+        clean = np.array([s[key][(s["z"] == 0) & (s["y"] == k)].mean(0) for k in range(6)])
+        assert np.abs(corrupt).max() < 5 / np.sqrt(((s["z"] == flag) & (s["y"] == 0)).sum() * 0.5)
+        assert np.linalg.norm(clean, axis=1).mean() == pytest.approx(scale * np.sqrt(32), rel=0.35)
+
+
+def test_make_synth_av_rejects_bad_rho():
+    with pytest.raises(ValueError, match="rho"):
+        dr.make_synth_av(rho=(0.7, 0.5))
+
+
+def test_digit_pairs_labels_split_and_partners():
+    data = D.make_digit_pairs(seed=5, noise_sd=0.0)
+    Xd, yd = D.load_digits8x8()
+    tr, te = data["train"], data["test"]
+    assert tr["x_a"].shape == (4000, 784) and te["x_a"].shape == (1000, 784) and tr["x_v"].shape == (4000, 64)
+    assert np.bincount(tr["y"]).tolist() == [400] * 10 and np.bincount(te["y"]).tolist() == [100] * 10
+    assert 0.0 <= tr["x_a"].min() and tr["x_a"].max() == 1.0 and "z" not in tr
+    # without noise every B row is an 8×8 digit of the same class, and no 8×8 image serves both splits
+    lookup = {row.tobytes(): k for row, k in zip((Xd / 16.0).astype(np.float32), yd)}
+    assert all(lookup[r.tobytes()] == k for r, k in zip(tr["x_v"], tr["y"]))
+    assert not {r.tobytes() for r in tr["x_v"]} & {r.tobytes() for r in te["x_v"]}
+    noisy = D.make_digit_pairs(seed=5, noise_sd=0.5)["train"]["x_v"]
+    assert np.std(noisy - tr["x_v"]) == pytest.approx(0.5, rel=0.02)
+
+
+def test_packaged_files_are_hash_checked(tmp_path):
+    bad = tmp_path / "mnist_5k.csv.gz"
+    with gzip.open(bad, "wt") as f:
+        f.write("0," * 784 + "3\n")
+    with pytest.raises(D.DataError, match="mnist_5k.csv.gz: sha256"):
+        D.load_mnist5k(str(bad))
+    with pytest.raises(D.DataError, match="not found"):
+        D.load_digits8x8(str(tmp_path / "missing.csv.gz"))
+    X, y = D.load_mnist5k()
+    assert X.shape == (5000, 784) and np.bincount(y).tolist() == [500] * 10
+
+
+def test_validate_dataset_names_the_bad_key():
+    data = dr.make_synth_av(n_train_per_class=2, n_test_per_class=2, seed=0)
+    data["test"]["y"] = data["test"]["y"][:-1]
+    with pytest.raises(D.DataError, match=r"synth\['test'\]\['x_a'\]"):
+        D.validate_dataset(data, "synth")
+
+
+# --------------------------------------------------------------------------------------------- training
+
+
+def _tiny(epochs=3, warmup=1):
+    s = get_settings("smoke")
+    s["train"].update(epochs=epochs, warmup=warmup)
+    s["datasets"]["synth"].update(n_train_per_class=20, n_test_per_class=10)
+    return s
+
+
+def test_remix_epochs_process_exactly_N_samples_with_isolated_gradients():
+    s = _tiny()
+    data = D.make_dataset("synth", s["datasets"]["synth"], 0)
+    res = train_arm(data, "remix", s["train"], 0)
+    assert [r["n_seen"] for r in res["curve"]] == [120] * 3
+    for row in res["curve"][1:]:
+        assert row["n_a"] + row["n_v"] == 120 and row["max_masked_grad"] == 0.0
+    assert res["assign"].shape == (120,) and res["assign"].sum() == res["curve"][-1]["n_a"]
+
+
+def test_joint_noaux_leaves_unimodal_heads_untouched_and_code_lr_arm():
+    s = _tiny(epochs=2)
+    data = D.make_dataset("synth", s["datasets"]["synth"], 0)
+    trained = train_arm(data, "joint_noaux", s["train"], 0)["model"]
+    fresh = build_model(data, s["train"], 0)
+    torch.testing.assert_close(trained.head_a.weight, fresh.head_a.weight, rtol=0, atol=0)
+    assert not torch.equal(trained.head.weight, fresh.head.weight)
+    assert arm_lr("remix_code_lr", s["train"]) == 5e-5 and arm_lr("remix", s["train"]) == 1e-3
+    with pytest.raises(ValueError, match="unknown arm"):
+        train_arm(data, "ogm", s["train"], 0)
+
+
+def test_smoke_run_is_deterministic_and_feeds_every_verdict():
+    from icml25.studies.data_remix.experiment import run
+
+    s = _tiny()
+    runs = [run(s, arm, seed) for arm in ("joint", "remix") for seed in (0, 1)]
+    again = run(s, "remix", 0)
+    assert again["datasets"]["synth"]["final"] == runs[2]["datasets"]["synth"]["final"]
+    for r in runs:
+        f = r["datasets"]["synth"]["final"]
+        assert f["fused_acc"] > 0.5 and f["probe_a"] > 0.5  # 6 classes: chance is 1/6
+    v = E.verdicts_from_runs(runs, check_arms=("remix",), warmup=1, n_resamples=200)
+    assert v["check2_isolation"][0] is True and v["check2_isolation"][1]["epochs"] == 4
+    assert v["claim1_routing"][2]["n"] == 2 and v["claim3_fused"][2]["datasets"]["synth"]["n"] == 2
+
+
+# --------------------------------------------------------------------------------------------- verdicts
+
+
+@pytest.mark.parametrize("ra, rv, expected", [
+    ([0.8, 0.9, 1.0], [0.95, 0.8, 0.85], (True, False)),      # boundary 0.8 counts
+    ([0.79, 0.9, 1.0], [0.9, 0.9, 0.9], (False, False)),      # one seed short → inconclusive
+    ([0.6, 0.6, 0.6], [0.9, 0.9, 0.9], (False, False)),       # mean exactly 0.6 is not < 0.6
+    ([0.5, 0.6, 0.6], [0.9, 0.9, 0.9], (False, True)),        # mean 0.567 < 0.6
+    ([0.9, 0.9, 0.9], [0.3, 0.9, 0.5], (False, True)),        # the visual side fails
+])
+def test_claim_routing_verdicts(ra, rv, expected):
+    rep, notrep, stat = E.claim_routing(ra, rv)
+    assert (rep, notrep) == expected
+    assert stat["mean_route_a"] == pytest.approx(np.mean(ra)) and stat["n"] == 3
+
+
+def test_claim_routing_rejects_bad_input():
+    with pytest.raises(ValueError, match="NaN"):
+        E.claim_routing([np.nan], [0.9])
+    with pytest.raises(ValueError, match="route_v values"):
+        E.claim_routing([0.9, 0.9], [0.9])
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        E.claim_routing([1.2], [0.9])
+
+
+def test_check_isolation_holds_and_each_failure_mode():
+    ok = dict(n_seen=[100, 100], n_a=[30, 40], n_v=[70, 60], n_train=[100, 100], max_masked_grad=[0.0, 0.0])
+    holds, stat = E.check_isolation(**ok)
+    assert holds and stat == {"epochs": 2, "epochs_wrong_count": 0, "epochs_bad_partition": 0,
+                              "max_masked_grad": 0.0}
+    assert E.check_isolation(**{**ok, "n_seen": [100, 101]})[1]["epochs_wrong_count"] == 1
+    assert not E.check_isolation(**{**ok, "n_seen": [100, 101]})[0]
+    assert not E.check_isolation(**{**ok, "n_a": [31, 40]})[0]
+    assert not E.check_isolation(**{**ok, "max_masked_grad": [0.0, 1e-30]})[0]
+    with pytest.raises(ValueError, match="empty"):
+        E.check_isolation([], [], [], [], [])
+
+
+def _acc(base, d_pt):
+    """(treated, baseline) accuracy fractions whose paired differences are d_pt points (base in fractions)."""
+    b = np.asarray(base, float)
+    return b + np.asarray(d_pt, float) / 100.0, b
+
+
+def test_paired_gain_reproduced_on_both_datasets():
+    t1, b1 = _acc([0.5, 0.5, 0.5], [1.0, 2.0, 3.0])
+    t2, b2 = _acc([0.25, 0.25, 0.25], [-0.25, 0.5, 1.0])
+    rep, notrep, stat = E.paired_gain({"synth": t1, "digits": t2}, {"synth": b1, "digits": b2}, n_resamples=2000)
+    assert (rep, notrep) == (True, False)
+    assert stat["datasets"]["synth"]["mean_pt"] == pytest.approx(2.0)
+    assert -0.25 - 1e-9 <= stat["datasets"]["digits"]["ci_low_pt"] < 0
+
+
+def test_paired_gain_ci_low_exactly_minus_half_point_is_inconclusive():
+    t, b = [0.0, 0.02, 0.03], [0.005, 0.0, 0.0]  # d = −0.5, 2, 3 points; −0.5 exact in floating point
+    assert 100 * (t[0] - b[0]) == -0.5
+    rep, notrep, stat = E.paired_gain({"synth": t}, {"synth": b}, n_resamples=2000)
+    assert stat["datasets"]["synth"]["ci_low_pt"] == -0.5 and stat["datasets"]["synth"]["mean_pt"] > 0
+    assert (rep, notrep) == (False, False)
+    t2, _ = _acc([0.5, 0.5, 0.5], [-0.25, 2.0, 3.0])  # CI low −0.25 > −0.5 → reproduced
+    assert E.paired_gain({"synth": t2}, {"synth": [0.5] * 3}, n_resamples=2000)[0] is True
+
+
+def test_paired_gain_needs_every_dataset():
+    good_t, good_b = _acc([0.5] * 3, [1.0, 1.5, 2.0])
+    bad_t, bad_b = _acc([0.5] * 3, [-3.0, -2.0, -1.0])
+    rep, notrep, _ = E.paired_gain({"a": good_t, "b": bad_t}, {"a": good_b, "b": bad_b})
+    assert (rep, notrep) == (False, False)  # one dataset up, one down → inconclusive
+    rep, notrep, stat = E.paired_gain({"a": bad_t, "b": bad_t}, {"a": bad_b, "b": bad_b})
+    assert (rep, notrep) == (False, True) and stat["datasets"]["a"]["ci_high_pt"] < 0
+
+
+def test_paired_gain_boundaries_mean_zero_and_ci_high_zero():
+    t, b = _acc([0.5] * 3, [0.0, 0.0, 0.0])
+    assert E.paired_gain({"s": t}, {"s": b})[:2] == (False, False)  # mean 0 is not > 0; CI high 0 is not < 0
+    t, b = _acc([0.5] * 3, [-1.0, -1.0, 0.0])
+    rep, notrep, stat = E.paired_gain({"s": t}, {"s": b}, n_resamples=2000)
+    assert stat["datasets"]["s"]["ci_high_pt"] == 0.0 and (rep, notrep) == (False, False)
+
+
+def test_paired_gain_rejects_bad_input():
+    with pytest.raises(ValueError, match="datasets differ"):
+        E.paired_gain({"a": [0.5]}, {"b": [0.5]})
+    with pytest.raises(ValueError, match="fractions"):
+        E.paired_gain({"a": [50.0]}, {"a": [49.0]})
+    with pytest.raises(ValueError, match="seeds"):
+        E.paired_gain({"a": [0.5, 0.6]}, {"a": [0.5]})
+    assert E.claim_fused_accuracy({"a": [0.6] * 2}, {"a": [0.5] * 2})[0] is True
+    assert E.claim_unimodal_sufficiency({"a": [0.4] * 2}, {"a": [0.5] * 2})[1] is True
+
+
+def test_linear_probe_value():
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(3), 100)
+    X = rng.standard_normal((300, 4))
+    X[:, 0] += 20.0 * y  # separable on one coordinate (gaps of 20 σ)
+    assert E.linear_probe(X, y, X, y) == 1.0
+    assert E.linear_probe(rng.standard_normal((300, 4)), y, rng.standard_normal((300, 4)), y) < 0.5
+
+
+# --------------------------------------------------------------------------------------------- settings
+
+
+def test_scales_share_keys_and_name_every_arm():
+    assert set(SCALES) == {"smoke", "default", "paper"}
+    keys = set(SCALES["default"]["train"])
+    assert all(set(SCALES[s]["train"]) == keys for s in SCALES)
+    assert SCALES["smoke"]["seeds"] == [0] and SCALES["default"]["seeds"] == [0, 1, 2]
+    assert SCALES["smoke"]["train"]["epochs"] == 4 and SCALES["smoke"]["train"]["warmup"] == 2
+    assert SCALES["default"]["train"]["epochs"] == 30 and SCALES["default"]["train"]["warmup"] == 5
+    s = get_settings("default")
+    s["train"]["lr"] = 1.0
+    assert SCALES["default"]["train"]["lr"] == 1e-3  # a deep copy
+    with pytest.raises(KeyError, match="unknown scale"):
+        get_settings("huge")
+    assert copy.deepcopy(SCALES)["paper"]["encoder"] == "resnet18"
+
+
+def test_paper_scale_resnet_encoders_shapes_and_isolation():
+    from icml25.studies.data_remix.model import resnet18_fusion
+
+    torch.manual_seed(0)
+    model = resnet18_fusion(n_classes=6)
+    xa = torch.randn(2, 1, 32, 32)       # log-spectrogram
+    xv = torch.randn(2, 2, 3, 32, 32)    # 2 frames
+    a, v = model.enc_a(xa), model.enc_v(xv)
+    assert a.shape == v.shape == (2, 512) and (a >= 0).all()
+    fused, la, lv = dr.masked_forward(model, xa, xv, "v")
+    unimodal_loss((fused, la, lv), torch.tensor([1, 4]), "v", 1.0).backward()
+    assert masked_grad_max(model, "v") == 0.0
+    assert model.enc_v.stem[0].weight.grad.abs().sum() > 0
