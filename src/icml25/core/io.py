@@ -6,6 +6,7 @@ A killed job therefore leaves either the previous file or none, never a half-wri
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import math
 import os
@@ -116,3 +117,17 @@ def save_figure(fig: Any, path: str | Path, dpi: int = 120) -> Path:
         fig.savefig(tmp, dpi=dpi, bbox_inches="tight")
     plt.close(fig)
     return Path(path)
+
+
+@contextlib.contextmanager
+def file_lock(lock_file: str | Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``lock_file`` (created with its folder) for the ``with`` block: serialises
+    processes that share the results directory (store creation, parent runs, spool replay)."""
+    lock_file = Path(lock_file)
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_file, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

@@ -19,7 +19,6 @@ server serves, so a journal outlives the server's port), else by the tracking UR
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import logging
 import os
@@ -28,9 +27,11 @@ import socket
 import time
 import urllib.parse
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from .io import file_lock
 
 log = logging.getLogger("icml25")
 
@@ -61,15 +62,6 @@ def is_outage(err: BaseException) -> bool:
     return False
 
 
-@contextlib.contextmanager
-def _locked(lock_file: Path) -> Iterator[None]:
-    lock_file.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_file, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _read_json(path: Path, default: Any) -> Any:
@@ -225,7 +217,7 @@ def replay(results_dir: str | Path, make_backend: Callable[[str], Any] | None = 
     done = left = 0
     if not pending(results_dir):
         return 0, 0
-    with _locked(d / "replay.lock"):
+    with file_lock(d / "replay.lock"):
         clients: dict[str, Any] = {}
         down: set[str] = set()
         for journal in pending(results_dir):
@@ -329,7 +321,7 @@ def _fix_parents(registry: Path, d: Path) -> None:
     if not registry.exists():
         return
     ids = _read_json(d / "ids.json", {})
-    with _locked(registry.with_suffix(".lock")):
+    with file_lock(registry.with_suffix(".lock")):
         data = _read_json(registry, {})
         fixed = {k: ids.get(v, [v])[0] for k, v in data.items()}
         if fixed != data:

@@ -28,7 +28,6 @@ MLflow records, Snakemake decides: nothing here is read back to decide what to r
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import random
@@ -42,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import config_hash, flatten
+from .io import file_lock
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("MLFLOW_ENABLE_ASYNC_LOGGING", "false")
@@ -100,15 +100,6 @@ def _retry(fn, *args: Any, **kwargs: Any) -> Any:
             delay = min(delay * 2, 2.0)
 
 
-@contextlib.contextmanager
-def _locked(lock_file: Path) -> Iterator[None]:
-    lock_file.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_file, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _client(uri: str):
@@ -204,7 +195,7 @@ def init_store(uri: str, slugs: list[str] | tuple[str, ...], results_dir: str | 
     db = _sqlite_path(uri)
     if db is not None:
         db.parent.mkdir(parents=True, exist_ok=True)
-        with _locked(db.with_name(db.name + ".lock")):
+        with file_lock(db.with_name(db.name + ".lock")):
             client = backend(uri)  # creates the schema if the file is new
             import sqlite3
 
@@ -263,7 +254,7 @@ def _parent_run(client, uri: str, slug: str, experiment_id: str, results_dir: Pa
     if not invocation:
         return None
     registry = results_dir / ".tracking" / "parents.json"
-    with _locked(registry.with_suffix(".lock")):
+    with file_lock(registry.with_suffix(".lock")):
         data = json.loads(registry.read_text()) if registry.exists() else {}
         key = f"{invocation}|{uri}|{slug}"
         if key not in data:
