@@ -39,6 +39,7 @@ include: "workflow/rules/rip.smk"
 include: "workflow/rules/human_baselines.smk"
 include: "workflow/rules/coastalbench.smk"
 include: "workflow/rules/morphing_flow.smk"
+include: "workflow/rules/lfss.smk"
 include: "workflow/rules/summary.smk"
 
 
