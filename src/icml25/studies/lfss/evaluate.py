@@ -123,12 +123,13 @@ def claim2_lfss_improves(acc_base: Sequence[float], acc_lfss: Sequence[float], n
     if not (ab.shape == al.shape == nb.shape == nl.shape) or ab.ndim != 1:
         raise ValueError("claim2_lfss_improves: the four per-seed arrays must be 1-D of equal length (paired)")
     d_acc, d_nmi = al - ab, nl - nb
+    positive = d_acc > _EPS  # equal ACCs can differ by ~1e-17 in floating point: that is no improvement
     stat = {"d_acc_mean": float(d_acc.mean()), "d_nmi_mean": float(d_nmi.mean()),
-            "n_acc_positive": int((d_acc > 0).sum()), "d_acc": d_acc.tolist(), "d_nmi": d_nmi.tolist(),
+            "n_acc_positive": int(positive.sum()), "d_acc": d_acc.tolist(), "d_nmi": d_nmi.tolist(),
             "n": int(ab.size), "gate": bool(gate)}
     if not gate:
         return False, False, {**stat, "note": INADEQUATE}
-    rep = bool(d_acc.mean() > 0 and d_nmi.mean() > 0 and (d_acc > 0).sum() >= min_positive)
+    rep = bool(d_acc.mean() > _EPS and d_nmi.mean() > _EPS and positive.sum() >= min_positive)
     nrep = bool(d_acc.mean() < -harm - _EPS)
     return rep, nrep and not rep, stat
 

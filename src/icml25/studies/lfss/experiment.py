@@ -10,7 +10,6 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
 
 from .data import load_dataset, pca_kmeans_reference
 from .evaluate import claim1_statistics, kmeans_eval

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from .data import augment
-from .evaluate import cluster_metrics, kmeans_eval, mapped_correct, stability_correctness
+from .evaluate import cluster_metrics, mapped_correct, stability_correctness
 from .method import byol_loss, kmeans_cosine, prototype_loss, sample_stability_loss, stability_from_labels
 from .model import LFSSNet
 
