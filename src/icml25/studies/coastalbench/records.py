@@ -69,23 +69,24 @@ def rho_point_table(kind: Literal["rho", "u", "v", "w"], masks: Mapping[str, np.
     if kind not in ("u", "v"):
         raise ValueError(f"rho_point_table: kind must be rho, u, v or w, got {kind!r}")
     m = np.asarray(masks[f"mask_{kind}"]) > 0
-    jj, ii = np.mgrid[0:ny, 0:nx]
+    lo_ok = np.zeros((ny, nx), bool)
+    hi_ok = np.zeros((ny, nx), bool)
     if kind == "u":  # u[j, i-1] and u[j, i] bracket rho[j, i]; the u array is (ny, nx - 1)
-        lo_ok = np.zeros((ny, nx), bool)
-        hi_ok = np.zeros((ny, nx), bool)
         lo_ok[:, 1:], hi_ok[:, :-1] = m, m
-        lo_idx, hi_idx = jj * (nx - 1) + ii - 1, jj * (nx - 1) + ii
     else:  # v[j-1, i] and v[j, i] bracket rho[j, i]; the v array is (ny - 1, nx)
-        lo_ok = np.zeros((ny, nx), bool)
-        hi_ok = np.zeros((ny, nx), bool)
         lo_ok[1:, :], hi_ok[:-1, :] = m, m
-        lo_idx, hi_idx = (jj - 1) * nx + ii, jj * nx + ii
     valid = wet & (lo_ok | hi_ok)
     cells = np.flatnonzero(valid)
     lo, hi = lo_ok.ravel()[cells], hi_ok.ravel()[cells]
+    if kind == "u":  # flat u index of u[j, i] is j * (nx - 1) + i = cell - j
+        hi_idx = cells - cells // nx
+        lo_idx = hi_idx - 1
+    else:  # flat v index of v[j, i] is the rho cell's; v[j-1, i] is nx before
+        hi_idx = cells
+        lo_idx = cells - nx
     both = lo & hi
-    ia = np.where(lo, lo_idx.ravel()[cells], hi_idx.ravel()[cells]).astype(i32)
-    ib = np.where(hi, hi_idx.ravel()[cells], ia).astype(i32)
+    ia = np.where(lo, lo_idx, hi_idx).astype(i32)
+    ib = np.where(hi, hi_idx, ia).astype(i32)
     wa = np.where(both, 0.5, 1.0).astype(np.float32)
     wb = np.where(both, 0.5, 0.0).astype(np.float32)
     return RhoTable(cells.astype(i32), ia, ib, wa, wb, invalid=np.flatnonzero(~valid).astype(i32))
@@ -287,6 +288,7 @@ class _Shared:
         self.plans: dict[int, dict[str, _Plan]] = {}
         self.tables: dict[tuple, kernels.SourceTable] = {}
         self.buffer = np.empty(0, np.float32)
+        self.largest = 0
 
     def close(self) -> None:
         if self.nc is not None:
@@ -310,11 +312,12 @@ class RomsRecords:
     validated like :func:`.roms.open_roms`; records are read with ``preadv`` at the storage chunks' offsets or
     through netCDF-C (see the module docstring) into one reused buffer; land is never looked at, since the kernels
     read only the valid cells of :func:`rho_point_table`. ``chunk_time`` records form one statistics chunk (the
-    Chan merge unit).
+    Chan merge unit). ``direct_io=False`` reads everything through netCDF-C.
     """
 
     def __init__(self, paths: str | Path | Sequence[str | Path], variables: Sequence[str] | None = None, *,
-                 chunk_time: int = 1, _parent: RomsRecords | None = None, _rows: np.ndarray | None = None) -> None:
+                 chunk_time: int = 1, direct_io: bool = True, _parent: RomsRecords | None = None,
+                 _rows: np.ndarray | None = None) -> None:
         if _parent is not None:
             self.__dict__.update(_parent.__dict__)
             self.rows = _rows  # files, plans and the record buffer are shared: read one selection at a time
@@ -333,6 +336,7 @@ class RomsRecords:
         if int(chunk_time) < 1:
             raise ValueError(f"RomsRecords: chunk_time must be >= 1, got {chunk_time}")
         self.chunk_time = int(chunk_time)
+        self.direct_io = bool(direct_io)
         info = validate_files(self.paths, self.variables)
         self.sizes = info["sizes"]
         self.grid = info["grid"]
@@ -414,7 +418,11 @@ class RomsRecords:
         plans = self._io.plans.get(f)
         if plans is None:
             layouts = {v: self.natural_layout(v) for v in self.variables}
-            plans = self._io.plans[f] = hdf5_plans(self.paths[f], self.variables, layouts, self.file_records[f])
+            plans = hdf5_plans(self.paths[f], self.variables, layouts, self.file_records[f]) if self.direct_io else {}
+            self._io.plans[f] = plans
+            # the largest record of any variable: one buffer from the start (fresh pages are slow to touch)
+            self._io.largest = max(self._io.largest, *(plans[v].layout.size if v in plans else layouts[v].size
+                                                       for v in self.variables))
         return plans
 
     def _fd(self, f: int) -> int:
@@ -445,7 +453,7 @@ class RomsRecords:
 
     def _buffer(self, n: int) -> np.ndarray:
         if self._io.buffer.size < n:  # one buffer for every variable: fresh pages are touched once
-            self._io.buffer = np.empty(n, np.float32)
+            self._io.buffer = np.empty(max(n, self._io.largest), np.float32)
         return self._io.buffer[:n]
 
     def read_raw(self, name: str, t: int) -> tuple[np.ndarray, SourceLayout]:

@@ -1,9 +1,11 @@
 """Streaming wet-cell statistics and z-scored training shards (spec "Ingestion" steps 4-5).
 
-Statistics are per channel (variable x level): each ``ocean_time`` chunk is computed alone (synchronous dask,
-so one chunk is in memory at a time) and summarised as (n, mean, M2, min, max) over non-NaN cells; chunks are
-merged with Chan et al.'s parallel update, so the result does not depend on the chunking and never needs a
-second pass. Shards are written chunk by chunk into a memory-mapped ``.npy`` that is renamed into place.
+Statistics are per channel (variable x level): each ``ocean_time`` chunk is computed alone and summarised as
+(n, mean, M2, min, max) over wet cells; chunks are merged with Chan et al.'s parallel update, so the result does
+not depend on the chunking and never needs a second pass. Two sources give the same numbers: a lazy
+``open_roms`` dataset (synchronous dask, one chunk in memory, NaN skipped) and the direct reader
+:class:`~.records.RomsRecords` (one record of one variable in memory, the grid masks say which cells count, one
+compiled sweep per record; the fast path). Shards are appended front to back and renamed into place.
 """
 from __future__ import annotations
 
@@ -251,11 +253,12 @@ def write_shard(path: str | Path, ds, variables: Sequence[str], stats: Mapping[s
     """Write ``ds`` (one day) as a z-scored (T, C, H, W) ``.npy`` (land = 0), atomically.
 
     ``ds`` is a dataset of one day or a :class:`~.records.RomsRecords` of that day's records (``select``; the fast
-    path: one read per record and variable, values z-scored straight into a float32 level buffer and cast into
-    the record's float16 block, which is appended to the file). Channels follow :func:`channel_list`. One
-    ``ocean_time`` chunk of every variable is assembled at a time and
-    appended with plain sequential writes (no memory map, so resident memory stays one time block whatever the
-    shard size). A zero std is replaced by 1 (constant channel). Returns the shape.
+    path: one read per record and variable, z-scored and rounded to float16 by the compiled kernel straight into
+    the staging buffer of a :class:`~.shardfile.NpyStreamWriter`, which writes it with ``O_DIRECT`` where the
+    file system allows). On a dataset, one ``ocean_time`` chunk of every variable is assembled at a time and
+    appended with plain sequential writes. Either way resident memory stays one record or time block whatever
+    the shard size. Channels follow :func:`channel_list`. A zero std is replaced by 1 (constant channel).
+    Returns the shape.
     """
     if _is_records(ds):
         return _write_shard_records(path, ds, variables, stats, dtype=dtype)
