@@ -329,6 +329,7 @@ def test_direct_reads_equal_netcdf4_on_every_storage_layout(roms_files, tmp_path
     level pairs, two records per chunk, big-endian, contiguous) give netCDF4's values record by record; the
     compressed variable and netCDF-3 go through netCDF-C. Statistics agree with the compressed original and the
     shards are bit for bit the same."""
+    pytest.importorskip("h5py")
     paths, _, _ = roms_files
     variables = ["zeta", "u", "v", "temp", "salt", "w", "AKs", "Pair"]
     storage = {"temp": {"chunksizes": (1, 3, 7, 9)}, "u": {"chunksizes": (2, 2, 5, 6)},
@@ -372,12 +373,11 @@ def test_direct_reads_equal_netcdf4_on_every_storage_layout(roms_files, tmp_path
 
 
 def test_direct_read_of_a_truncated_file_names_file_and_variable(roms_files, tmp_path):
+    h5py = pytest.importorskip("h5py")
     paths, _, _ = roms_files
     f = _restore(paths[1], tmp_path / paths[1].name, {"temp": {"chunksizes": (1, 4, 24, 32)}})
     src = RomsRecords([f], ["temp"])
     assert src.direct("temp")  # plans made while the file was whole
-    import h5py
-
     with h5py.File(f, "r") as h5:  # cut the file inside the last chunk of temp
         end = max(h5["temp"].id.get_chunk_info(i).byte_offset for i in range(24))
     os.truncate(f, end + 100)

@@ -3,7 +3,7 @@
 :class:`RomsRecords` reads one record of one variable at a time into one reused float32 buffer and hands it to the
 kernels of :mod:`.kernels` with a table of where each valid rho cell's value lies in it. Two ways to read:
 
-* **direct** (uncompressed float32 HDF5/netCDF-4 variables, the format of the real CoastalBench files): the byte
+* **direct** (uncompressed float32 HDF5/netCDF-4 variables, as the benchmark writes; needs ``h5py``): the byte
   offset of every storage chunk is looked up once per file with ``h5py``, and a record is read with ``os.preadv``
   straight into the buffer, chunk by chunk in file order, so the buffer holds the record *in its storage tiles*
   (:class:`SourceLayout`); the kernels' tables are built for that layout, so nothing is rearranged. Big-endian
@@ -186,7 +186,7 @@ def hdf5_plans(path: str, names: Sequence[str], layouts: Mapping[str, SourceLayo
     h5py cannot open (netCDF-3, no h5py). ``layouts``: each variable's natural layout (shape check)."""
     try:
         import h5py
-    except ImportError:  # pragma: no cover - h5py ships with the coastalbench extra
+    except ImportError:  # pragma: no cover - without h5py every read goes through netCDF-C
         return {}
     try:
         fh = h5py.File(path, "r")
