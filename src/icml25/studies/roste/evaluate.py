@@ -10,6 +10,7 @@ check; thresholds are the spec's and are constants here, not configuration.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -48,11 +49,16 @@ def greedy_answers(params: Mapping[str, Tensor], online: Mapping[str, Tensor | N
     return x[:, prompts.shape[1]:]
 
 
-def rouge_l(predictions: Sequence[str], references: Sequence[str]) -> float:
-    """Mean ROUGE-L F1 (rouge-score) of prediction/reference strings; an empty prediction scores 0."""
+@lru_cache(maxsize=1)
+def _scorer() -> Any:
     from rouge_score import rouge_scorer
 
-    scorer = rouge_scorer.RougeScorer(["rougeL"])
+    return rouge_scorer.RougeScorer(["rougeL"])
+
+
+def rouge_l(predictions: Sequence[str], references: Sequence[str]) -> float:
+    """Mean ROUGE-L F1 (rouge-score) of prediction/reference strings; an empty prediction scores 0."""
+    scorer = _scorer()
     return float(np.mean([scorer.score(r, p)["rougeL"].fmeasure for p, r in zip(predictions, references)]))
 
 

@@ -59,7 +59,7 @@ def pretrain(cfg: ModelConfig, sequences: Tensor, steps: int, batch: int, lr: fl
         loss.backward()
         opt.step()
         sched.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
     return model, losses
 
 
@@ -100,7 +100,7 @@ def sft(params: Mapping[str, Tensor], online: Mapping[str, Tensor | None], cfg: 
         loss.backward()
         opt.step()
         sched.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
     if e_every:
         e_w.append((steps, weight_error(p, cfg, eq)))
     return {"params": {k: v.detach() for k, v in p.items()}, "loss": losses, "e_w": e_w,
