@@ -39,6 +39,7 @@ include: "workflow/rules/rip.smk"
 include: "workflow/rules/human_baselines.smk"
 include: "workflow/rules/coastalbench.smk"
 include: "workflow/rules/adaptive_adversary.smk"
+include: "workflow/rules/coalition_attribution.smk"
 include: "workflow/rules/summary.smk"
 
 
