@@ -40,6 +40,7 @@ include: "workflow/rules/human_baselines.smk"
 include: "workflow/rules/coastalbench.smk"
 include: "workflow/rules/adaptive_adversary.smk"
 include: "workflow/rules/coalition_attribution.smk"
+include: "workflow/rules/kernel_adaptation.smk"
 include: "workflow/rules/summary.smk"
 
 
