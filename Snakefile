@@ -42,6 +42,8 @@ include: "workflow/rules/adaptive_adversary.smk"
 include: "workflow/rules/coalition_attribution.smk"
 include: "workflow/rules/kernel_adaptation.smk"
 include: "workflow/rules/roste.smk"
+include: "workflow/rules/morphing_flow.smk"
+include: "workflow/rules/lfss.smk"
 include: "workflow/rules/summary.smk"
 
 
