@@ -16,15 +16,6 @@ _ME_SPLITS = [
 ]
 
 
-def _me_chunk_splits(w):
-    seeds = seed_chunks(_ME)[int(w.chunk)]
-    return [
-        res(_ME, "processed", f"lt_{p}_seed{s}.npz")
-        for s in seeds
-        for p in _ME_CFG["profiles"]
-    ]
-
-
 rule meta_expert__download:
     output:
         raw=[res(_ME, "raw", name) for name in _ME_RAW[_ME_CFG["dataset"]]],
@@ -62,12 +53,17 @@ rule meta_expert__preprocess:
     params:
         **stage_params(_ME, "preprocess"),
     shell:
-        stage_cmd(_ME, "preprocess") + " --in {input.raw} --out {output.splits} > {log} 2>&1"
+        stage_cmd(_ME, "preprocess")
+        + " --in {input.raw} --out {output.splits} > {log} 2>&1"
 
 
 rule meta_expert__train:
     input:
-        splits=_me_chunk_splits,
+        splits=lambda w: [
+            res(_ME, "processed", f"lt_{p}_seed{s}.npz")
+            for s in seed_chunks(_ME)[int(w.chunk)]
+            for p in _ME_CFG["profiles"]
+        ],
     output:
         summary=res(_ME, "models", "{arm}", "chunk{chunk}.json"),
         model=res(_ME, "models", "{arm}", "chunk{chunk}.pt"),
@@ -84,7 +80,7 @@ rule meta_expert__train:
     threads: _ME_CFG["train"]["threads"]
     resources:
         mem_mb=32000 if _ME_PAPER else 2000,
-        runtime=1800 if _ME_PAPER else 30,
+        runtime=1500 * len(_ME_CFG["profiles"]) if _ME_PAPER else 30,  # ~20 GPU-h per run
         gpu=1 if _ME_PAPER else 0,
     params:
         **stage_params(_ME, "train"),
