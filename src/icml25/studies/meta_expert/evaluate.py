@@ -32,7 +32,7 @@ SUM_TOL = 1e-6  # check 4: DEA weights sum to 1 within this
 
 
 def _interval_accs(pred: torch.Tensor, y: torch.Tensor, iv: torch.Tensor) -> dict[str, float]:
-    hit = (pred == y).float()
+    hit = (pred == y).double()  # exact k / n in float64
     out = {"top1": float(hit.mean())}
     for i, name in enumerate(INTERVALS):
         sel = iv == i
@@ -149,14 +149,15 @@ def decide_improvement(meta: Sequence[float], fixmatch: Sequence[float], cpe: Se
     """Claim 3: paired top-1 differences (points) Meta-Expert − FixMatch and Meta-Expert − CPE over runs (same
     seed and profile), percentile-bootstrap 95 % CI of the mean. Reproduced if for both the mean is > 0 and the
     CI lower bound > −0.5 pt; not reproduced if the CI upper bound is < 0 for either; else inconclusive.
-    Inputs are accuracies in [0, 1]."""
+    Inputs are accuracies in [0, 1]; the differences are rounded to 1e-6 pt (accuracies are multiples of 1/n_test,
+    0.1 pt for 1000 test images, so anything finer is float32 noise that would otherwise decide exact boundaries)."""
     me, fm, cp = (np.asarray(a, dtype=float) for a in (meta, fixmatch, cpe))
     if not me.size or not (fm.size == cp.size == me.size):
         raise ValueError("decide_improvement: need equal, non-empty per-run arrays")
     stat: dict[str, Any] = {"runs": int(me.size)}
     ok, bad = [], []
     for name, other in (("vs_fixmatch", fm), ("vs_cpe", cp)):
-        d = 100.0 * (me - other)
+        d = np.round(100.0 * (me - other), 6)
         lo, hi = bootstrap_ci(d, n_resamples=n_resamples, seed=seed)
         stat[name] = {"mean_pt": float(d.mean()), "ci_low_pt": lo, "ci_high_pt": hi, "diffs_pt": d.round(3).tolist()}
         ok.append(d.mean() > 0 and lo > IMPROVEMENT_MARGIN_PT)

@@ -34,7 +34,7 @@ def interval_accuracy_figure(doc: Mapping[str, Any]):
         ax.bar(x + (i - (len(names) - 1) / 2) * width, acc[name], width, label=name)
     ax.set_xticks(x, intervals)
     ax.set_ylabel("test accuracy (mean over runs)")
-    ax.set_ylim(0, 1.05)
+    ax.set_ylim(0, 1.18)  # room for the legend
     ax.set_title(title)
     ax.legend(fontsize=8, ncol=len(names))
     fig.tight_layout()
