@@ -42,7 +42,7 @@ def _logits(seed: int, k: int = 3, b: int = 7, c: int = 10) -> torch.Tensor:
 # ----------------------------------------------------------------------------------------- claim 4 identities
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(seed=st.integers(0, 10_000), k=st.integers(0, 2))
 def test_one_hot_weights_return_that_expert(seed, k):
     z = _logits(seed)
@@ -56,7 +56,7 @@ def test_one_hot_weights_return_that_expert(seed, k):
                           atol=0, rtol=0)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(seed=st.integers(0, 10_000))
 def test_tau_zero_is_the_identity_and_tau_adds_the_log_prior(seed):
     z = _logits(seed)[0]
@@ -65,7 +65,7 @@ def test_tau_zero_is_the_identity_and_tau_adds_the_log_prior(seed):
     assert torch.allclose(meta_expert.adjust_logits(z, lp, 2.0) - z, (2 * lp).expand_as(z))
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(seed=st.integers(0, 10_000), shifts=st.lists(st.floats(-50, 50), min_size=3, max_size=3))
 def test_train_aggregate_invariant_to_per_expert_constant_shifts(seed, shifts):
     z = _logits(seed)
@@ -84,7 +84,7 @@ torch.manual_seed(0)
 _EST = M.MembershipEstimator((8, 8, 16, 32), 10, 2, 4)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(seed=st.integers(0, 10_000), scale=st.floats(0.1, 30))
 def test_reweighted_w_is_on_the_simplex(seed, scale):
     est = _EST
@@ -468,7 +468,8 @@ def test_smoke_pipeline_through_snakemake(tmp_path):
     assert "model/config.json" in [a.path for a in client.list_artifacts(job.info.run_id, "model")]
     evaluate = next(x for x in runs if x.data.tags.get("stage") == "evaluate" and x.data.tags["run_level"] == "job")
     assert evaluate.data.metrics["verdicts/checks_hold"] == 1.0
-    assert elapsed < 120  # smoke <= ~20 s on a quiet machine; generous here for a loaded CI box
+    cpu = sum(float(p.read_text().splitlines()[1].split("\t")[9]) for p in (r / "benchmarks").glob("*.tsv"))
+    assert 0 < cpu < 60, (cpu, elapsed)  # jobs' summed cpu_time (≈ 17 s); wall time depends on the machine's load
 
 
 def test_public_api_exports():
