@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import pickle
-import time
 
 import numpy as np
 import pytest
@@ -25,7 +24,7 @@ from icml25.studies.meta_expert.__main__ import main as stage_cli
 from icml25.studies.meta_expert.config import Config
 from icml25.studies.meta_expert.train import build_model, train_arm
 
-from conftest import ROOT, clean_env, copy_project, run_snakemake, tail
+from conftest import ROOT
 
 YAML = ROOT / "config/studies/meta_expert.yaml"
 SPEC_ENTRIES = ("c1_specialisation", "c2_routing", "c3_improvement", "c4_identities")
@@ -422,13 +421,8 @@ def test_unpinned_svhn_is_refused_then_md5_checked(tmp_path, monkeypatch):
 # ------------------------------------------------------------------------------------------ smoke pipeline
 
 
-def test_smoke_pipeline_through_snakemake(tmp_path):
-    work = copy_project(tmp_path / "proj")
-    t0 = time.perf_counter()
-    out = run_snakemake(work, "--cores", "2", "--config", "studies=[meta_expert]", "scale=smoke",
-                        env=clean_env(), timeout=600)
-    elapsed = time.perf_counter() - t0
-    assert out.returncode == 0, tail(out)
+def test_smoke_pipeline_through_snakemake(smoke_run):
+    work = smoke_run  # the session's smoke run of every study (tests/conftest.py)
     r = work / "results/smoke/meta_expert"
     doc = load_claims(r / "claims.json")
     assert [c["id"] for c in doc["claims"]] == list(SPEC_ENTRIES) and doc["seeds"] == [0]
@@ -468,8 +462,7 @@ def test_smoke_pipeline_through_snakemake(tmp_path):
     assert "model/config.json" in [a.path for a in client.list_artifacts(job.info.run_id, "model")]
     evaluate = next(x for x in runs if x.data.tags.get("stage") == "evaluate" and x.data.tags["run_level"] == "job")
     assert evaluate.data.metrics["verdicts/checks_hold"] == 1.0
-    cpu = sum(float(p.read_text().splitlines()[1].split("\t")[9]) for p in (r / "benchmarks").glob("*.tsv"))
-    assert 0 < cpu < 60, (cpu, elapsed)  # jobs' summed cpu_time (≈ 17 s); wall time depends on the machine's load
+    assert len(list((r / "benchmarks").glob("*.tsv"))) == 7  # every job measured (time: the benchmark files)
 
 
 def test_public_api_exports():
