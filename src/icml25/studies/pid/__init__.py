@@ -1,6 +1,5 @@
-"""pid — PiD: Generalized AI-Generated Images Detection with Pixelwise Decomposition Residuals (ICML 2025,
-https://icml.cc/virtual/2025/poster/ — see the study README). The README describes what is implemented and
-reconstructed.
+"""pid — PiD: Generalized AI-Generated Images Detection with Pixelwise Decomposition Residuals (ICML 2025).
+The study README describes what is implemented and reconstructed.
 
 Public API, re-exported lazily (PEP 562) so that importing the package does not import torch:
 

@@ -58,7 +58,6 @@ def run(settings: Mapping, arm: str, seed: int, data: dict | None = None) -> dic
     ``units`` (n_test,) per-crop held-out scores for the paired bootstrap of claim 3."""
     s = settings
     data = prepare(s) if data is None else data
-    torch.set_num_threads(max(1, torch.get_num_threads()))
     det, curves = train_detector(data["train_real"], data["train_fakeA"], arm, s["det_epochs"], seed, s["det_lr"],
                                  s["batch"], s["step"], s["colour_space"], s["noise_amp"])
     real = _scores(det, data["test_real"], arm, s)
