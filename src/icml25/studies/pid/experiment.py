@@ -78,3 +78,33 @@ def run(settings: Mapping, arm: str, seed: int, data: dict | None = None) -> dic
         m[f"test/acc_heldout_jpeg{q}"] = float(heldout_unit_scores(c["real"] <= 0, c["fakeB"] > 0,
                                                                    c["fakeC"] > 0).mean())
     return {"arm": arm, "seed": int(seed), "curves": curves, "metrics": m, "units": units, "model": det}
+
+
+def checks(settings: Mapping, data: dict) -> dict:
+    """Claims 1 and 2 (checks): the bound over all colours (or ``bound_random`` random ones) and the pixelwise
+    invariances on the first 32 test crops. Returns {"bound": (holds, stat), "invariance": (holds, stat)}."""
+    from .evaluate import decide_bound, decide_invariance, invariance_check
+    from .method import bound_check
+    s = settings
+    x = data["test_real"][:32]
+    bound = decide_bound(bound_check(s["bound_steps"], s["colour_space"], n_random=s["bound_random"]))
+    inv = decide_invariance(invariance_check(x, s["step"], s["colour_space"], lut_red=int(x[0, 0, 0, 0])))
+    return {"bound": bound, "invariance": inv}
+
+
+def summarise(settings: Mapping, runs: list[dict]) -> dict:
+    """Per-arm seed means of every metric, and claim 3 from the paired per-crop units of ``pid`` and ``rgb``
+    (pooled across the seeds both arms ran). Claim 4 (robustness) is reported in the per-arm means."""
+    from .evaluate import decide_generalisation
+    by_arm: dict[str, dict[int, dict]] = {}
+    for r in runs:
+        by_arm.setdefault(r["arm"], {})[r["seed"]] = r
+    table = {arm: {k: float(np.mean([r["metrics"][k] for r in rs.values()])) for k in next(iter(rs.values()))["metrics"]}
+             for arm, rs in by_arm.items()}
+    out: dict = {"table": table}
+    if "pid" in by_arm and "rgb" in by_arm:
+        seeds = sorted(set(by_arm["pid"]) & set(by_arm["rgb"]))
+        p = np.stack([by_arm["pid"][s]["units"] for s in seeds])
+        q = np.stack([by_arm["rgb"][s]["units"] for s in seeds])
+        out["generalisation"] = decide_generalisation(p, q, settings["bootstrap_resamples"])
+    return out
