@@ -94,15 +94,25 @@ def array_sha256(arr: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(arr).tobytes()).hexdigest()
 
 
-def load_real_image(name: str) -> np.ndarray:
-    """Real image ``name`` as read-only (H, W, 3) uint8, file and decoded-array hashes verified."""
-    raw = image_bytes(name)  # raises DataError for an unknown name
+def load_real_image(name: str, path=None) -> np.ndarray:
+    """Real image ``name`` as read-only (H, W, 3) uint8, file and decoded-array hashes verified; read from its
+    wheel, or from the file ``path`` (a copy made by the download stage) when given."""
+    if path is None:
+        raw = image_bytes(name)  # raises DataError for an unknown name
+        where = f"{REAL_IMAGES[name].package}/{REAL_IMAGES[name].path}"
+    else:
+        if name not in REAL_IMAGES:
+            raise DataError(f"{path}: real image {name!r} unknown; known: {sorted(REAL_IMAGES)}")
+        raw, where = open(path, "rb").read(), str(path)
+        got = hashlib.sha256(raw).hexdigest()
+        if got != REAL_IMAGES[name].sha256:
+            raise DataError(f"{where}: sha256 {got} differs from the pinned {REAL_IMAGES[name].sha256}")
     im = REAL_IMAGES[name]
-    arr = decode_rgb(raw, f"{im.package}/{im.path}")
+    arr = decode_rgb(raw, where)
     if arr.shape[:2] != im.shape:
-        raise DataError(f"{im.package}/{im.path}: decoded shape {arr.shape[:2]} differs from {im.shape}")
+        raise DataError(f"{where}: decoded shape {arr.shape[:2]} differs from {im.shape}")
     if im.array_sha256 and array_sha256(arr) != im.array_sha256:
-        raise DataError(f"{im.package}/{im.path}: decoded array sha256 {array_sha256(arr)} differs from the pinned "
+        raise DataError(f"{where}: decoded array sha256 {array_sha256(arr)} differs from the pinned "
                         f"{im.array_sha256} (different JPEG decoder?)")
     arr.flags.writeable = False
     return arr
@@ -135,13 +145,13 @@ def extract_crops(img: np.ndarray, size: int = 64, stride: int = 32, min_std: fl
 
 
 def real_crops(images, size: int = 64, stride: int = 32, min_std: float = 2.0, max_crops: int = 256,
-               seed: int = 0) -> dict[str, np.ndarray]:
+               seed: int = 0, paths=None) -> dict[str, np.ndarray]:
     """Crops of every image in ``images`` (names): ``x`` (n, size, size, 3) uint8, ``source`` (n,) image index into
     ``names``, ``pos`` (n, 2), ``names`` and ``is_jpeg`` (n,) bool (source file format)."""
     xs, src, pos = [], [], []
     names = tuple(images)
     for i, name in enumerate(names):
-        c, p = extract_crops(load_real_image(name), size, stride, min_std, max_crops, seed)
+        c, p = extract_crops(load_real_image(name, (paths or {}).get(name)), size, stride, min_std, max_crops, seed)
         xs.append(c)
         pos.append(p)
         src.append(np.full(len(c), i, dtype=np.int64))
