@@ -244,3 +244,41 @@ def test_decide_generalisation_verdicts():
     assert (rep, notrep) == (False, False) and stat["gate"]
     with pytest.raises(ValueError, match="paired"):
         decide_generalisation(np.zeros((3, 5)), np.zeros((3, 6)))
+
+
+def test_config_scales_validate_and_default_is_the_budgeted_grid():
+    from icml25.core.config import build, load_yaml, merge_scale
+    from icml25.studies.pid.config import Config, settings_of
+    y = load_yaml(PKG.parents[3] / "config/studies/pid.yaml")
+    cfgs = {s: build(Config, merge_scale(y, s)) for s in ("smoke", "default", "paper")}
+    assert cfgs["default"].seeds == (0, 1, 2) and cfgs["default"].residual.bound_random is None
+    assert cfgs["smoke"].residual.bound_random == 100_000 and len(cfgs["smoke"].seeds) == 1
+    assert cfgs["paper"].data.dataset == "genimage" and cfgs["paper"].detector.backbone == "resnet50"
+    s = settings_of(cfgs["default"])
+    assert s["det_epochs"] == 4 and s["max_crops"] == 64 and s["ae_seed"] == 0 and s["batch"] == 64
+
+
+def test_smoke_pipeline_claims(smoke_run):
+    import json
+
+    from icml25.core.claims import load_claims
+    r = smoke_run / "results/smoke/pid"
+    doc = load_claims(r / "claims.json")
+    by = {c["id"]: c for c in doc["claims"]}
+    assert list(by) == ["residual_bound", "pixelwise_invariance", "heldout_generalisation", "robustness_report"]
+    assert doc["seeds"] == [0]
+    for cid in ("residual_bound", "pixelwise_invariance"):
+        assert by[cid]["kind"] == "check" and by[cid]["holds"] is True and by[cid]["verdict"] == "reproduced"
+    assert by["residual_bound"]["statistic"]["n_colours"] == 100_000
+    assert max(by["residual_bound"]["statistic"]["max_excess"]) < 0
+    assert by["pixelwise_invariance"]["statistic"]["resize_commutes"] is False
+    for cid in ("heldout_generalisation", "robustness_report"):  # one seed: inconclusive
+        assert by[cid]["kind"] == "claim" and by[cid]["verdict"] == "inconclusive"
+        assert by[cid]["evidence"] == {"n": 1, "unit": "seeds", "paper_data": None}
+    assert by["heldout_generalisation"]["statistic"]["gate"] == "fewer than 3 seeds"
+    ev = json.loads((r / "metrics/eval.json").read_text())
+    assert set(ev["arms"]) == {"rgb", "pid", "pid_noise", "npr"}
+    for m in ev["arms"].values():
+        assert 0.0 <= m["test/acc_heldout"] <= 1.0 and 0.0 <= m["test/auc_A"] <= 1.0
+    assert (r / "figures/residual_examples.png").stat().st_size > 1000
+    assert (r / "figures/acc_by_generator.png").stat().st_size > 1000
