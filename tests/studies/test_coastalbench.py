@@ -574,6 +574,17 @@ def test_n_levels_below_three_rejected_and_input_channels_fixed():
     assert len(state_channel_names(2)) == 9
 
 
+def test_every_exported_name_resolves():
+    """``__all__`` names only what exists (a stale ``write_preview`` export raised AttributeError) and covers the
+    spec's public API."""
+    import icml25.studies.coastalbench as m
+
+    for name in m.__all__:
+        assert getattr(m, name) is not None, name
+    assert {"open_roms", "open_preview", "zlevels", "normalisation_stats", "CoastalViT", "persistence",
+            "Climatology"} <= set(m.__all__)
+
+
 def test_config_module_does_not_import_torch():
     import subprocess
     import sys
