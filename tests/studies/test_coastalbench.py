@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import shutil
-import time
 import tracemalloc
 import warnings
 from pathlib import Path
@@ -644,7 +643,6 @@ def test_smoke_all_stages_through_the_cli(tmp_path):
     def run(*argv):
         assert stage_main("coastalbench", Config, STAGES, [*argv, "--scale", "smoke", "--no-track"]) == 0
 
-    t0 = time.perf_counter()
     r = tmp_path / "results" / "coastalbench"
     his = [r / "raw" / f"ocean_his_2008010{d}.nc" for d in (2, 3)]
     run("download", "--out", str(r / "raw/manifest.csv"), str(r / "raw/preview"), *map(str, his))
@@ -669,7 +667,6 @@ def test_smoke_all_stages_through_the_cli(tmp_path):
         "--out", str(r / "claims.json"), str(r / "metrics/eval.json"), str(r / "metrics/example.npz"))
     run("report", "--in", str(r / "metrics/eval.json"), str(r / "claims.json"), str(r / "metrics/example.npz"),
         "--out", str(r / "figures/rmse_vs_lead.png"), str(r / "figures/prediction_map.png"), str(r / "report.md"))
-    elapsed = time.perf_counter() - t0
     doc = load_claims(r / "claims.json")
     ids = [c["id"] for c in doc["claims"]]
     assert ids == [*INGEST_IDS, "vit_vs_persistence", "vit_vs_climatology", "error_growth"]
@@ -690,7 +687,6 @@ def test_smoke_all_stages_through_the_cli(tmp_path):
     ex = np.load(r / "metrics/example.npz")
     assert "vit" in ex and np.abs(ex["vit"] - ex["truth"]).max() > 0
     assert (r / "figures/rmse_vs_lead.png").stat().st_size > 0
-    assert elapsed < 60, f"smoke stages took {elapsed:.1f} s (budget 20 s on an idle 2-core machine)"
 
 
 # ------------------------------------------------------------------------------------------ claims, verdicts
