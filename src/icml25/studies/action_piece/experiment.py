@@ -182,9 +182,9 @@ def run(settings: Mapping[str, Any], arm: str, seed: int, items: Sequence[tuple[
             opt.zero_grad()
             loss.backward()
             opt.step()
-            losses.append(float(loss))
+            losses.append(loss.item())
             if log:
-                log("train_loss", float(loss), step)
+                log("train_loss", losses[-1], step)
             step += 1
         ev = evaluate_cases(model, tok, valid, items, mode, 1, inf["beams"], np.random.default_rng([seed, 2]))
         v = ranking_metrics(ev["q1"])["ndcg10"]
