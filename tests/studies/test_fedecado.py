@@ -446,3 +446,21 @@ def test_smoke_settings_and_every_arm_runs():
         assert 0.1 < r["metrics"]["test_acc"] <= 1.0, arm  # two rounds already beat chance
     # arms of one seed share data, partition and client schedule: FedAvg and FedProx (μ tiny) nearly agree
     assert abs(res["fedavg"]["metrics"]["test_acc"] - res["fedprox"]["metrics"]["test_acc"]) < 0.05
+
+
+def test_own_mnist5k_and_partitioner_equal_core_datasets():
+    """Before the study's copies are replaced by icml25.core.datasets: identical arrays, splits and partitions."""
+    from icml25.core import datasets as C
+
+    Xc, yc = C.load_mnist5k()
+    Xf, yf = D.load_mnist5k()
+    assert np.array_equal(Xc, Xf) and np.array_equal(yc, yf) and (Xc.dtype, yc.dtype) == (Xf.dtype, yf.dtype)
+    for s in (0, 1, 2):
+        a, b = C.mnist5k_split(s), D.mnist5k_split(s)
+        assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) and a[k].dtype == b[k].dtype for k in a)
+    for y, K, alpha, m, s in [(np.repeat(np.arange(10), 400), 20, 0.1, 10, 0),
+                              (np.repeat(np.arange(10), 400), 20, 0.1, 10, 2),
+                              (np.random.default_rng(0).integers(0, 10, 777), 7, 0.5, 5, 3),
+                              (np.repeat(np.arange(3), 11), 4, math.inf, 1, 3)]:
+        pa, pb = C.dirichlet_partition(y, K, alpha, m, s), D.dirichlet_partition(y, K, alpha, m, s)
+        assert len(pa) == len(pb) and all(np.array_equal(u, v) and u.dtype == v.dtype for u, v in zip(pa, pb))
