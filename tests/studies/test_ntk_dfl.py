@@ -524,3 +524,25 @@ def test_smoke_run_all_claims_computed():
     assert out["linear_identity"][0] and out["mixing_mean"][0]
     for cid in ("rounds_to_target", "averaging_gain", "accuracy"):
         assert verdict(out[cid][0], out[cid][1]) in ("reproduced", "not reproduced", "inconclusive")
+
+
+def test_own_mnist5k_split_and_partitioner_equal_core_datasets():
+    """Before the study's copies are replaced by icml25.core.datasets: identical arrays, splits and partitions."""
+    from icml25.core import datasets as C
+
+    Xc, yc = C.load_mnist5k()
+    Xn, yn = D.load_mnist5k()
+    assert np.array_equal(Xc, Xn) and np.array_equal(yc, yn) and (Xc.dtype, yc.dtype) == (Xn.dtype, yn.dtype)
+    for s in (0, 1, 2):
+        a, b = C.mnist5k_split(s), D.mnist5k_split(s)
+        assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) and a[k].dtype == b[k].dtype for k in a)
+    for y, K, alpha, m, s in [(np.repeat(np.arange(10), 120), 12, 0.1, 10, 0),
+                              (np.repeat(np.arange(10), 120), 12, 0.1, 10, 2),
+                              (np.random.default_rng(0).integers(0, 10, 777), 7, 0.5, 5, 3),
+                              (np.repeat(np.arange(10), 12), 6, math.inf, 10, 1)]:
+        pa, pb = C.dirichlet_partition(y, K, alpha, m, s), D.dirichlet_partition(y, K, alpha, m, s)
+        assert len(pa) == len(pb) and all(np.array_equal(u, v) and u.dtype == v.dtype for u, v in zip(pa, pb))
+    for s in (0, 1, 2):  # the partitions the default scale draws (on the features' labels)
+        y = D.features(s, 120, 32)["y_train"]
+        pa, pb = C.dirichlet_partition(y, 12, 0.1, 10, s), D.dirichlet_partition(y, 12, 0.1, 10, s)
+        assert all(np.array_equal(u, v) for u, v in zip(pa, pb))
