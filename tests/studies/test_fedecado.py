@@ -677,14 +677,11 @@ def test_train_rejects_unknown_arm_and_image_arm_without_data(tmp_path):
     assert not (tmp_path / "m.pt").exists()
 
 
-def test_smoke_pipeline_through_snakemake(tmp_path):
-    """All stages of the smoke scale through Snakemake in a copy of the project (temporary results and store):
-    claims.json holds every claim and check with its kind and evidence, the checks hold, MLflow has the runs."""
-    from conftest import copy_project, run_snakemake, tail
-
-    work = copy_project(tmp_path / "work")
-    out = run_snakemake(work, "--cores", "2", "--config", "studies=[fedecado]", "scale=smoke", timeout=600)
-    assert out.returncode == 0, tail(out)
+def test_smoke_pipeline_through_snakemake(smoke_run):
+    """All stages of the smoke scale through Snakemake (the session's shared smoke run of every study,
+    tests/conftest.py): claims.json holds every claim and check with its kind and evidence, the checks hold, the
+    outputs hold the values the claims rest on, MLflow has the runs with per-round curves and models."""
+    work = smoke_run
     r = work / "results" / "smoke" / "fedecado"
     doc = load_claims(r / "claims.json")
     assert [(c["id"], c["kind"]) for c in doc["claims"]] == [

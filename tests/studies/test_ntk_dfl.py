@@ -640,14 +640,11 @@ def test_run_on_saved_graphs_and_shards_equals_run_from_scratch():
 # ------------------------------------------------------------------------------------------------ smoke
 
 
-def test_smoke_pipeline_through_snakemake(tmp_path):
-    """All stages of the smoke scale through Snakemake in a copy of the project (temporary results and store):
-    claims.json holds every claim and check with its kind and evidence, the checks hold, MLflow has the runs."""
-    from conftest import copy_project, run_snakemake, tail
-
-    work = copy_project(tmp_path / "work")
-    out = run_snakemake(work, "--cores", "2", "--config", "studies=[ntk_dfl]", "scale=smoke", timeout=600)
-    assert out.returncode == 0, tail(out)
+def test_smoke_pipeline_through_snakemake(smoke_run):
+    """All stages of the smoke scale through Snakemake (the session's shared smoke run of every study,
+    tests/conftest.py): claims.json holds every claim and check with its kind and evidence, the checks hold, the
+    outputs hold the values the claims rest on, MLflow has the runs with per-round curves and models."""
+    work = smoke_run
     r = work / "results" / "smoke" / "ntk_dfl"
     doc = load_claims(r / "claims.json")
     assert [(c["id"], c["kind"]) for c in doc["claims"]] == [
