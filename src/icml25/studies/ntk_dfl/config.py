@@ -110,7 +110,7 @@ class Config(StudyConfig):
     threads: int = Field(1, ge=1, description="torch intra-op threads of a train job")
     device: Literal["cpu", "cuda"] = Field("cpu", description="torch device of the train jobs (cuda: paper scale)")
     checks: Checks = Field(Checks(), description="claim 4's synthetic problem")
-    bootstrap_resamples: int = Field(10000, ge=100, description="bootstrap resamples of claim 3's CI (spec: 10 000)")
+    bootstrap_resamples: int = Field(10000, ge=100, description="bootstrap resamples of claim 3's CI (the claim's rule: 10 000)")
 
     @model_validator(mode="after")
     def _consistent(self):
