@@ -46,6 +46,8 @@ include: "workflow/rules/morphing_flow.smk"
 include: "workflow/rules/lfss.smk"
 include: "workflow/rules/meta_expert.smk"
 include: "workflow/rules/action_piece.smk"
+include: "workflow/rules/fedecado.smk"
+include: "workflow/rules/ntk_dfl.smk"
 include: "workflow/rules/summary.smk"
 
 
