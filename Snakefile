@@ -44,6 +44,8 @@ include: "workflow/rules/kernel_adaptation.smk"
 include: "workflow/rules/roste.smk"
 include: "workflow/rules/morphing_flow.smk"
 include: "workflow/rules/lfss.smk"
+include: "workflow/rules/meta_expert.smk"
+include: "workflow/rules/action_piece.smk"
 include: "workflow/rules/summary.smk"
 
 
