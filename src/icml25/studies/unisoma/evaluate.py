@@ -99,5 +99,5 @@ def decide_data_safety(roundtrip_equal: bool, malicious_rejected: bool, side_eff
 def decide_param_match(unisoma_params: int, implicit_params: int, tol: float = 0.10) -> tuple[bool, dict]:
     """Baseline fairness: the implicit baseline's parameter count is within ±10% of Unisoma's."""
     ratio = implicit_params / unisoma_params
-    return bool(abs(ratio - 1) <= tol), {"unisoma_params": int(unisoma_params),
+    return bool(abs(ratio - 1) <= tol + 1e-12), {"unisoma_params": int(unisoma_params),
                                          "implicit_params": int(implicit_params), "ratio": float(ratio)}
