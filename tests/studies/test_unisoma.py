@@ -321,3 +321,15 @@ def test_smoke_pipeline_claims(smoke_run):
     assert len(metrics["per_sample"]["unisoma"]["0"]["rel_l2_pos"]) == 8
     assert (base / "figures" / "error_maps.png").stat().st_size > 10_000
     assert (base / "interim" / "bilateral_stamping" / "test.npz").exists()
+
+
+def test_paper_scale_stages_raise_a_clear_error():
+    from types import SimpleNamespace
+
+    from icml25.studies.unisoma.config import PaperSection
+    from icml25.studies.unisoma.stages import STAGES
+
+    stage = SimpleNamespace(scale="paper", name="train", config=SimpleNamespace(paper=PaperSection()))
+    for fn in ("download", "preprocess", "train", "evaluate"):
+        with pytest.raises(SystemExit, match="GPU node and the official pickles"):
+            STAGES[fn](stage, None)

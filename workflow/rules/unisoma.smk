@@ -10,7 +10,6 @@ _UNI_PAPER = SCALE == "paper"
 _UNI_SPLITS = ["train", "eval", "test"]
 _UNI_RAW = res("unisoma", "raw", "{dataset}_dataset_{split}.pkl")
 _UNI_DATASETS = list(_UNI["paper"]["datasets"]) if _UNI_PAPER else ["bilateral_stamping"]
-_UNI_ENV = "../../envs/unisoma.yaml"
 _UNI_INTERIM = res("unisoma", "interim", "{dataset}", "{split}.npz")
 _UNI_NORM = res("unisoma", "processed", "{dataset}", "normalisers.npz")
 _UNI_MODEL = (
@@ -28,7 +27,7 @@ rule unisoma__download:
     benchmark:
         bench("unisoma", "download")
     conda:
-        _UNI_ENV
+        "../../envs/unisoma.yaml"
     threads: 1
     resources:
         mem_mb=16000 if _UNI_PAPER else 2000,
@@ -52,7 +51,7 @@ rule unisoma__preprocess:
     wildcard_constraints:
         dataset="[a-z_]+",
     conda:
-        _UNI_ENV
+        "../../envs/unisoma.yaml"
     threads: 1
     resources:
         mem_mb=64000 if _UNI_PAPER else 2000,
@@ -94,7 +93,7 @@ rule unisoma__train:
         dataset="[a-z_]+",
         task="[a-z_]+",
     conda:
-        _UNI_ENV
+        "../../envs/unisoma.yaml"
     threads: 1
     resources:
         mem_mb=64000 if _UNI_PAPER else 2000,
@@ -132,7 +131,7 @@ rule unisoma__evaluate:
     benchmark:
         bench("unisoma", "evaluate")
     conda:
-        _UNI_ENV
+        "../../envs/unisoma.yaml"
     threads: 1
     resources:
         mem_mb=64000 if _UNI_PAPER else 2000,
@@ -161,7 +160,7 @@ rule unisoma__report:
     benchmark:
         bench("unisoma", "report")
     conda:
-        _UNI_ENV
+        "../../envs/unisoma.yaml"
     threads: 1
     resources:
         mem_mb=1000,
