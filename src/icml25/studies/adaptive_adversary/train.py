@@ -14,7 +14,7 @@ import pandas as pd
 
 from .data import ADVERSARIES, TRIAL_COLUMNS, TRUTHS, draw_sample, oblivious_sample, trial_rng
 from .method import LEARNERS, attack, budget, learn
-from .model import P0, Sample
+from .model import K, P0, Sample
 
 
 def grid(settings: Mapping[str, Any], adversary: str) -> Iterator[tuple[float, float, float, int]]:
@@ -39,9 +39,9 @@ def _outcome(h, sample: Sample) -> str:
 
 
 def simulate_trial(adversary: str, c: float, eta: float, m: int, budget_: int, seed: int, trial: int,
-                   ratio: float = math.nan) -> dict[str, Any]:
+                   ratio: float = math.nan, k: int = K) -> dict[str, Any]:
     """One trial: truth p₀ or q_A with probability ½ each, the adversary's sample, both learners. Returns a row
-    of the trial table (errors are exact total variation; failure = error > ½)."""
+    of the trial table (errors are exact total variation for sets of size ``k``; failure = error > ½)."""
     rng = trial_rng(seed, adversary, c, eta, m, trial)
     truth = TRUTHS[int(rng.integers(2))]
     a = b = -1
@@ -67,7 +67,7 @@ def simulate_trial(adversary: str, c: float, eta: float, m: int, budget_: int, s
         "a": a, "b": b, "inserted": inserted, "aborted": aborted,
     }
     for learner in LEARNERS:
-        h, err = learn(sample, learner)
+        h, err = learn(sample, learner, k)
         row[f"{learner}_out"] = _outcome(h, sample)
         row[f"{learner}_err"] = err
         row[f"{learner}_fail"] = err > 0.5
@@ -76,13 +76,14 @@ def simulate_trial(adversary: str, c: float, eta: float, m: int, budget_: int, s
 
 def simulate(settings: Mapping[str, Any], adversary: str, seed: int) -> pd.DataFrame:
     """All trials of one adversary and one seed over the grid of ``settings`` (keys ``c``, ``eta_over_c``,
-    ``eta_max``, ``m``, ``trials``, ``budget_rule``); one row per trial, columns :data:`TRIAL_COLUMNS`."""
+    ``eta_max``, ``m``, ``trials``, ``budget_rule``, ``K``); one row per trial, columns :data:`TRIAL_COLUMNS`."""
     rows = []
     rule = settings.get("budget_rule", "floor_eta_m")
+    k = int(settings.get("K", K))
     for c, ratio, eta, m in grid(settings, adversary):
         b = budget(eta, m, rule)
         for t in range(int(settings["trials"])):
-            rows.append(simulate_trial(adversary, c, eta, m, b, seed, t, ratio))
+            rows.append(simulate_trial(adversary, c, eta, m, b, seed, t, ratio, k))
     df = pd.DataFrame(rows, columns=list(TRIAL_COLUMNS))
     return df.astype({"n_zero": np.int64, "n_code_a": np.int64, "n_points": np.int64, "a": np.int64,
                       "b": np.int64, "inserted": np.int64, "aborted": bool, "decoder_fail": bool,
