@@ -62,25 +62,16 @@ rule unisoma__preprocess:
         stage_cmd("unisoma", "preprocess") + " --in {input} --out {output} > {log} 2>&1"
 
 
-def _uni_train_inputs(w):
-    dataset = w.get("dataset", "bilateral_stamping")
-    return [
-        *expand(_UNI_INTERIM, dataset=dataset, split=_UNI_SPLITS),
-        _UNI_NORM.format(dataset=dataset),
-    ]
-
-
-def _uni_train_args(w):
-    if _UNI_PAPER:
-        return f"--set paper_job={w.dataset}/{w.task}"
-    return f"--arm {w.arm} --seeds " + " ".join(
-        map(str, seed_chunks("unisoma")[int(w.chunk)])
-    )
-
-
 rule unisoma__train:
     input:
-        _uni_train_inputs,
+        lambda w: [
+            *expand(
+                _UNI_INTERIM,
+                dataset=w.get("dataset", "bilateral_stamping"),
+                split=_UNI_SPLITS,
+            ),
+            _UNI_NORM.format(dataset=w.get("dataset", "bilateral_stamping")),
+        ],
     output:
         _UNI_MODEL,
     log:
@@ -101,7 +92,13 @@ rule unisoma__train:
         gpu=1 if _UNI_PAPER else 0,
     params:
         **stage_params("unisoma", "train"),
-        args=_uni_train_args,
+        args=lambda w: (
+            f"--set paper_job={w.dataset}/{w.task}"
+            if _UNI_PAPER
+            else "--arm {} --seeds {}".format(
+                w.arm, " ".join(map(str, seed_chunks("unisoma")[int(w.chunk)]))
+            )
+        ),
     shell:
         stage_cmd("unisoma", "train") + " {params.args} --in {input} --out {output} > {log} 2>&1"
 
