@@ -48,6 +48,7 @@ include: "workflow/rules/meta_expert.smk"
 include: "workflow/rules/action_piece.smk"
 include: "workflow/rules/fedecado.smk"
 include: "workflow/rules/ntk_dfl.smk"
+include: "workflow/rules/unisoma.smk"
 include: "workflow/rules/summary.smk"
 
 
