@@ -18,17 +18,19 @@ _AP_ARMS = [a for a in _AP["arms"] if _AP_ML or not a.startswith("ml_")]
 _AP_MANIFEST = _ap_read_manifest(Path(_ap_pkg.__file__).with_name("manifest.csv"))
 
 
-def _ap_raw(ds):
-    return [res("action_piece", "raw", ds, "items.parquet"), res("action_piece", "raw", ds, "seqs.parquet")]
-
-
-def _ap_dataset(arm):
-    return "movielens" if arm.startswith("ml_") else _AP_MAIN
+# dataset -> its two raw tables; arm -> its dataset (ml_* arms train on MovieLens)
+_AP_RAW = {
+    ds: [res("action_piece", "raw", ds, f"{t}.parquet") for t in ("items", "seqs")]
+    for ds in [_AP_MAIN, "movielens"]
+}
+_AP_ARM_DATASET = {
+    a: "movielens" if a.startswith("ml_") else _AP_MAIN for a in _AP["arms"]
+}
 
 
 rule action_piece__prepare:
     output:
-        [p for ds in _AP_DATASETS for p in _ap_raw(ds)],
+        [p for ds in _AP_DATASETS for p in _AP_RAW[ds]],
     log:
         logf("action_piece", "prepare"),
     benchmark:
@@ -48,7 +50,7 @@ rule action_piece__prepare:
 
 rule action_piece__preprocess:
     input:
-        lambda w: _ap_raw(w.dataset),
+        lambda w: _AP_RAW[w.dataset],
     output:
         tok=res("action_piece", "processed", "{dataset}", "tokenizer.json"),
         stats=res("action_piece", "processed", "{dataset}", "vocab_stats.json"),
@@ -74,8 +76,8 @@ rule action_piece__preprocess:
 rule action_piece__train:
     input:
         lambda w: [
-            *_ap_raw(_ap_dataset(w.arm)),
-            res("action_piece", "processed", _ap_dataset(w.arm), "tokenizer.json"),
+            *_AP_RAW[_AP_ARM_DATASET[w.arm]],
+            res("action_piece", "processed", _AP_ARM_DATASET[w.arm], "tokenizer.json"),
         ],
     output:
         res("action_piece", "models", "{arm}", "chunk{chunk}.pt"),
