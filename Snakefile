@@ -42,6 +42,7 @@ include: "workflow/rules/adaptive_adversary.smk"
 include: "workflow/rules/coalition_attribution.smk"
 include: "workflow/rules/kernel_adaptation.smk"
 include: "workflow/rules/roste.smk"
+include: "workflow/rules/magnets.smk"
 include: "workflow/rules/summary.smk"
 
 

@@ -8,7 +8,7 @@ import importlib
 
 #: Implemented studies (slugs). Every slug names its package, rules, yaml, schema, results dir and experiment.
 STUDIES: tuple[str, ...] = ("cat_iv", "rip", "human_baselines", "coastalbench", "roste", "adaptive_adversary",
-                            "coalition_attribution", "kernel_adaptation")
+                            "coalition_attribution", "kernel_adaptation", "magnets")
 
 #: All 19 planned studies, in the order of the README table.
 ALL_SLUGS: tuple[str, ...] = (

@@ -22,7 +22,8 @@ DecodeArm = Literal["full_nocache", "full_cache", "small_all", "magnets", "magne
 
 
 class Tokenizer(Section):
-    K: int = Field(64, ge=2, le=255, description="[R] k-means codebook size K (tokens 0..K-1, [MASK] = K)")
+    K: int = Field(64, ge=2, le=65535, description="[R] codebook size K (tokens 0..K-1, [MASK] = K); k-means on "
+                                                     "MNIST-5k (stored as uint8: K <= 255 there)")
     pool: int = Field(2, ge=1, description="[R] average pooling factor: 28x28 -> 28/pool")
     patch: int = Field(2, ge=1, description="[R] patch side on the pooled image: N = (28/pool/patch)^2 tokens")
     kmeans_seed: int = Field(0, ge=0, description="[R] scikit-learn KMeans random_state")
@@ -103,6 +104,8 @@ class Config(StudyConfig):
         extra = sorted(set(self.decode.magnets_schedule) - set(self.model.widths))
         if extra:
             raise ValueError(f"decode.magnets_schedule: widths {extra} are not in model.widths")
+        if self.data == "mnist5k" and self.tokenizer.K > 255:
+            raise ValueError("tokenizer.K: MNIST-5k tokens are stored as uint8, K <= 255")
         if self.decode.n_samples % 10:
             raise ValueError("decode.n_samples: must be a multiple of 10 (equal samples per class)")
         if len(set(self.decode_arms)) != len(self.decode_arms):

