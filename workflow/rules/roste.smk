@@ -18,15 +18,13 @@ _ROSTE_GPUS = _ROSTE["paper"]["gpus"] if _ROSTE_PAPER else 0
 _ROSTE_TRAINED = [a for a in _ROSTE["arms"] if a not in _ROSTE_PTQ]
 
 
-def _roste_tag(alpha):
-    return f"{float(alpha):g}"
-
-
-def _roste_arm_alpha(arm):
-    return _ROSTE["control_alpha"] if arm in _ROSTE_CONTROL else _ROSTE["alpha"]
-
-
-_ROSTE_ALPHAS = sorted({_roste_tag(_roste_arm_alpha(a)) for a in _ROSTE["arms"]})
+# arm -> its alpha as a file tag ("30", "1"): control arms train at control_alpha, the others at alpha
+_ROSTE_ARM_ALPHA = {
+    a: f"{float(_ROSTE['control_alpha'] if a in _ROSTE_CONTROL else _ROSTE['alpha']):g}"
+    for a in _ROSTE["arms"]
+}
+_ROSTE_ALPHAS = sorted(set(_ROSTE_ARM_ALPHA.values()))
+_ROSTE_ROT = res("roste", "processed", "rotcfg_a{alpha}_seed{seed}.json")
 _ROSTE_MANIFEST = _roste_read_manifest(
     Path(_roste_pkg.__file__).with_name("manifest.csv")
 )
@@ -37,17 +35,6 @@ _ROSTE_DATA = (
 )
 # paper: the hub model is the SFT start (no pretraining here); one "alpha" slot keeps the file layout.
 _ROSTE_PRE = res("roste", "models", "pretrain_a{alpha}.pt")
-
-
-def _roste_rotcfg(alpha, seeds):
-    return [res("roste", "processed", f"rotcfg_a{alpha}_seed{s}.json") for s in seeds]
-
-
-def _roste_train_inputs(w):
-    alpha = _roste_tag(_roste_arm_alpha(w.arm))
-    seeds = seed_chunks("roste")[int(w.chunk)]
-    rot = _roste_rotcfg(alpha, seeds) if w.arm.startswith("roste") else []
-    return [*_ROSTE_DATA, _ROSTE_PRE.format(alpha=alpha), *rot]
 
 
 rule roste__prepare:
@@ -99,7 +86,7 @@ rule roste__preprocess:
         data=_ROSTE_DATA,
         model=_ROSTE_PRE,
     output:
-        _roste_rotcfg("{alpha}", _ROSTE["seeds"]),
+        expand(_ROSTE_ROT, alpha="{alpha}", seed=_ROSTE["seeds"]),
     log:
         logf("roste", "preprocess_a{alpha}"),
     benchmark:
@@ -122,7 +109,19 @@ rule roste__preprocess:
 
 rule roste__train:
     input:
-        _roste_train_inputs,
+        lambda w: [
+            *_ROSTE_DATA,
+            _ROSTE_PRE.format(alpha=_ROSTE_ARM_ALPHA[w.arm]),
+            *(
+                expand(
+                    _ROSTE_ROT,
+                    alpha=_ROSTE_ARM_ALPHA[w.arm],
+                    seed=seed_chunks("roste")[int(w.chunk)],
+                )
+                if w.arm.startswith("roste")
+                else []
+            ),
+        ],
     output:
         res("roste", "models", "{arm}", "chunk{chunk}.pt"),
     log:
@@ -151,15 +150,13 @@ rule roste__evaluate:
     input:
         data=_ROSTE_DATA,
         pretrained=expand(_ROSTE_PRE, alpha=_ROSTE_ALPHAS),
-        rotcfg=[
-            p
-            for a in _ROSTE_ALPHAS
-            if any(
-                arm.startswith("roste") and _roste_tag(_roste_arm_alpha(arm)) == a
-                for arm in _ROSTE["arms"]
-            )
-            for p in _roste_rotcfg(a, _ROSTE["seeds"])
-        ],
+        rotcfg=expand(
+            _ROSTE_ROT,
+            alpha=sorted(
+                {_ROSTE_ARM_ALPHA[a] for a in _ROSTE["arms"] if a.startswith("roste")}
+            ),
+            seed=_ROSTE["seeds"],
+        ),
         models=expand(
             res("roste", "models", "{arm}", "chunk{chunk}.pt"),
             arm=_ROSTE_TRAINED,

@@ -39,10 +39,8 @@ def _label(run: Any) -> None:
 
 
 def _label_parent(run: Any) -> None:
-    """Tag the study's parent run of this invocation too (core.tracking has no helper for parent tags)."""
-    parent = getattr(run, "parent_run_id", None)
-    if isinstance(parent, str):
-        run.client.log_batch(parent, tags=list(LABEL_TAGS.items()))
+    """Tag the study's parent run of this invocation too (every run says what this study is)."""
+    run.set_parent_tags(LABEL_TAGS)
 
 
 def cell_name(c: float, ratio: float) -> str:
