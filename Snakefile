@@ -49,6 +49,7 @@ include: "workflow/rules/action_piece.smk"
 include: "workflow/rules/fedecado.smk"
 include: "workflow/rules/ntk_dfl.smk"
 include: "workflow/rules/unisoma.smk"
+include: "workflow/rules/magnets.smk"
 include: "workflow/rules/summary.smk"
 
 
