@@ -38,6 +38,7 @@ include: "workflow/rules/cat_iv.smk"
 include: "workflow/rules/rip.smk"
 include: "workflow/rules/human_baselines.smk"
 include: "workflow/rules/coastalbench.smk"
+include: "workflow/rules/sard.smk"
 include: "workflow/rules/summary.smk"
 
 
