@@ -39,6 +39,7 @@ include: "workflow/rules/rip.smk"
 include: "workflow/rules/human_baselines.smk"
 include: "workflow/rules/coastalbench.smk"
 include: "workflow/rules/sard.smk"
+include: "workflow/rules/data_remix.smk"
 include: "workflow/rules/summary.smk"
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib
 
 #: Implemented studies (slugs). Every slug names its package, rules, yaml, schema, results dir and experiment.
-STUDIES: tuple[str, ...] = ("cat_iv", "rip", "human_baselines", "coastalbench", "sard")
+STUDIES: tuple[str, ...] = ("cat_iv", "rip", "human_baselines", "coastalbench", "sard", "data_remix")
 
 #: All 19 planned studies, in the order of the README table.
 ALL_SLUGS: tuple[str, ...] = (
