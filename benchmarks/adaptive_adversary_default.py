@@ -39,11 +39,15 @@ def main(argv: list[str] | None = None) -> int:
 
     from icml25.studies.adaptive_adversary import evaluate as ev
     from icml25.studies.adaptive_adversary.data import write_trials
-    from icml25.studies.adaptive_adversary.settings import SCALES
+    from pathlib import Path
 
-    settings = SCALES[args.scale]
+    from icml25.core.config import build, load_yaml, merge_scale, to_dict
+    from icml25.studies.adaptive_adversary.config import Config
+
+    yaml_path = Path(__file__).resolve().parents[1] / "config" / "studies" / "adaptive_adversary.yaml"
+    settings = to_dict(build(Config, merge_scale(load_yaml(yaml_path), args.scale)))
     seeds = list(settings["seeds"] if args.seeds is None else args.seeds)
-    units = [(settings, arm, s) for arm in settings["adversaries"] for s in seeds]
+    units = [(settings, arm, s) for arm in settings["arms"] for s in seeds]
     t0 = time.perf_counter()
     if args.jobs > 1:
         with ProcessPoolExecutor(args.jobs) as pool:
@@ -67,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     ada = table.loc["adaptive"].join(analytic[["budget", "p_abort", "robust_fail_analytic", "le_cam_bound"]])
     print("-- adaptive (mean error and failure rate per learner; closed forms) --")
     print(ada.round(4).to_string())
-    for adv in [a for a in settings["adversaries"] if a != "adaptive"]:
+    for adv in [a for a in settings["arms"] if a != "adaptive"]:
         print(f"-- {adv} --")
         print(table.loc[adv].round(4).to_string())
 

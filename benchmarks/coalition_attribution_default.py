@@ -27,7 +27,14 @@ def main(argv: list[str] | None = None) -> int:
     from icml25.studies.coalition_attribution.evaluate import METRICS, TABLE4, TYPES, identities_check, \
         oracle_check, table4_verdict
     from icml25.studies.coalition_attribution.experiment import make_functions, make_games, run
-    from icml25.studies.coalition_attribution.settings import settings_for
+    from pathlib import Path
+
+    from icml25.core.config import build, load_yaml, merge_scale, to_dict
+    from icml25.studies.coalition_attribution.config import Config
+
+    def settings_for(scale: str) -> dict:
+        yaml_path = Path(__file__).resolve().parents[1] / "config" / "studies" / "coalition_attribution.yaml"
+        return to_dict(build(Config, merge_scale(load_yaml(yaml_path), scale)))
 
     torch.set_num_threads(args.threads)
     s = settings_for(args.scale)

@@ -5,16 +5,21 @@ Writes ROMS history files of growing total size (default 0.5, 2 and 8 GB) on the
 directory that is deleted afterwards, then measures in fresh processes (so peak RSS is per size):
 
 * raw read: every field variable, record by record, with plain ``netCDF4`` (no decoding), twice: with
-  netCDF's default chunk cache (the reference of the issue that set the goals) and with the chunk cache off (the
-  fastest plain read we found: about 2x faster on these files, and what the ingestion itself uses);
-* ingestion (``--engine records``, default): ``RomsRecords`` (direct netCDF4 reads, compiled kernels) ->
-  ``normalisation_stats`` -> one shard per file; ``--engine dataset`` runs the lazy ``open_roms`` path instead.
+  netCDF's default chunk cache (the reference of the issue that set the goals) and with the chunk cache off (about
+  2x faster on these files: the stricter reference, used for the goals here);
+* bytes: the files read front to back into one reused buffer (the speed of the disk or page cache itself);
+* ingestion (``--engine records``, default): ``RomsRecords`` (storage chunks read at their byte offsets, compiled
+  kernels) -> ``normalisation_stats`` -> one shard per file (``O_DIRECT`` writes where allowed); ``--engine
+  dataset`` runs the lazy ``open_roms`` path instead. After the timing, the first and last record of every file
+  are read again and compared with ``netCDF4`` (the "equal netCDF4" line).
 
 Each pass runs in a fresh process (so peak RSS is per size) and reports wall and CPU (user + sys) seconds: on a
 shared machine wall time includes waiting for a core, CPU time does not. Warm cache: the files were just written,
 so they are in the page cache. ``--cold`` also drops the page cache (``sync; echo 3 > /proc/sys/vm/drop_caches``,
 root only) before every timed pass and says whether that worked. The hot loops are single-threaded (numba
-kernels without ``parallel``; no BLAS call); the table prints the thread count and the kernel backend.
+kernels without ``parallel``; no BLAS call; reads and writes in the same thread); the header line prints the
+cores available, thread variables and load average. ``--repeat N`` measures each size N times and adds a table
+of medians (timings on a shared machine are noisy: compare ratios measured in one run).
 
 Throughput is reported as a ratio to the raw read of the same bytes (goal: stats / raw >= 0.5, stats + shards /
 raw >= 0.35), and peak RSS should stay flat across sizes (goal <= 1.2x from the smallest to the largest, under
@@ -115,20 +120,54 @@ def worker_raw(paths: list[str], cache: str, cold: bool) -> dict:
     return {"seconds": wall, "cpu": cpu, "bytes": nbytes, "maxrss_mb": _maxrss_mb(), "dropped": dropped}
 
 
+def worker_bytes(paths: list[str], cold: bool) -> dict:
+    """The files' bytes read front to back into one reused 64 MiB buffer: the speed of the disk (or page cache)."""
+    dropped = drop_caches() if cold else False
+    buf = np.empty(64 << 20, np.uint8)
+    buf[::4096] = 0  # touch the buffer before timing
+    t0, nbytes = _clock(), 0
+    for p in paths:
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            while n := os.readv(fd, [buf]):
+                nbytes += n
+        finally:
+            os.close(fd)
+    wall, cpu = _since(t0)
+    return {"seconds": wall, "cpu": cpu, "bytes": nbytes, "maxrss_mb": _maxrss_mb(), "dropped": dropped}
+
+
+def verify(paths: list[str]) -> bool:
+    """Every variable of the first and last record of every file, read by RomsRecords, equals netCDF4's values."""
+    import netCDF4
+
+    from icml25.studies.coastalbench.records import RomsRecords
+
+    src = RomsRecords(paths, VARS)
+    t = 0
+    for p, n in zip(paths, src.records_per_file):
+        with netCDF4.Dataset(p) as nc:
+            nc.set_auto_maskandscale(False)
+            for k in sorted({0, n - 1}):
+                for v in VARS:
+                    got = src.read(v, t + k)
+                    if not np.array_equal(got, np.asarray(nc[v][k], np.float32).reshape(got.shape)):
+                        return False
+        t += n
+    src.close()
+    return True
+
+
 def worker_ingest(paths: list[str], out_dir: str, engine: str, cold: bool) -> dict:
     from icml25.studies.coastalbench import kernels
-    from icml25.studies.coastalbench.roms import RomsRecords, open_roms
+    from icml25.studies.coastalbench.records import RomsRecords
+    from icml25.studies.coastalbench.roms import open_roms
     from icml25.studies.coastalbench.stats import normalisation_stats, write_shard
 
     if engine == "records":  # compile (or load the cached) kernels outside the timing, on a tiny grid
-        kernels.moments(np.zeros(2, np.float32), np.zeros(1, np.int32), shift=0.0)
-        kernels.moments(np.zeros(2, np.float32), np.zeros(1, np.int32), np.zeros(2, np.float32),
-                        np.zeros(1, np.int32), np.ones(1, np.float32), np.zeros(1, np.float32), shift=0.0)
-        kernels.zscore(np.zeros(2, np.float32), np.zeros(1, np.int32), None, None, None, None,
-                       np.zeros(1, np.int32), np.zeros(1, np.int32), 0.0, 1.0, np.zeros(2, np.float16))
-        kernels.zscore(np.zeros(2, np.float32), np.zeros(1, np.int32), np.zeros(2, np.float32),
-                       np.zeros(1, np.int32), np.ones(1, np.float32), np.zeros(1, np.float32),
-                       np.zeros(1, np.int32), np.zeros(1, np.int32), 0.0, 1.0, np.zeros(2, np.float16))
+        kernels.warm_up()
+    import h5py  # noqa: F401  (library imports outside the timing, as netCDF4's in the raw read)
+    import netCDF4  # noqa: F401
     dropped = drop_caches() if cold else False
     t0 = _clock()
     src = RomsRecords(paths, VARS) if engine == "records" else open_roms(paths, {"ocean_time": 1}, variables=VARS)
@@ -146,9 +185,40 @@ def worker_ingest(paths: list[str], out_dir: str, engine: str, cold: bool) -> di
     for p, day in zip(paths, days):
         write_shard(Path(out_dir) / f"{Path(p).stem}.npy", day, VARS, stats)
     shards_wall, shards_cpu = _since(t1)
+    rss = _maxrss_mb()
+    direct = engine == "records" and all(src.direct(v) for v in VARS)
     return {"stats_s": stats_wall, "stats_cpu": stats_cpu, "shards_s": shards_wall, "shards_cpu": shards_cpu,
-            "maxrss_mb": _maxrss_mb(), "dropped": dropped, "backend": kernels.BACKEND if engine == "records"
-            else "dask"}
+            "maxrss_mb": rss, "dropped": dropped, "backend": kernels.BACKEND if engine == "records" else "dask",
+            "direct": direct, "verified": verify(paths) if engine == "records" else None}
+
+
+def print_table(rows: list[dict]) -> None:
+    print("| data (GB) | cache | raw s (GB/s) | raw(def) s | bytes s | stats s | shards s | stats / raw | "
+          "stats+shards / raw | stats / raw(def) | stats+shards / raw(def) | stats / bytes | stats+shards / bytes | "
+          "stats / raw (cpu) | stats+shards / raw (cpu) | peak RSS (MB) |")
+    print("|" + "---|" * 16)
+    for r in rows:
+        cache = r["cache"] + ("" if r["dropped"] in (None, True) else " (drop refused: warm)")
+        print(f"| {r['size_gb']:.2f} | {cache} | {r['raw_s']:.2f} ({r['size_gb'] / r['raw_s']:.2f}) | "
+              f"{r['raw_default_s']:.2f} | {r['bytes_s']:.2f} | {r['stats_s']:.2f} | {r['shards_s']:.2f} | "
+              f"{r['ratio_stats']:.2f} | {r['ratio_total']:.2f} | {r['ratio_stats_default']:.2f} | "
+              f"{r['ratio_total_default']:.2f} | {r['ratio_stats_bytes']:.2f} | {r['ratio_total_bytes']:.2f} | "
+              f"{r['ratio_stats_cpu']:.2f} | {r['ratio_total_cpu']:.2f} | {r['peak_rss_mb']:.0f} |")
+
+
+def median_rows(rows: list[dict]) -> list[dict]:
+    """One row per (size, cache): the median of every number over the repeats."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["size_gb"], r["cache"]), []).append(r)
+    out = []
+    for group in groups.values():
+        med = dict(group[0])
+        for k, v in group[0].items():
+            if isinstance(v, float):
+                med[k] = float(np.median([g[k] for g in group]))
+        out.append(med)
+    return out
 
 
 def _run_worker(kind: str, payload: dict) -> dict:
@@ -167,11 +237,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--engine", choices=("records", "dataset"), default="records",
                    help="ingestion path: direct RomsRecords (default) or the lazy open_roms dataset")
     p.add_argument("--cold", action="store_true", help="also time every pass after dropping the page cache")
+    p.add_argument("--repeat", type=int, default=1, help="measure each size this many times (median table too)")
     p.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
         kind, payload = args.worker[0], json.loads(args.worker[1])
         res = (worker_raw(payload["paths"], payload["cache"], payload["cold"]) if kind == "raw" else
+               worker_bytes(payload["paths"], payload["cold"]) if kind == "bytes" else
                worker_ingest(payload["paths"], payload["out"], payload["engine"], payload["cold"]))
         print(json.dumps(res))
         return 0
@@ -179,8 +251,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     root = Path(tempfile.mkdtemp(prefix="coastalbench_bench_", dir=args.tmp))
     threads = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "NUMBA_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
-    print(f"cores available: {len(os.sched_getaffinity(0))}; hot loops single-threaded; env {threads}; "
-          f"engine {args.engine}", file=sys.stderr, flush=True)
+    print(f"cores available: {len(os.sched_getaffinity(0))}; hot loops single-threaded (numba kernels without "
+          f"parallel, no BLAS; reads and writes in the same thread); env {threads}; engine {args.engine}; load "
+          f"{os.getloadavg()[0]:.1f}", file=sys.stderr, flush=True)
     try:
         for size in args.sizes:
             d = root / f"{size:g}GB"
@@ -188,9 +261,10 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             paths = [str(x) for x in make_files(d, size, ny, nx, args.levels, args.per_file)]
             gen_s = time.perf_counter() - t0
-            for cold in (False, True) if args.cold else (False,):
+            for cold in [c for _ in range(args.repeat) for c in ((False, True) if args.cold else (False,))]:
                 raw_default = _run_worker("raw", {"paths": paths, "cache": "default", "cold": cold})
                 raw = _run_worker("raw", {"paths": paths, "cache": "off", "cold": cold})
+                disk = _run_worker("bytes", {"paths": paths, "cold": cold})
                 shards = d / "shards"
                 shutil.rmtree(shards, ignore_errors=True)
                 shards.mkdir()
@@ -202,6 +276,10 @@ def main(argv: list[str] | None = None) -> int:
                              "dropped": bool(raw["dropped"] and ing["dropped"]) if cold else None,
                              "raw_default_s": raw_default["seconds"], "raw_default_cpu": raw_default["cpu"],
                              "raw_s": raw["seconds"], "raw_cpu": raw["cpu"], "raw_gbps": gb / raw["seconds"],
+                             "bytes_s": disk["seconds"], "file_gb": disk["bytes"] / 1e9,
+                             "ratio_stats_bytes": disk["seconds"] / ing["stats_s"],
+                             "ratio_total_bytes": disk["seconds"] / (ing["stats_s"] + ing["shards_s"]),
+                             "direct": ing["direct"], "verified": ing["verified"],
                              **{k: ing[k] for k in ("stats_s", "stats_cpu", "shards_s", "shards_cpu", "backend")},
                              "ratio_stats": raw["seconds"] / ing["stats_s"],
                              "ratio_total": raw["seconds"] / (ing["stats_s"] + ing["shards_s"]),
@@ -214,22 +292,18 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(d)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    print("Ratios: raw-read seconds / ingestion seconds for the same bytes (1 = as fast as reading). raw = netCDF4 "
-          "with the chunk cache off; raw(def) = netCDF's default chunk cache; cpu = user + sys seconds.\n")
-    print("| data (GB) | cache | raw read s (GB/s) | raw(def) s | stats s | shards s | stats / raw | "
-          "stats+shards / raw | stats / raw(def) | stats+shards / raw(def) | stats / raw (cpu) | "
-          "stats+shards / raw (cpu) | peak RSS (MB) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        cache = r["cache"] + ("" if r["dropped"] in (None, True) else " (drop refused: warm)")
-        print(f"| {r['size_gb']:.2f} | {cache} | {r['raw_s']:.2f} ({r['raw_gbps']:.2f}) | {r['raw_default_s']:.2f} | "
-              f"{r['stats_s']:.2f} | {r['shards_s']:.2f} | {r['ratio_stats']:.2f} | {r['ratio_total']:.2f} | "
-              f"{r['ratio_stats_default']:.2f} | {r['ratio_total_default']:.2f} | {r['ratio_stats_cpu']:.2f} | "
-              f"{r['ratio_total_cpu']:.2f} | {r['peak_rss_mb']:.0f} |")
-    if len(rows) > 1:
-        warm = [r for r in rows if r["cache"] == "warm"]
+    print("Ratios: reference read seconds / ingestion seconds for the same data (1 = as fast as reading). raw = "
+          "netCDF4 record by record with the chunk cache off; raw(def) = with netCDF's default chunk cache; bytes = "
+          "the files read front to back into one reused buffer; cpu = user + sys seconds.\n")
+    print_table(rows)
+    if args.repeat > 1:
+        print("\nMedian over the repeats:\n")
+        print_table(median_rows(rows))
+    warm = [r for r in rows if r["cache"] == "warm"]
+    if warm:
         print(f"\npeak RSS largest/smallest (warm): {warm[-1]['peak_rss_mb'] / warm[0]['peak_rss_mb']:.2f}; "
-              f"kernels: {rows[0]['backend']}")
+              f"kernels: {rows[0]['backend']}; hot loops single-threaded; every variable read directly: "
+              f"{all(r['direct'] for r in rows)}; first/last records equal netCDF4: {all(r['verified'] for r in rows)}")
     return 0
 
 

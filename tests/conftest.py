@@ -99,20 +99,36 @@ def http_server():
         proc.wait(5)
 
 
+def _shared_dir(tmp_path_factory) -> Path:
+    """A directory shared by all pytest-xdist workers of this session (the plain session's base temp without xdist)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory) -> Path:
     """The smoke pipeline of every implemented study, run locally once per session (SQLite store in
     ``results/mlflow.db``); returns the project copy it ran in. Tests must not change its results.
 
+    Under pytest-xdist the first worker that needs it runs it while holding a file lock; the others wait and reuse
+    the finished copy (a failed run is recorded, so every worker fails with its log instead of running it again).
     ``ICML25_SMOKE_RUN=<dir>`` reuses the project copy of an earlier session's finished run (when iterating on
     tests that only read it)."""
+    from filelock import FileLock
+
     reuse = os.environ.get("ICML25_SMOKE_RUN")
     if reuse:
         assert (Path(reuse) / "results" / "smoke" / "claims.md").exists(), f"ICML25_SMOKE_RUN={reuse}: no finished run there"
         return Path(reuse)
-    work = copy_project(tmp_path_factory.mktemp("smoke_local"))
-    out = run_snakemake(work, "--cores", "2", "--config", "scale=smoke", timeout=900)
-    assert out.returncode == 0, tail(out)
+    shared = _shared_dir(tmp_path_factory)
+    work, done, failed = shared / "smoke_local", shared / "smoke_local.done", shared / "smoke_local.failed"
+    with FileLock(str(shared / "smoke_local.lock")):
+        if not done.exists() and not failed.exists():
+            if work.exists():
+                shutil.rmtree(work)
+            out = run_snakemake(copy_project(work), "--cores", "2", "--config", "scale=smoke", timeout=1200)
+            (done if out.returncode == 0 else failed).write_text(tail(out))
+    assert not failed.exists(), failed.read_text()
     return work
 
 

@@ -82,3 +82,20 @@ def test_failed_stage_marks_run_failed_and_reraises(tmp_path, monkeypatch):
     (r,) = _client(uri).search_runs([_client(uri).get_experiment_by_name("icml25/fail").experiment_id])
     assert r.info.status == "FAILED" and r.data.metrics["train/x"] == 1.0
     assert "mlflow.parentRunId" not in r.data.tags  # hand-run stage: no invocation, no parent
+
+
+def test_parent_tags_and_metrics_reach_the_invocation_parent(tmp_path, monkeypatch):
+    results = tmp_path / "results"
+    uri = f"sqlite:///{results / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("ICML25_INVOCATION", "inv-parent")
+    with stage_run("ptags", "evaluate", results_dir=results) as run:
+        run.set_parent_tags({"construction": "own_illustration", "skip": None})
+        run.log_parent_metrics({"verdicts/checks_hold": 3})
+    client = _client(uri)
+    runs = client.search_runs([client.get_experiment_by_name("icml25/ptags").experiment_id])
+    (parent,) = [r for r in runs if r.data.tags.get("stage") == "pipeline"]
+    (job,) = [r for r in runs if r.data.tags.get("stage") == "evaluate"]
+    assert job.data.tags["mlflow.parentRunId"] == parent.info.run_id
+    assert parent.data.tags["construction"] == "own_illustration" and "skip" not in parent.data.tags
+    assert parent.data.metrics["verdicts/checks_hold"] == 3.0 and "construction" not in job.data.tags

@@ -5,9 +5,8 @@ mirror, the verdict functions (each outcome and its boundaries) and a smoke run 
 from __future__ import annotations
 
 import hashlib
-import io
+import json
 import math
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -17,18 +16,26 @@ import torch
 from hypothesis import given, settings as hsettings, strategies as st
 from scipy import stats
 
+from icml25.core.claims import INCONCLUSIVE, REPRODUCED, load_claims
+from icml25.core.config import ConfigError, build, load_yaml, merge_scale
 from icml25.core.download import DownloadError
 from icml25.studies import morphing_flow as mof
 from icml25.studies.morphing_flow import data as D
 from icml25.studies.morphing_flow import evaluate as E
-from icml25.studies.morphing_flow import settings as S
-from icml25.studies.morphing_flow.experiment import run, segment_mask
+from icml25.studies.morphing_flow.__main__ import main as stage_cli
+from icml25.studies.morphing_flow.config import REMOTE_DATASETS, Config
+from icml25.studies.morphing_flow.evaluate import segment_mask
+from icml25.studies.morphing_flow.experiment import run
+from icml25.studies.morphing_flow.identities import flow_identities, morph_one_bitwise
 from icml25.studies.morphing_flow.method import Morph, SplineFlow, instance_norm, nll_finetune
 from icml25.studies.morphing_flow.model import DLinearBackbone, MoFForecaster, PatchMambaBackbone, selective_scan
 
 MIRROR = Path(__file__).resolve().parents[2].parent.parent / "shared" / "mirror"
 if not MIRROR.is_dir():  # worktrees live one level deeper than the main checkout
     MIRROR = Path("/work/shared/mirror")
+ROOT = Path(__file__).resolve().parents[2]
+YAML = ROOT / "config" / "studies" / "morphing_flow.yaml"
+SPEC_CLAIMS = ["c1_flow_identities", "c2_tail_slimming", "c3_accuracy_synth", "c3_accuracy_msft", "c4_morph"]
 ETTH1_SHA = "f18de3ad269cef59bb07b5438d79bb3042d3be49bdeecf01c1cd6d29695ee066"
 
 
@@ -127,11 +134,11 @@ def test_zero_G_gives_m_one_and_morph_one_is_bitwise_flow_only():
         model.flow.b.normal_()
         model.morph.G.normal_()  # the check zeroes G itself
     x = torch.randn(6, 8, 3)
-    assert E.morph_one_bitwise(model, x)
+    assert morph_one_bitwise(model, x)
     flow_only = MoFForecaster("linear", 3, 8, 4, {"morph_mode": "off"})
     with torch.no_grad():
         flow_only.flow.a.normal_()
-    assert E.morph_one_bitwise(flow_only, x)
+    assert morph_one_bitwise(flow_only, x)
 
 
 def test_morph_inner_step_is_the_gradient_of_the_inner_loss():
@@ -158,7 +165,7 @@ def test_flow_identities_on_a_trained_style_model():
         model.flow.a.normal_(0, 2)
         model.flow.b.normal_(0, 2)
         model.morph.G.normal_()
-    out = E.flow_identities(model, torch.randn(4, 12, 2))
+    out = flow_identities(model, torch.randn(4, 12, 2))
     holds, stat = E.check_flow_identities([out["inverse_err"]], [out["logdet_err"]], [out["monotone"]],
                                           [out["zero_identity_err"]], [out["m1_bitwise"]])
     assert holds, stat
@@ -356,14 +363,15 @@ def ett_mirror():
     return MIRROR
 
 
-def test_manifest_pins_the_ett_commit():
+def test_manifest_pins_the_ett_commit_and_every_hash():
     entries = D.remote_manifest()
     assert set(entries) == {"ETTh1", "ETTh2", "ETTm1", "ETTm2"}
     for e in entries.values():
         assert "/1d16c8f4f943005d613b5bc962e9eeb06058cf07/" in e.url
         assert e.mirror_path == f"zhouhaoyi/ETDataset/ETT-small/{e.name}.csv"
+        assert len(e.sha256) == 64 and int(e.sha256, 16) >= 0
     assert entries["ETTh1"].sha256 == ETTH1_SHA
-    assert all(not entries[n].sha256 for n in ("ETTh2", "ETTm1", "ETTm2"))  # UNPINNED: pinned on first download
+    assert entries["ETTm2"].sha256 == "db973ca252c6410a30d0469b13d696cf919648d0f3fd588c60f03fdbdbadd1fd"
 
 
 def test_download_through_loopback_http_mirror(ett_mirror, http_server, tmp_path):
@@ -393,7 +401,16 @@ def test_checksum_mismatch_raises_and_leaves_no_file(ett_mirror, http_server, tm
         assert not raw.exists() or list(raw.iterdir()) == []
 
 
-def test_unpinned_file_needs_trust_and_a_valid_header(tmp_path):
+def test_unpinned_file_needs_trust_and_a_valid_header(tmp_path, monkeypatch):
+    from icml25.core.download import read_manifest
+
+    # the manifest as it would read with ETTh2's hash unknown: the explicit UNPINNED marker
+    text = Path(D.__file__).with_name("manifest.csv").read_text()
+    sha = D.remote_manifest()["ETTh2"].sha256
+    (tmp_path / "manifest.csv").write_text(text.replace(sha, "UNPINNED"))
+    entries = read_manifest(tmp_path / "manifest.csv")
+    assert entries["ETTh2"].sha256 == "" and entries["ETTh1"].sha256 == ETTH1_SHA
+    monkeypatch.setattr(D, "remote_manifest", lambda: entries)
     mirror = tmp_path / "mirror" / "zhouhaoyi" / "ETDataset" / "ETT-small"
     mirror.mkdir(parents=True)
     (mirror / "ETTh2.csv").write_text("date,a,b\n2016-07-01 00:00:00,1,2\n")
@@ -516,29 +533,146 @@ def test_verdict_morph_needs_non_positive_mean_difference():
     assert stat["hi"] < 0.01 and stat["mean_diff"] > 0 and not rep
 
 
-# ------------------------------------------------------------------------------------------- smoke
+# ------------------------------------------------------------------------------------------- config
 
 
-def test_smoke_run_every_arm_is_deterministic_and_identities_hold():
-    torch.set_num_threads(1)
-    st_ = S.get("smoke")
-    st_["train"]["windows_per_epoch"] = 256
-    outs = {arm: run(st_, arm, 0) for arm in st_["arms"]}
-    again = run(st_, "mof_linear", 0)
-    assert again["metrics"] == outs["mof_linear"]["metrics"]
-    for arm, out in outs.items():
-        m = out["metrics"]
-        assert m["n_test_windows"] == 400 + 48 - 48 - 24 + 1  # int(0.2 * 2000) rows + lookback overlap
-        assert np.isfinite(m["test_mse"]) and len(out["curves"]["val/mse"]) == 1
-        assert m["n_segment_windows"] == 200 - 24 + 1
-        if arm == "revin_linear":
-            assert out["identities"] is None
-        else:
-            i = out["identities"]
-            assert i["inverse_err"] <= 1e-10 and i["logdet_err"] <= 1e-8 and i["monotone"]
-            assert i["zero_identity_err"] == 0.0 and i["m1_bitwise"]
-    # the MoF arms' backbone inputs are slimmer than RevIN's on the fat-tailed series
-    assert outs["mof_flow"]["metrics"]["kurtosis_in"] < outs["revin_linear"]["metrics"]["kurtosis_in"]
+def _config(scale: str, **over) -> Config:
+    data = merge_scale(load_yaml(YAML), scale, over)
+    return build(Config, data, "morphing_flow")
+
+
+def test_config_scales_and_bad_keys():
+    smoke, default, paper = (_config(s) for s in ("smoke", "default", "paper"))
+    assert (smoke.data.synth.n_rows, smoke.data.synth.generator.n_channels, smoke.data.synth.seq_len) == (2000, 3, 48)
+    assert default.datasets == ("synth", "msft") and default.seeds == (0, 1, 2) and len(default.arms) == 4
+    assert default.data.synth.generator.model_dump() == {**D.GENERATOR_DEFAULTS, "daily_amp": (1.0, 3.0),
+                                                          "weekly_amp": (0.5, 1.5), "garch": (0.05, 0.10, 0.85)}
+    assert paper.train.device == "cuda" and paper.pred_lens == (96, 192, 336, 720) and paper.seeds_per_job == 1
+    assert set(paper.datasets) == set(REMOTE_DATASETS)
+    with pytest.raises(ConfigError, match=r"morphing_flow\.train\.epochs: Input should be greater"):
+        _config("default", train={"epochs": 0})
+    with pytest.raises(ConfigError, match=r"morphing_flow\.model\.bins: unknown key"):
+        _config("default", model={"bins": 8})
+    with pytest.raises(ConfigError, match="datasets: duplicates"):
+        _config("default", datasets=["synth", "synth"])
+
+
+def test_cuda_without_a_gpu_is_a_clear_error():
+    from icml25.studies.morphing_flow.train import device_of
+
+    assert device_of("cpu") == torch.device("cpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match="train.device: cuda requested"):
+            device_of("cuda")
+
+
+# ------------------------------------------------------------------------------------- stages (smoke)
+
+
+def _run_stages(tmp: Path, extra: list[str] | None = None) -> Path:
+    """Every stage of the smoke scale through the stage CLI (what the Snakemake rules run)."""
+    r = tmp / "results"
+    cfg = _config("smoke")
+    common = ["--scale", "smoke", "--results", str(r), "--config", str(YAML), *(extra or [])]
+    raw = [str(r / f"raw/{d}.csv") for d in cfg.datasets]
+    proc = [str(r / f"processed/{d}.npz") for d in cfg.datasets]
+    assert stage_cli(["download", *common, "--out", *raw, str(r / "raw/manifest.csv")]) == 0
+    assert stage_cli(["preprocess", *common, "--in", *raw, "--out", *proc, str(r / "processed/scaler.json")]) == 0
+    records = []
+    for arm in cfg.arms:
+        out = [str(r / f"models/{arm}/chunk0.pt"), str(r / f"models/{arm}/chunk0.json")]
+        assert stage_cli(["train", *common, "--arm", arm, "--seeds", "0", "--in", *proc, "--out", *out]) == 0
+        records.append(out[1])
+    assert stage_cli(["evaluate", *common, "--in", *records, "--out", str(r / "claims.json"),
+                      str(r / "metrics/eval.json")]) == 0
+    figs = [str(r / f"figures/{n}.png") for n in ("kurtosis", "flow_curves", "forecasts")]
+    assert stage_cli(["report", *common, "--in", str(r / "metrics/eval.json"), *records, "--out", *figs,
+                      str(r / "report.md")]) == 0
+    return r
+
+
+def test_smoke_all_stages(tmp_path, monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")
+    r = _run_stages(tmp_path)
+    cfg = _config("smoke")
+    # download: the generated series, exactly as the generator makes it; its sha256 in raw/manifest.csv
+    synth = D.read_ett_csv(r / "raw/synth.csv", 3)
+    expected = mof.make_fat_tailed_ett(2000, 0, cfg.data.synth.generator.model_dump())
+    np.testing.assert_array_equal(synth.iloc[:, 1:].to_numpy(), expected.iloc[:, 1:].to_numpy())
+    row = pd.read_csv(r / "raw/manifest.csv").iloc[0]
+    assert row["name"] == "synth" and row["sha256"] == hashlib.sha256((r / "raw/synth.csv").read_bytes()).hexdigest()
+    # preprocess: TSLib ratio borders and the training-rows-only scaler
+    scaler = json.loads((r / "processed/scaler.json").read_text())["synth"]
+    assert scaler["border1s"] == [0, 1400 - 48, 1600 - 48] and scaler["border2s"] == [1400, 1600, 2000]
+    np.testing.assert_allclose(scaler["mean"], expected.iloc[:1400, 1:].to_numpy().mean(axis=0), rtol=1e-12)
+    # train: the pipeline's record equals the in-memory run of the same arm and seed (CSV round trip is exact)
+    rec = json.loads((r / "models/mof_flow/chunk0.json").read_text())["records"][0]
+    assert rec["metrics"] == run(cfg, "mof_flow", 0)["metrics"]
+    assert len(rec["test_mse"]) == 400 + 48 - 48 - 24 + 1 and rec["test_end"] == 2000
+    assert E.record_segment(rec, 200).sum() == 200 - 24 + 1
+    weights = torch.load(r / "models/mof_flow/chunk0.pt", weights_only=True)["state_dicts"]
+    assert list(weights) == ["synth/linear/H24/seed0"] and weights["synth/linear/H24/seed0"]["flow.a"].shape == (3, 16)
+    # claims: every spec claim and check; one seed, so claims are inconclusive by the evidence rule, checks hold
+    doc = load_claims(r / "claims.json")
+    assert [c["id"] for c in doc["claims"]] == SPEC_CLAIMS and doc["seeds"] == [0]
+    by = {c["id"]: c for c in doc["claims"]}
+    assert (by["c1_flow_identities"]["kind"], by["c1_flow_identities"]["verdict"]) == ("check", REPRODUCED)
+    assert by["c1_flow_identities"]["holds"] is True and by["c1_flow_identities"]["evidence"]["n"] == 2
+    assert by["c1_flow_identities"]["statistic"]["max_inverse_err"] <= 1e-10
+    for cid in ("c2_tail_slimming", "c3_accuracy_synth", "c4_morph"):
+        assert by[cid]["kind"] == "claim" and by[cid]["verdict"] == INCONCLUSIVE
+        assert by[cid]["evidence"] == {"n": 1, "unit": "seeds", "paper_data": None}
+        assert "evidence rule: 1 independent seeds" in by[cid]["note"]
+    assert by["c3_accuracy_msft"]["note"] == "needs mof_linear and revin_linear on msft"
+    kr = json.loads((r / "models/revin_linear/chunk0.json").read_text())["records"][0]["metrics"]["kurtosis_in"]
+    assert by["c2_tail_slimming"]["statistic"]["reduction"] == [pytest.approx(1 - rec["metrics"]["kurtosis_in"] / kr)]
+    evaluation = json.loads((r / "metrics/eval.json").read_text())
+    assert evaluation["cells"]["synth"]["mof_flow"]["test_mse"]["mean"] == rec["metrics"]["test_mse"]
+    assert all((r / f"figures/{n}.png").stat().st_size > 5000 for n in ("kurtosis", "flow_curves", "forecasts"))
+    assert "c4_morph" in (r / "report.md").read_text()
+    # MLflow: one nested run per seed with the per-epoch curves, the model, per-arm evaluate runs, verdict tags
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
+    runs = client.search_runs([client.get_experiment_by_name("icml25/morphing_flow").experiment_id])
+    train = [x for x in runs if x.data.tags.get("stage") == "train" and x.data.tags.get("arm") == "mof_flow"]
+    (job,) = [x for x in train if x.data.tags["run_level"] == "job"]
+    # a job of one seed is that seed's run (tag seed); with more seeds it opens one nested run per seed
+    assert job.data.tags["seed"] == "0" and job.data.tags["fidelity"] == "reconstructed"
+    assert not [x for x in train if x.data.tags.get("mlflow.parentRunId") == job.info.run_id]
+    history = client.get_metric_history(job.info.run_id, "train/synth/loss")
+    assert [(m.step, m.value) for m in history] == [(0, pytest.approx(rec["curves"]["loss"][0]))]
+    assert [a.path for a in client.list_artifacts(job.info.run_id, "model")] == ["model/chunk0.pt",
+                                                                                  "model/config.json"]
+    evals = [x for x in runs if x.data.tags.get("stage") == "evaluate" and x.data.tags["run_level"] == "nested"]
+    assert {x.data.tags["arm"] for x in evals} == set(cfg.arms)
+    for x in evals:
+        assert x.data.metrics["eval/synth/test_mse"] == pytest.approx(
+            evaluation["cells"]["synth"][x.data.tags["arm"]]["test_mse"]["mean"])
+    evaluate = next(x for x in runs if x.data.tags.get("stage") == "evaluate" and x.data.tags["run_level"] == "job")
+    assert evaluate.data.metrics["verdicts/checks_hold"] == 1.0
+    assert evaluate.data.tags["verdict/c4_morph"] == INCONCLUSIVE
+
+
+def test_stages_reject_bad_input(tmp_path):
+    common = ["--scale", "smoke", "--no-track", "--config", str(YAML)]
+    with pytest.raises(SystemExit, match="ETTh1 is a remote file"):  # paper data offline
+        stage_cli(["download", "--scale", "paper", "--no-track", "--config", str(YAML), "--out",
+                   *[str(tmp_path / f"{d}.csv") for d in REMOTE_DATASETS], str(tmp_path / "m.csv")])
+    assert not list(tmp_path.iterdir())
+    bad = tmp_path / "synth.csv"
+    df = mof.make_fat_tailed_ett(200, 0, {"n_channels": 3}).drop(columns=["HULL"])
+    df.to_csv(bad, index=False)
+    with pytest.raises(ValueError, match=r"synth.csv: missing column\(s\) \['HULL'\]"):
+        stage_cli(["preprocess", *common, "--in", str(bad), "--out", str(tmp_path / "synth.npz"),
+                   str(tmp_path / "scaler.json")])
+    with pytest.raises(SystemExit, match="--arm must be one of"):
+        stage_cli(["train", *common, "--arm", "magic", "--in", str(bad), "--out", str(tmp_path / "m.pt"),
+                   str(tmp_path / "m.json")])
+    with pytest.raises(SystemExit, match="should be named after dataset 'synth'"):
+        stage_cli(["preprocess", *common, "--in", str(tmp_path / "other.csv"), "--out", str(tmp_path / "a.npz"),
+                   str(tmp_path / "scaler.json")])
+    assert not (tmp_path / "synth.npz").exists() and not (tmp_path / "scaler.json").exists()
 
 
 def test_public_api_names_and_defaults():

@@ -420,6 +420,15 @@ class StageRun:
         self.client.log_batch(self.parent_run_id,
                               metrics=[(k, float(v), ts, int(step)) for k, v in metrics.items()])
 
+    def set_parent_tags(self, tags: Mapping[str, Any]) -> None:
+        """Set tags on the study's parent run of this invocation too (no-op without one), e.g. a label every run of
+        the study must carry; values stringified, None skipped."""
+        if self.parent_run_id is None:
+            return
+        items = [(k, str(v)) for k, v in tags.items() if v is not None]
+        for i in range(0, len(items), 100):
+            self.client.log_batch(self.parent_run_id, tags=items[i:i + 100])
+
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
         """Upload a file, or a directory (as ``<artifact_path>/<dir name>/...``)."""
         self.client.log_artifact(self.run_id, self.artifact_uri, Path(path), artifact_path)

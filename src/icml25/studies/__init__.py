@@ -7,7 +7,10 @@ from __future__ import annotations
 import importlib
 
 #: Implemented studies (slugs). Every slug names its package, rules, yaml, schema, results dir and experiment.
-STUDIES: tuple[str, ...] = ("cat_iv", "rip", "human_baselines", "coastalbench", "sard", "data_remix")
+STUDIES: tuple[str, ...] = ("cat_iv", "rip", "human_baselines", "coastalbench", "roste", "adaptive_adversary",
+                            "coalition_attribution", "kernel_adaptation", "morphing_flow", "lfss",
+                            "meta_expert", "action_piece", "fedecado", "ntk_dfl", "unisoma",
+                            "sard", "data_remix")
 
 #: All 19 planned studies, in the order of the README table.
 ALL_SLUGS: tuple[str, ...] = (

@@ -17,6 +17,12 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+#: The paper (claims.json, MLflow).
+PAPER = {"title": "On the Learnability of Distribution Classes with Adaptive Adversaries",
+         "ref": "Lechner, Bie, Kamath; ICML 2025; https://arxiv.org/abs/2509.05137"}
+#: Tags of every MLflow run of the study: its claims are about our own construction, not the paper's proof.
+LABEL_TAGS = {"construction": "own_illustration", "paper_theorem_reproduced": "false"}
+
 _EXPORTS = {
     "draw_sample": "data",
     "oblivious_sample": "data",

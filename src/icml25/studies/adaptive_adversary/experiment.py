@@ -32,9 +32,9 @@ def run(settings: Mapping[str, Any], arm: str, seed: int) -> dict[str, Any]:
 
 
 def run_all(settings: Mapping[str, Any], seeds=None) -> dict[str, Any]:
-    """Every arm of ``settings["adversaries"]`` × seed: concatenated trial and cell tables and total seconds."""
+    """Every arm of ``settings["arms"]`` × seed: concatenated trial and cell tables and total seconds."""
     seeds = list(settings["seeds"] if seeds is None else seeds)
-    outs = [run(settings, arm, s) for arm in settings["adversaries"] for s in seeds]
+    outs = [run(settings, arm, s) for arm in settings["arms"] for s in seeds]
     return {"trials": pd.concat([o["trials"] for o in outs], ignore_index=True),
             "cells": pd.concat([o["cells"] for o in outs], ignore_index=True),
             "seconds": sum(o["seconds"] for o in outs)}

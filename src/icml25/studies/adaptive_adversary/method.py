@@ -131,8 +131,9 @@ def robust(sample: Sample) -> Hypothesis:
     return P0
 
 
-def learn(sample: Sample, learner: str) -> tuple[Hypothesis, float]:
-    """Run ``learner`` (``decoder`` or ``robust``) on ``sample``: (hypothesis, its exact d_TV to the truth)."""
+def learn(sample: Sample, learner: str, k: int = K) -> tuple[Hypothesis, float]:
+    """Run ``learner`` (``decoder`` or ``robust``) on ``sample``: (hypothesis, its exact d_TV to the truth for
+    sets of size ``k``)."""
     if learner == "decoder":
         h = decoder(sample)
     elif learner == "robust":
@@ -140,7 +141,7 @@ def learn(sample: Sample, learner: str) -> tuple[Hypothesis, float]:
     else:
         raise ValueError(f"learner must be one of {LEARNERS}, got {learner!r}")
     truth = P0 if sample.truth == "p0" else sample.trial_set()
-    return h, tv_distance(h, truth, sample.c, sample.sets)
+    return h, tv_distance(h, truth, sample.c, sample.sets, k)
 
 
 # --- closed forms ------------------------------------------------------------------------------------------------

@@ -15,6 +15,14 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from pathlib import Path
+
+#: The paper (claims.json, MLflow).
+PAPER = {"title": "Towards Attributions of Input Variables in a Coalition",
+         "ref": "Zheng, Deng, Zhang; ICML 2025, PMLR 267:78115-78138; https://arxiv.org/abs/2309.13411"}
+#: Remote files of the paper-scale real-data experiments (name, url, sha256 or UNPINNED, size, licence, mirror).
+MANIFEST = Path(__file__).with_name("manifest.csv")
+
 _EXPORTS = {
     "and_or_interactions": "method",
     "coalition_attribution": "method",

@@ -1,5 +1,5 @@
 """The monomial toy of Sec. 5 / Table 4 (Zheng, Deng & Zhang, ICML 2025): target functions, their games and the
-F / P / U coalitions. The design is the paper's; every detail below is a reconstruction [R] (see settings.py).
+F / P / U coalitions. The design is the paper's; every detail below is a reconstruction [R] (keys in config.py).
 
 f(x) = sum_{k=1..m} w_k prod_{j in T_k} x_j on x in {0,1}^n with distinct supports T_k; m ~ U{m_min..m_max},
 |T_k| ~ U{order_min..order_max} with a uniformly drawn support, |w_k| ~ U(w_min, w_max) with a random sign.

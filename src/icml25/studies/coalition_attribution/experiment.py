@@ -44,12 +44,14 @@ def make_games(settings: Mapping[str, Any], arm: str, seed: int, functions: list
     t0 = time.perf_counter()
     fit = fit_mlps(x, exact, settings["mlp"], seed)
     return {"values": fit["pred"], "rel_mse": fit["rel_mse"], "curve_step": fit["curve_step"],
-            "curve_loss": fit["curve_loss"], "train_seconds": time.perf_counter() - t0}
+            "curve_loss": fit["curve_loss"], "train_seconds": time.perf_counter() - t0, "model": fit["model"]}
 
 
-def run(settings: Mapping[str, Any], arm: str, seed: int, games: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def run(settings: Mapping[str, Any], arm: str, seed: int, games: Mapping[str, Any] | None = None,
+        toy: tuple[list[dict], list[list[dict]]] | None = None) -> dict[str, Any]:
     """Run one arm x seed. ``games`` (from :func:`make_games`) may be passed to reuse trained MLPs across the mlp
-    and mlp_adam arms (they are identical for a seed). Returns a dict with
+    and mlp_adam arms (they are identical for a seed); ``toy`` = (functions, coalitions) of the seed (from
+    :func:`make_functions`, e.g. read back from the preprocess stage's files). Returns a dict with
 
     * ``values`` (K, 2**n), ``gamma``, ``i_and``, ``i_or`` (K, 2**n); ``shapley``, ``banzhaf`` (K, n);
     * ``l1_objective`` (K,) at the learned gamma and ``l1_half_v`` (K,) at gamma = v/2;
@@ -67,7 +69,7 @@ def run(settings: Mapping[str, Any], arm: str, seed: int, games: Mapping[str, An
         raise ValueError("gamma.include_empty: only true (the empty set enters the objective) is implemented")
     secs: dict[str, float] = {}
     t0 = time.perf_counter()
-    functions, coalitions = make_functions(settings, seed)
+    functions, coalitions = make_functions(settings, seed) if toy is None else toy
     if games is None:
         games = make_games(settings, arm, seed, functions)
     secs["games"] = time.perf_counter() - t0

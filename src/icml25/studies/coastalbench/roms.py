@@ -280,7 +280,9 @@ def validate_files(paths: Sequence[str | Path], variables: Sequence[str]) -> dic
     Raises :class:`RomsFormatError` naming the file and the variable/dimension for: a missing file, a missing
     variable, wrong dimension names or inconsistent staggered sizes, a grid (sizes, h, masks) that differs from the
     first file, or a time axis that is not strictly increasing within and across files. Returns
-    ``{"sizes", "records", "times"}`` (dimension sizes, records per file, all ocean_time values in seconds).
+    ``{"sizes", "records", "times", "grid", "scalars", "fills"}`` (dimension sizes, records per file, all
+    ocean_time values in seconds, grid arrays and s-coordinate scalars and decoded _FillValue of ``variables``,
+    from the first file).
     """
     import netCDF4
 
@@ -325,6 +327,7 @@ def validate_files(paths: Sequence[str | Path], variables: Sequence[str]) -> dic
                 extra = {n: np.asarray(nc.variables[n][:]) for n in ("lon_rho", "lat_rho", "Cs_r", "s_rho")
                          if n in nc.variables}
                 scalars = {n: nc.variables[n][...].item() for n in SCALARS if n in nc.variables}
+                fills = {n: decoded_fill(nc.variables[n]) for n in variables}
             if ref_sizes is None:
                 ref_sizes, ref_grid = static, grid
             else:
@@ -347,7 +350,19 @@ def validate_files(paths: Sequence[str | Path], variables: Sequence[str]) -> dic
             records.append(int(t.size))
             times.append(t)
     return {"sizes": ref_sizes, "records": records, "times": np.concatenate(times), "grid": {**ref_grid, **extra},
-            "scalars": scalars}
+            "scalars": scalars, "fills": fills}
+
+
+def decoded_fill(var) -> float:
+    """The decoded _FillValue of a ``netCDF4`` variable (netCDF's default fill when the attribute is absent)."""
+    import netCDF4
+
+    fill = np.float32(getattr(var, "_FillValue", netCDF4.default_fillvals.get(var.dtype.str[1:], np.nan)))
+    if getattr(var, "scale_factor", None) is not None:
+        fill = fill * np.float32(var.scale_factor)
+    if getattr(var, "add_offset", None) is not None:
+        fill = fill + np.float32(var.add_offset)
+    return float(fill)
 
 
 # ----------------------------------------------------------------------------------------------------- reader
@@ -536,270 +551,3 @@ def day_of_file(path: str | Path) -> str:
     except ValueError as err:
         raise RomsFormatError(f"{path}: file name must end in _YYYYMMDD.nc") from err
     return tail
-
-
-# ------------------------------------------------------------------------------------------ direct record reader
-
-
-class RhoTable:
-    """Where the rho-point values of one kind of field come from (see :mod:`.kernels`).
-
-    ``cells``: flat rho indices (eta_rho * xi_rho) of the valid cells, int32 (n_valid,); ``ia``/``ib``: flat
-    indices into the source level; ``wa``/``wb``: float32 weights, or None for a plain gather (``ia == cells``);
-    ``invalid``: flat rho indices of land and of cells without a water neighbour (NaN in ``open_roms``, 0 in
-    shards); ``vertical``: the source has N + 1 levels (s_w) averaged pairwise to N.
-    """
-
-    def __init__(self, cells, ia, ib=None, wa=None, wb=None, *, invalid, vertical: bool = False) -> None:
-        self.cells, self.ia, self.ib, self.wa, self.wb = cells, ia, ib, wa, wb
-        self.invalid, self.vertical = invalid, vertical
-
-    @property
-    def count(self) -> int:
-        return int(self.cells.size)
-
-
-def rho_point_table(kind: Literal["rho", "u", "v", "w"], masks: Mapping[str, np.ndarray]) -> RhoTable:
-    """The :class:`RhoTable` of a rho ("rho"), u, v or s_w ("w") field, from ``mask_rho``/``mask_u``/``mask_v``.
-
-    u/v follow :func:`_destagger_kernel`: interior rho point i averages the water u points i-1 and i (weights 1/2),
-    a point with one water neighbour (coast or domain edge) copies it (weights 1 and 0), a point with none is
-    invalid; land rho points are invalid. w/AKs average levels k and k+1 (weights 1/2) on wet rho points.
-    """
-    wet = np.asarray(masks["mask_rho"]) > 0
-    ny, nx = wet.shape
-    i32 = np.int32
-    if kind in ("rho", "w"):
-        cells = np.flatnonzero(wet).astype(i32)
-        invalid = np.flatnonzero(~wet).astype(i32)
-        if kind == "rho":
-            return RhoTable(cells, cells, invalid=invalid)
-        half = np.full(cells.size, 0.5, np.float32)
-        return RhoTable(cells, cells, cells, half, half.copy(), invalid=invalid, vertical=True)
-    if kind not in ("u", "v"):
-        raise ValueError(f"rho_point_table: kind must be rho, u, v or w, got {kind!r}")
-    m = np.asarray(masks[f"mask_{kind}"]) > 0
-    jj, ii = np.mgrid[0:ny, 0:nx]
-    if kind == "u":  # u[j, i-1] and u[j, i] bracket rho[j, i]; the u array is (ny, nx - 1)
-        lo_ok = np.zeros((ny, nx), bool)
-        hi_ok = np.zeros((ny, nx), bool)
-        lo_ok[:, 1:], hi_ok[:, :-1] = m, m
-        lo_idx, hi_idx = jj * (nx - 1) + ii - 1, jj * (nx - 1) + ii
-    else:  # v[j-1, i] and v[j, i] bracket rho[j, i]; the v array is (ny - 1, nx)
-        lo_ok = np.zeros((ny, nx), bool)
-        hi_ok = np.zeros((ny, nx), bool)
-        lo_ok[1:, :], hi_ok[:-1, :] = m, m
-        lo_idx, hi_idx = (jj - 1) * nx + ii, jj * nx + ii
-    valid = wet & (lo_ok | hi_ok)
-    cells = np.flatnonzero(valid)
-    lo, hi = lo_ok.ravel()[cells], hi_ok.ravel()[cells]
-    both = lo & hi
-    ia = np.where(lo, lo_idx.ravel()[cells], hi_idx.ravel()[cells]).astype(i32)
-    ib = np.where(hi, hi_idx.ravel()[cells], ia).astype(i32)
-    wa = np.where(both, 0.5, 1.0).astype(np.float32)
-    wb = np.where(both, 0.5, 0.0).astype(np.float32)
-    return RhoTable(cells.astype(i32), ia, ib, wa, wb, invalid=np.flatnonzero(~valid).astype(i32))
-
-
-def _nc_get_vara_float():
-    """``nc_get_vara_float`` of the netCDF-C library that ``netCDF4`` loaded (ctypes), or None if not found.
-
-    netCDF4-python always allocates a new array per read; on this VM first-touching fresh pages costs several
-    times the copy itself (page faults), so the direct reader fills preallocated buffers through the C call.
-    Only the very library netCDF4 uses will do (ncids are per library), so it is looked up in /proc/self/maps.
-    """
-    import ctypes
-
-    import netCDF4  # noqa: F401  (loads libnetcdf)
-
-    try:
-        with open("/proc/self/maps") as fh:
-            libs = sorted({line.split()[-1] for line in fh if "libnetcdf" in line and ".so" in line})
-    except OSError:
-        return None
-    for lib in libs:
-        try:
-            fn = ctypes.CDLL(lib).nc_get_vara_float
-        except (OSError, AttributeError):
-            continue
-        fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
-        fn.restype = ctypes.c_int
-        return fn
-    return None
-
-
-class RomsRecords:
-    """Direct reader of ROMS history records: ``netCDF4`` straight into NumPy, no dask or xarray per record.
-
-    The fast path of the statistics and shard passes (:func:`.stats.normalisation_stats` and
-    :func:`.stats.write_shard` accept it in place of an ``open_roms`` dataset and give the same numbers). Files are
-    validated like :func:`open_roms`; records are read one at a time (``read``), undecoded (no masked arrays), then
-    scaled once if the variable is packed (``scale_factor``/``add_offset``); land is never looked at, since the
-    kernels read only the valid cells of :func:`rho_point_table`. ``chunk_time`` records form one statistics chunk
-    (the Chan merge unit). HDF5's chunk cache is off for the variables read (each chunk is read once).
-    """
-
-    def __init__(self, paths: str | Path | Sequence[str | Path], variables: Sequence[str] | None = None, *,
-                 chunk_time: int = 1, _parent: RomsRecords | None = None, _rows: np.ndarray | None = None) -> None:
-        if _parent is not None:
-            self.__dict__.update({k: v for k, v in _parent.__dict__.items() if k not in ("_nc", "_nc_index")})
-            self.rows = _rows  # the record buffers are shared with the parent: selections are read one at a time
-            self._nc, self._nc_index = None, -1
-            return
-        import netCDF4
-
-        if isinstance(paths, (str, os.PathLike)):
-            paths = [paths]
-        self.paths = [str(p) for p in paths]
-        if variables is None:
-            if not Path(self.paths[0]).is_file():
-                raise RomsFormatError(f"{self.paths[0]}: file not found")
-            with netCDF4.Dataset(self.paths[0]) as nc:
-                variables = [v for v in FIELDS if v in nc.variables and v not in ("ubar", "vbar")]
-        self.variables = list(variables)
-        if int(chunk_time) < 1:
-            raise ValueError(f"RomsRecords: chunk_time must be >= 1, got {chunk_time}")
-        self.chunk_time = int(chunk_time)
-        info = validate_files(self.paths, self.variables)
-        self.sizes = info["sizes"]
-        self.grid = info["grid"]
-        self.times = info["times"]
-        files = np.repeat(np.arange(len(self.paths)), info["records"])
-        recs = np.concatenate([np.arange(n) for n in info["records"]])
-        self.rows = np.stack([files, recs], axis=1)  # (records, 2): file index, record in file
-        self._all_rows = self.rows
-        masks = {"mask_rho": self.grid["mask_rho"], "mask_u": self.grid["mask_u"], "mask_v": self.grid["mask_v"]}
-        self.tables = {k: rho_point_table(k, masks) for k in ("rho", "u", "v", "w")}
-        self._get = _nc_get_vara_float()
-        self._buffers: dict[tuple[int, ...], np.ndarray] = {}
-        self._nc, self._nc_index = None, -1
-
-    # -- shape and selection
-    def __len__(self) -> int:
-        return int(self.rows.shape[0])
-
-    @property
-    def shape_rho(self) -> tuple[int, int]:
-        return int(self.sizes["eta_rho"]), int(self.sizes["xi_rho"])
-
-    @property
-    def records_per_file(self) -> list[int]:
-        return [int(n) for n in np.bincount(self.rows[:, 0], minlength=len(self.paths))]
-
-    def levels(self, name: str) -> int:
-        """Levels of ``name`` at rho points: N for 3-D fields (w/AKs averaged to s_rho), 1 for 2-D fields."""
-        return int(self.sizes["s_rho"]) if FIELDS[name][1] else 1
-
-    def table(self, name: str) -> RhoTable:
-        hgrid, vgrid = FIELDS[name][:2]
-        return self.tables["w" if vgrid == "s_w" else hgrid]
-
-    def select(self, start: int, stop: int) -> RomsRecords:
-        """The records start..stop-1 (e.g. one day), sharing grids, tables and record buffers (so read one
-        selection at a time: a read overwrites the previous read of the same shape)."""
-        return RomsRecords(self.paths, _parent=self, _rows=self.rows[start:stop])
-
-    def chunks(self) -> list[tuple[int, int]]:
-        """(start, stop) record ranges of ``chunk_time`` records."""
-        n = len(self)
-        return [(a, min(a + self.chunk_time, n)) for a in range(0, n, self.chunk_time)]
-
-    def where(self, t: int) -> str:
-        """'<file> record <k>' of record t (for error messages)."""
-        f, k = self.rows[t]
-        return f"{self.paths[f]} record {k}"
-
-    # -- reading
-    def _dataset(self, f: int):
-        import netCDF4
-
-        if self._nc_index != f:
-            self.close()
-            nc = netCDF4.Dataset(self.paths[f], "r")
-            nc.set_auto_maskandscale(False)
-            for v in self.variables:
-                nc.variables[v].set_var_chunk_cache(size=0)
-            self._nc, self._nc_index = nc, f
-        return self._nc
-
-    def read(self, name: str, t: int) -> np.ndarray:
-        """Record t of ``name``, decoded to float32, as (source levels, flat horizontal points) (a view).
-
-        Source levels: 1 (2-D), N (s_rho) or N + 1 (s_w); points: those of the field's own grid (u, v or rho).
-        """
-        import ctypes
-
-        f, k = self.rows[t]
-        nc = self._dataset(int(f))
-        var = nc.variables[name]
-        shape = tuple(var.shape[1:])
-        if self._get is not None:  # into a preallocated buffer, converted to float32 by netCDF-C
-            x = self._buffers.get(shape)
-            if x is None:
-                x = self._buffers[shape] = np.empty(shape, np.float32)
-            start = (ctypes.c_size_t * var.ndim)(int(k), *([0] * (var.ndim - 1)))
-            count = (ctypes.c_size_t * var.ndim)(1, *shape)
-            status = self._get(nc._grpid, var._varid, start, count, x.ctypes.data)
-            if status != 0:
-                import netCDF4
-
-                raise RomsFormatError(f"{self.where(t)}: reading {name!r} failed (netCDF error {status}: "
-                                      f"{netCDF4.Dataset.__module__} nc_get_vara_float)")
-        else:
-            x = np.asarray(var[int(k)], dtype=np.float32)
-        scale, offset = getattr(var, "scale_factor", None), getattr(var, "add_offset", None)
-        if scale is not None:  # packed data: decoded once, in place
-            x *= np.float32(scale)
-        if offset is not None:
-            x += np.float32(offset)
-        return x.reshape(1 if x.ndim == 2 else x.shape[0], -1)
-
-    def datetimes(self) -> np.ndarray:
-        """ocean_time of the selected records as datetime64[ns], decoded with the first file's units/calendar."""
-        import netCDF4
-
-        with netCDF4.Dataset(self.paths[0]) as nc:
-            t = nc.variables["ocean_time"]
-            units, calendar = t.units, getattr(t, "calendar", "standard")
-        values = self.times[self._global_rows()]
-        dates = netCDF4.num2date(values, units, calendar, only_use_cftime_datetimes=False,
-                                 only_use_python_datetimes=True)
-        return np.array(dates, dtype="datetime64[ns]")
-
-    def _global_rows(self) -> np.ndarray:
-        offsets = np.cumsum([0, *np.bincount(self._all_rows[:, 0], minlength=len(self.paths))])[:-1]
-        return offsets[self.rows[:, 0]] + self.rows[:, 1]
-
-    def release(self) -> None:
-        """Free the record buffers (the next ``read`` allocates again)."""
-        self._buffers.clear()
-
-    def fill_value(self, name: str) -> float:
-        """The decoded _FillValue of ``name`` (netCDF's default fill when the attribute is absent)."""
-        import netCDF4
-
-        var = self._dataset(int(self.rows[0, 0]) if len(self) else 0).variables[name]
-        fill = getattr(var, "_FillValue", netCDF4.default_fillvals.get(var.dtype.str[1:], np.nan))
-        fill = np.float32(fill)
-        if getattr(var, "scale_factor", None) is not None:
-            fill = fill * np.float32(var.scale_factor)
-        if getattr(var, "add_offset", None) is not None:
-            fill = fill + np.float32(var.add_offset)
-        return float(fill)
-
-    def close(self) -> None:
-        if self._nc is not None:
-            self._nc.close()
-        self._nc, self._nc_index = None, -1
-
-    def __enter__(self) -> RomsRecords:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self) -> None:  # pragma: no cover - best effort
-        try:
-            self.close()
-        except Exception:
-            pass

@@ -20,7 +20,8 @@ import numpy as np
 from icml25.core.io import atomic_path, read_json, save_npz, write_json, write_text
 
 from . import remote
-from .roms import FIELDS, HisWriter, RomsFormatError, RomsRecords, open_roms, validate_files
+from .records import RomsRecords
+from .roms import FIELDS, HisWriter, RomsFormatError, open_roms, validate_files
 
 log = logging.getLogger("icml25.coastalbench")
 HERE = Path(__file__).resolve().parent

@@ -16,6 +16,15 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from pathlib import Path
+
+#: The paper (claims.json, MLflow).
+PAPER = {"title": "From Kernels to Features: A Multi-Scale Adaptive Theory of Feature Learning",
+         "ref": "Rubin, Fischer, Lindner, Dahmen, Seroussi, Ringel, Krämer, Helias; ICML 2025, PMLR 267:52225-52257; "
+                "https://arxiv.org/abs/2502.03210"}
+#: Remote files (paper scale: MNIST from OpenML).
+MANIFEST = Path(__file__).with_name("manifest.csv")
+
 _EXPORTS = {
     "nngp_predictor": "method",
     "rescaling_predictor": "method",

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-TASKS = ("ising", "teacher", "digits03")
+TASKS = ("ising", "teacher", "digits03", "mnist03")
 GENERATED = ("ising", "teacher")
 
 
@@ -125,6 +125,12 @@ def digits03(P: int, P_test: int, seed: int) -> dict[str, np.ndarray]:
     X_all, labels = table[keep, :-1], table[keep, -1]
     if P + P_test > len(X_all):
         raise ValueError(f"digits03: P + P_test = {P + P_test} exceeds the {len(X_all)} images of classes 0 and 3")
+    return split_standardise(X_all, labels, P, P_test, seed)
+
+
+def split_standardise(X_all: np.ndarray, labels: np.ndarray, P: int, P_test: int, seed: int) -> dict[str, np.ndarray]:
+    """Random split of P + P* rows of classes 0 (y = +1) and 3 (y = −1) with ``seed``; pixels standardised with
+    the train split (constant pixels 0) and scaled so that the mean train ‖x‖² is D; teacher = Xᵀy direction."""
     idx = _rng(seed).permutation(len(X_all))[: P + P_test]
     X, y = X_all[idx], np.where(labels[idx] == 0, 1.0, -1.0)
     mu, sd = X[:P].mean(axis=0), X[:P].std(axis=0)
@@ -133,3 +139,43 @@ def digits03(P: int, P_test: int, seed: int) -> dict[str, np.ndarray]:
     Z *= np.sqrt(D / np.mean(np.sum(Z[:P] ** 2, axis=1)))
     teacher = Z[:P].T @ y[:P]
     return {"X": Z[:P], "y": y[:P], "X_test": Z[P:], "y_test": y[P:], "teacher": teacher / np.linalg.norm(teacher)}
+
+
+# --------------------------------------------------------------------------------------------- mnist03
+
+
+def read_mnist_arff(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
+    """Pixels (n, 784) float64 and labels (n,) of OpenML's ``mnist_784`` ARFF file (data id 554): the ``@data``
+    rows are comma-separated numbers, the class last (quotes tolerated). Errors name the file and the line."""
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    rows: list[list[float]] = []
+    with opener(path, "rt") as fh:
+        in_data = False
+        for lineno, line in enumerate(fh, 1):
+            line = line.strip()
+            if not line or line.startswith("%"):
+                continue
+            if not in_data:
+                in_data = line.lower() == "@data"
+                continue
+            try:
+                rows.append([float(v.strip().strip("'\"")) for v in line.split(",")])
+            except ValueError as err:
+                raise ValueError(f"mnist03: {path}:{lineno}: not a row of numbers ({err})") from None
+            if len(rows[-1]) != 785:
+                raise ValueError(f"mnist03: {path}:{lineno}: {len(rows[-1])} values, expected 785 (784 pixels + class)")
+    if not rows:
+        raise ValueError(f"mnist03: {path}: no @data rows")
+    table = np.asarray(rows)
+    return table[:, :-1], table[:, -1]
+
+
+def mnist03(path: str | Path, P: int, P_test: int, seed: int) -> dict[str, np.ndarray]:
+    """MNIST 0 (y = +1) vs 3 (y = −1) from the downloaded OpenML ARFF file, split and standardised like
+    :func:`digits03` (D = 784)."""
+    X, labels = read_mnist_arff(path)
+    keep = np.isin(labels, (0, 3))
+    if P + P_test > int(keep.sum()):
+        raise ValueError(f"mnist03: P + P_test = {P + P_test} exceeds the {int(keep.sum())} images of classes 0 and 3")
+    return split_standardise(X[keep], labels[keep], P, P_test, seed)

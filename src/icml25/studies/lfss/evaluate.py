@@ -123,12 +123,13 @@ def claim2_lfss_improves(acc_base: Sequence[float], acc_lfss: Sequence[float], n
     if not (ab.shape == al.shape == nb.shape == nl.shape) or ab.ndim != 1:
         raise ValueError("claim2_lfss_improves: the four per-seed arrays must be 1-D of equal length (paired)")
     d_acc, d_nmi = al - ab, nl - nb
+    positive = d_acc > _EPS  # equal ACCs can differ by ~1e-17 in floating point: that is no improvement
     stat = {"d_acc_mean": float(d_acc.mean()), "d_nmi_mean": float(d_nmi.mean()),
-            "n_acc_positive": int((d_acc > 0).sum()), "d_acc": d_acc.tolist(), "d_nmi": d_nmi.tolist(),
+            "n_acc_positive": int(positive.sum()), "d_acc": d_acc.tolist(), "d_nmi": d_nmi.tolist(),
             "n": int(ab.size), "gate": bool(gate)}
     if not gate:
         return False, False, {**stat, "note": INADEQUATE}
-    rep = bool(d_acc.mean() > 0 and d_nmi.mean() > 0 and (d_acc > 0).sum() >= min_positive)
+    rep = bool(d_acc.mean() > _EPS and d_nmi.mean() > _EPS and positive.sum() >= min_positive)
     nrep = bool(d_acc.mean() < -harm - _EPS)
     return rep, nrep and not rep, stat
 
@@ -189,3 +190,95 @@ def check3_stability_identities(results: Sequence[dict[str, bool]]) -> tuple[boo
     failed = {key: int(sum(not r[key] for r in results)) for key in keys}
     holds = all(v == 0 for v in failed.values())
     return holds, {"trials": len(results), "failed": failed, "identities": keys}
+
+
+# ------------------------------------------------------------------------------------- claims.json from results
+CHECK3_TRIALS = tuple((s, k) for s in range(5) for k in (3, 4, 5))  # (seed, K) of the identity trials
+
+
+def claim1_statistics(curves: Sequence[dict], epochs_back: Sequence[int]) -> dict[str, float]:
+    """AUROC(s -> c) and gap averaged over epochs {E - b for b in epochs_back} (E = last epoch of ``curves``)."""
+    last = curves[-1]["epoch"]
+    want = {last - b for b in epochs_back}
+    rows = [c for c in curves if c["epoch"] in want]
+    if len(rows) != len(want):
+        raise ValueError(f"lfss: claim-1 epochs {sorted(want)} not all in the curves (1..{last})")
+    return {"auroc": float(np.mean([r["auroc"] for r in rows])), "gap": float(np.mean([r["gap"] for r in rows])),
+            "epochs": sorted(want)}
+
+
+def _gate_note(stat: dict) -> str:
+    parts = []
+    if not stat["level_ok"]:
+        parts.append(f"base final ACC {stat['base_final_acc_mean']:.3f} < 0.9 x PCA-50 k-means ACC "
+                     f"{stat['reference_acc']:.3f} = {stat['threshold']:.3f}")
+    if not stat["drift_ok"]:
+        parts.append(f"base ACC fell {100 * stat['max_drop']:.1f} pts from its best epoch (> 5)")
+    return f"{INADEQUATE}: " + "; ".join(parts)
+
+
+def build_claims(results: dict[tuple[str, int], dict], references: dict[int, dict], trials: Sequence[dict]
+                 ) -> tuple[list, dict]:
+    """Claims 1-2 and check 3 as :class:`icml25.core.claims.Claim` entries, and the adequacy gate's statistics.
+
+    ``results[(arm, seed)]``: ``final`` (mean ACC/NMI/ARI of the k-means runs), ``curve_acc`` (per-epoch ACC),
+    ``claim1`` (:func:`claim1_statistics`); ``references[seed]``: the PCA-50 k-means reference; ``trials``: one
+    :func:`stability_identities` dict per trial."""
+    from icml25.core.claims import Claim, Evidence, check, summarize, verdict
+
+    seeds = sorted({s for (_, s) in results})
+    have = lambda arm: all((arm, s) in results for s in seeds)  # noqa: E731
+    claims, gate_stat, gate = [], None, True
+    c1 = dict(id="c1_unstable_misclustered", source="paper", title="Unstable samples are misclustered",
+              statement="Samples whose representation is unstable between consecutive epochs are more often "
+                        "misclustered: stability s predicts the correctness of the Hungarian-mapped k-means label",
+              data="MNIST-5k subset (stand-in for the paper's image benchmarks), base arm, training images",
+              test="per seed: AUROC(s -> correct) and gap = ACC of the rest - ACC of the least-stable 10 %, each "
+                   "averaged over epochs E-10, E-5, E",
+              threshold="reproduced: mean AUROC >= 0.58, every seed > 0.5 and mean gap >= 5 pts; not reproduced: "
+                        "mean AUROC <= 0.5 or mean gap <= 0; adequacy gate must pass")
+    if have("base") and seeds:
+        base = [results["base", s] for s in seeds]
+        refs = [references[s]["acc"] for s in seeds]
+        gate, gate_stat = adequacy_gate([r["final"]["acc"] for r in base], [r["curve_acc"] for r in base], refs)
+        rep, nrep, stat = claim1_unstable_misclustered([r["claim1"]["auroc"] for r in base],
+                                                       [r["claim1"]["gap"] for r in base], gate=gate)
+        claims.append(Claim(verdict=verdict(rep, nrep), statistic={**stat, "gate": gate_stat, "seeds": seeds},
+                            evidence=Evidence(len(seeds), "seeds"), note="" if gate else _gate_note(gate_stat),
+                            metrics={"base": summarize([r["claim1"]["auroc"] for r in base])},
+                            key_numbers={"mean AUROC": stat["auroc_mean"], "mean gap": stat["gap_mean"],
+                                         "base ACC": gate_stat["base_final_acc_mean"],
+                                         "gate threshold": gate_stat["threshold"]}, **c1))
+    else:
+        claims.append(Claim(verdict="inconclusive", evidence=Evidence(0), note="needs the base arm", **c1))
+
+    c2 = dict(id="c2_lfss_improves", source="paper", title="LFSS improves clustering",
+              statement="Adding the sample-stability supervision (LFSS) to the base deep-clustering learner improves "
+                        "clustering ACC and NMI",
+              data="MNIST-5k subset (stand-in), final target features, mean of the k-means runs per model",
+              test="paired per-seed differences lfss - base of ACC and NMI",
+              threshold="reproduced: mean dACC > 0, mean dNMI > 0 and dACC > 0 in >= 2 seeds; not reproduced: mean "
+                        "dACC < -1 pt; adequacy gate must pass")
+    if have("base") and have("lfss") and seeds:
+        get = lambda a, m: [results[a, s]["final"][m] for s in seeds]  # noqa: E731
+        rep, nrep, stat = claim2_lfss_improves(get("base", "acc"), get("lfss", "acc"), get("base", "nmi"),
+                                               get("lfss", "nmi"), gate=gate)
+        claims.append(Claim(verdict=verdict(rep, nrep), statistic={**stat, "seeds": seeds},
+                            evidence=Evidence(len(seeds), "seeds"),
+                            note="" if gate else _gate_note(gate_stat),
+                            metrics={a: summarize(get(a, "acc")) for a in ("base", "lfss")},
+                            key_numbers={"mean dACC": stat["d_acc_mean"], "mean dNMI": stat["d_nmi_mean"],
+                                         "seeds dACC > 0": stat["n_acc_positive"]}, **c2))
+    else:
+        claims.append(Claim(verdict="inconclusive", evidence=Evidence(0), note="needs the base and lfss arms", **c2))
+
+    holds, stat = check3_stability_identities(list(trials))
+    claims.append(check("c3_stability_identities", "Stability-score identities: pseudo-labels unchanged when the "
+                        "new k-means ids are permuted; s unchanged by rescaling rows; s = 1 when old = new; the "
+                        "aligned labels reach the brute-force maximum agreement (K <= 5); exactly floor(delta N) - 1 "
+                        "samples flagged when s has no ties", holds=holds, statistic=stat, source="paper",
+                        data=f"random clustered features, {len(trials)} trials (N = 200, K = 3-5)",
+                        test="exact comparisons", threshold="every identity in every trial",
+                        evidence=Evidence(len(trials), "trials"), title="Stability identities",
+                        key_numbers={"trials": len(trials), "failed": sum(stat["failed"].values())}))
+    return claims, {"passes": gate, **(gate_stat or {})}

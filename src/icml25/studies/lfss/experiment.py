@@ -1,14 +1,27 @@
-"""One arm x seed of the lfss study end to end in memory, and the per-seed adequacy-gate reference."""
+"""One arm x seed of the lfss study end to end in memory, and the per-seed adequacy-gate reference.
+
+The functions take the study config as plain nested dicts (:func:`settings_of` of a
+:class:`~icml25.studies.lfss.config.Config`): sections ``data``, ``model``, ``train``, ``augment``, ``stability``,
+``evaluate``. The pipeline's stages call the same pieces on the preprocessed arrays.
+"""
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
 
 from .data import load_dataset, pca_kmeans_reference
-from .evaluate import kmeans_eval
+from .evaluate import claim1_statistics, kmeans_eval
+
+SECTIONS = ("data", "model", "train", "augment", "stability", "evaluate")
+
+
+def settings_of(cfg: Any) -> dict[str, Any]:
+    """The config's sections as plain dicts (plus ``arms`` and ``seeds``), the form the training loop reads."""
+    out: dict[str, Any] = {s: getattr(cfg, s).model_dump() for s in SECTIONS}
+    out.update(arms=list(cfg.arms), seeds=list(cfg.seeds))
+    return out
 
 
 def reference(settings: Mapping[str, Any], seed: int) -> dict[str, float]:
@@ -17,17 +30,6 @@ def reference(settings: Mapping[str, Any], seed: int) -> dict[str, float]:
     x, y = load_dataset(settings["data"], seed)
     ev = settings["evaluate"]
     return pca_kmeans_reference(x, y, pca_dim=int(ev["pca_dim"]), runs=int(ev["kmeans_runs"]))
-
-
-def claim1_statistics(curves: list[dict], epochs_back: list[int]) -> dict[str, float]:
-    """AUROC(s -> c) and gap averaged over epochs {E - b for b in epochs_back} (E = last epoch)."""
-    last = curves[-1]["epoch"]
-    want = {last - b for b in epochs_back}
-    rows = [c for c in curves if c["epoch"] in want]
-    if len(rows) != len(want):
-        raise ValueError(f"lfss: claim-1 epochs {sorted(want)} not all in the curves (1..{last})")
-    return {"auroc": float(np.mean([r["auroc"] for r in rows])), "gap": float(np.mean([r["gap"] for r in rows])),
-            "epochs": sorted(want)}
 
 
 def run(settings: Mapping[str, Any], arm: str, seed: int) -> dict[str, Any]:

@@ -18,10 +18,18 @@ import numpy as np
 import torch
 
 from .data import augment
-from .evaluate import cluster_metrics, kmeans_eval, mapped_correct, stability_correctness
+from .evaluate import cluster_metrics, mapped_correct, stability_correctness
 from .method import byol_loss, kmeans_cosine, prototype_loss, sample_stability_loss, stability_from_labels
 from .model import LFSSNet
-from .settings import ARMS
+
+#: Arms: how each one weights the three losses and which δ it uses for its pseudo-labels (spec "Arms").
+#: ``lambda_ss``/``lambda_p`` multiply ``train.lam``; ``delta`` None means ``train.delta``.
+ARMS: dict[str, dict[str, Any]] = {
+    "base": {"lambda_ss": 0.0, "lambda_p": 1.0, "delta": 0.0},           # L_n + λ L_p on all samples from η
+    "lfss": {"lambda_ss": 1.0, "lambda_p": 1.0, "delta": None},          # the method
+    "lfss_no_ss": {"lambda_ss": 0.0, "lambda_p": 1.0, "delta": None},    # ablation: no sample-stability loss
+    "lfss_no_proto": {"lambda_ss": 1.0, "lambda_p": 0.0, "delta": None},  # ablation: no prototype loss
+}
 
 
 def lr_at(step: int, steps_per_epoch: int, epochs: int, warmup: int, base_lr: float) -> float:
@@ -66,6 +74,9 @@ def _train_arm(x: np.ndarray, y: np.ndarray, settings: Mapping[str, Any], arm: s
     if arm not in ARMS:
         raise KeyError(f"lfss: unknown arm {arm!r}; known: {sorted(ARMS)}")
     tr, st, mo, au = settings["train"], settings["stability"], settings["model"], settings["augment"]
+    if mo.get("backbone", "small_cnn") != "small_cnn":
+        raise NotImplementedError(f"lfss: model.backbone={mo['backbone']!r} (the paper's CIFAR/ImageNet ResNets) is "
+                                  "not implemented; the offline scales use small_cnn")
     spec = ARMS[arm]
     lam_ss, lam_p = tr["lam"] * spec["lambda_ss"], tr["lam"] * spec["lambda_p"]
     delta = tr["delta"] if spec["delta"] is None else spec["delta"]

@@ -18,6 +18,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+PAPER = {"title": "Slimming the Fat-Tail: Morphing-Flow for Adaptive Time Series Modeling",
+         "ref": "ICML 2025 (PMLR 267); MoF-style reconstruction, no official code"}  # shown in claims.json / claims.md
+
 _EXPORTS = {
     "SplineFlow": "method",
     "Morph": "method",

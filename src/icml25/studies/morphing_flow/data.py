@@ -288,6 +288,31 @@ def load_taylor() -> np.ndarray:
     raise ValueError(f"taylor: no array literal found in {path}")
 
 
+TAYLOR_START = "2000-06-05 00:00:00"  # first half-hour of the taylor series (5 Jun - 27 Aug 2000)
+
+
+def taylor_frame() -> pd.DataFrame:
+    """The taylor series as a table: ``date`` (half-hourly from 5 Jun 2000) and ``demand`` (MW)."""
+    values = load_taylor()
+    dates = pd.date_range(TAYLOR_START, periods=len(values), freq="30min")
+    return pd.DataFrame({"date": dates.strftime("%Y-%m-%d %H:%M:%S"), "demand": values})
+
+
+def read_raw(name: str, path: str | Path, n_channels: int = 7, min_rows: int = 1) -> np.ndarray:
+    """The (T, C) float64 values of a raw dataset file, read and validated by its reader: ``synth`` (ETT columns
+    for ``n_channels``), ``msft`` (prices -> the five return channels), ``taylor`` (demand), ETT (7 columns).
+    Errors name the file and the column or row."""
+    if name == "synth":
+        return read_ett_csv(path, n_channels, min_rows).iloc[:, 1:].to_numpy(np.float64)
+    if name == "msft":
+        return msft_features(read_msft_csv(path, min_rows + 1)).iloc[:, 1:].to_numpy(np.float64)
+    if name == "taylor":
+        return read_series_csv(path, ["demand"], min_rows=min_rows).iloc[:, 1:].to_numpy(np.float64)
+    if name.startswith("ETT"):
+        return read_ett_csv(path, len(ETT_COLUMNS), min_rows).iloc[:, 1:].to_numpy(np.float64)
+    raise ValueError(f"{path}: unknown dataset {name!r}")
+
+
 # ------------------------------------------------------------------------------------------- downloads
 
 

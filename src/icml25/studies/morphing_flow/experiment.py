@@ -1,9 +1,11 @@
-"""One arm x dataset x seed of the morphing_flow study, end to end in memory: :func:`run`.
+"""One arm x dataset x backbone x horizon x seed of the morphing_flow study: train, test, measure (:func:`fit_and_test`).
 
-Data: ``synth`` is one fixed series (``make_fat_tailed_ett(n_rows, data_seed)``), ``msft`` the five return channels
-of the verified pmdarima file; both are split by time (``split``), z-scored with training statistics and cut into
-sliding windows. Every arm of a seed sees the same windows (paired). Randomness: model initialisation
-``torch.manual_seed(seed)``, batch order ``torch.Generator(seed)``.
+Data arrive prepared (:func:`icml25.studies.morphing_flow.data.prepare`: split by time, z-scored with training
+statistics); :func:`windows_of` cuts the sliding windows. Every arm of a seed sees the same windows (paired).
+Randomness: model initialisation ``torch.manual_seed(seed)``, batch order ``torch.Generator(seed)``.
+
+The pipeline's train stage calls :func:`fit_and_test` on the preprocessed arrays; :func:`run` does the same from
+the offline sources in memory (tests, ``benchmarks/morphing_flow_default.py``).
 """
 from __future__ import annotations
 
@@ -17,87 +19,126 @@ import numpy as np
 import torch
 
 from . import data as D
-from .evaluate import flow_identities
+from .evaluate import FLOW_GRID, HIST_EDGES
+from .identities import flow_identities
 from .method import excess_kurtosis
 from .model import MoFForecaster
-from .settings import ARMS
 from .train import mse_per_window, predict, train_model
 
-N_IDENTITY_WINDOWS = 8  # test windows used for the Morph-modulated identities and the m = 1 bitwise check
+#: Arms: forecaster cfg overrides and the Gaussianisation weight (``lam``: "train" = train.lam, or a number).
+ARMS: dict[str, dict[str, Any]] = {
+    "revin_linear": {"cfg": {"flow": False, "morph_mode": "off"}, "lam": 0.0},   # baseline: RevIN + backbone
+    "mof_flow": {"cfg": {"flow": True, "morph_mode": "off"}, "lam": "train"},    # Flow, Morph off
+    "mof_linear": {"cfg": {"flow": True}, "lam": "train"},                       # Flow + Morph (model.morph_mode)
+    "mof_linear_nonll": {"cfg": {"flow": True}, "lam": 0.0},                     # as mof_linear with lambda = 0
+}
+N_IDENTITY_WINDOWS = 8   # test windows used for the Morph-modulated identities and the m = 1 bitwise check
+
+
+# --------------------------------------------------------------------------------------------- data
 
 
 @lru_cache(maxsize=4)
-def _series(source: str, n_rows: int | None, data_seed: int | None, generator: tuple) -> np.ndarray:
-    if source == "generator":
+def _offline(name: str, n_rows: int, data_seed: int, generator: tuple) -> np.ndarray:
+    if name == "synth":
         return D.make_fat_tailed_ett(n_rows, data_seed, dict(generator)).iloc[:, 1:].to_numpy(np.float64)
-    if source == "pmdarima":
-        df = D.read_msft_csv(io.BytesIO(D.msft_csv_bytes()))
-        return D.msft_features(df).iloc[:, 1:].to_numpy(np.float64)
-    raise ValueError(f"dataset source {source!r} is not available offline (expected generator | pmdarima)")
+    if name == "msft":
+        return D.msft_features(D.read_msft_csv(io.BytesIO(D.msft_csv_bytes()))).iloc[:, 1:].to_numpy(np.float64)
+    if name == "taylor":
+        return D.load_taylor()[:, None]
+    raise ValueError(f"dataset {name!r} is not available offline (synth, msft, taylor); the ETT files are remote")
 
 
-def load_series(spec: Mapping[str, Any]) -> np.ndarray:
-    """The raw (T, C) array of a dataset's settings (cached per process)."""
-    gen = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in (spec.get("generator") or {}).items()))
-    return _series(spec["source"], spec.get("n_rows"), spec.get("data_seed"), gen)
+def offline_series(name: str, synth: Any = None) -> np.ndarray:
+    """The raw (T, C) array of an offline dataset (cached per process); ``synth`` is the ``data.synth`` section
+    (``n_rows``, ``data_seed``, ``generator``) for ``synth``."""
+    if name != "synth":
+        return _offline(name, 0, 0, ())
+    gen = synth.generator.model_dump() if hasattr(synth.generator, "model_dump") else dict(synth.generator)
+    return _offline(name, int(synth.n_rows), int(synth.data_seed),
+                    tuple(sorted((k, tuple(v) if isinstance(v, (list, tuple)) else v) for k, v in gen.items())))
 
 
-def dataset_windows(spec: Mapping[str, Any]) -> dict[str, Any]:
-    """Windows of the three splits (float32) plus the test window starts, borders and segment mask."""
-    L, H = int(spec["seq_len"]), int(spec["pred_len"])
-    prep = D.prepare(load_series(spec), L, H, spec["split"])
-    out: dict[str, Any] = {"border1s": prep["border1s"], "border2s": prep["border2s"], "scaler": prep["scaler"]}
+def windows_of(data: np.ndarray, border1s: list[int], border2s: list[int], seq_len: int, pred_len: int
+               ) -> dict[str, Any]:
+    """Windows (float32) of the three splits of a scaled (T, C) series, the test window starts and the test end."""
+    out: dict[str, Any] = {"border1s": list(border1s), "border2s": list(border2s), "seq_len": int(seq_len),
+                           "pred_len": int(pred_len)}
     for i, name in enumerate(("train", "val", "test")):
-        starts = D.window_starts(prep["border1s"][i], prep["border2s"][i], L, H)
-        x, y = D.windows(prep["data"], starts, L, H)
+        starts = D.window_starts(border1s[i], border2s[i], seq_len, pred_len)
+        x, y = D.windows(data, starts, seq_len, pred_len)
         out[name] = (x.astype(np.float32), y.astype(np.float32))
         out[f"{name}_starts"] = starts
     return out
 
 
-def segment_mask(starts: np.ndarray, seq_len: int, test_end: int, hours: int) -> np.ndarray:
-    """Windows whose whole target [s+L, s+L+H) lies in the last ``hours`` rows of the test period (ending at
-    ``test_end``): s + L >= test_end - hours."""
-    return np.asarray(starts) + seq_len >= test_end - hours
+# ------------------------------------------------------------------------------------------- one cell
 
 
-def arm_model(settings: Mapping[str, Any], arm: str, n_channels: int, seq_len: int, pred_len: int) -> tuple[MoFForecaster, float]:
-    """(untrained forecaster, lambda) of an arm."""
+def arm_model(arm: str, model_cfg: Mapping[str, Any], lam_train: float, backbone: str, n_channels: int,
+              seq_len: int, pred_len: int) -> tuple[MoFForecaster, float]:
+    """(untrained forecaster, lambda) of an arm; ``model_cfg`` holds the ``model`` section's keys."""
     if arm not in ARMS:
         raise KeyError(f"unknown arm {arm!r}; expected one of {sorted(ARMS)}")
     spec = ARMS[arm]
-    cfg = {**settings["model"], **spec["cfg"]}
-    lam = float(settings["train"]["lam"]) if spec["lam"] == "train" else float(spec["lam"])
-    return MoFForecaster(settings.get("backbone", "linear"), n_channels, seq_len, pred_len, cfg), lam
+    lam = float(lam_train) if spec["lam"] == "train" else float(spec["lam"])
+    return MoFForecaster(backbone, n_channels, seq_len, pred_len, {**dict(model_cfg), **spec["cfg"]}), lam
 
 
-def run(settings: Mapping[str, Any], arm: str, seed: int, dataset: str = "synth") -> dict[str, Any]:
-    """Train and evaluate ``arm`` on ``dataset`` with ``seed``. Returns ``curves`` (per epoch), ``metrics``
-    (test_mse, test_mae, kurtosis_in (mean per-channel excess kurtosis of backbone inputs on test windows),
-    kurtosis_in_channels, segment_mse, val_mse, best_epoch, epochs_run), ``per_window`` (test ``mse`` (N,) and the
-    claim-4 ``segment`` mask), ``identities`` (claim 1; Flow arms only), ``seconds`` (wall) and ``cpu_seconds``."""
+def fit_and_test(win: Mapping[str, Any], arm: str, seed: int, model_cfg: Mapping[str, Any],
+                 train_cfg: Mapping[str, Any], backbone: str = "linear") -> tuple[dict[str, Any], MoFForecaster]:
+    """Train ``arm`` on the windows ``win`` (:func:`windows_of`) with ``seed``; test it. Returns (record, model).
+
+    The record (json-able) holds ``curves`` per epoch (``loss``: training MSE, ``val_mse``, ``grad_norm_var``),
+    ``metrics`` (test_mse, test_mae, kurtosis_in: mean per-channel excess kurtosis of the backbone inputs on the
+    test windows, kurtosis_in_channels, val_mse, best_epoch, epochs_run, n_test_windows), ``test_mse`` (per test
+    window, for the paired bootstrap), ``test_start0`` and ``test_end`` (windows start at test_start0 + i; the test
+    rows end at test_end), ``identities`` (claim 1, Flow arms only), ``figure`` (histograms of x~ and of the
+    backbone inputs on :data:`HIST_EDGES`, the unmodulated spline on :data:`FLOW_GRID` per channel, the last test
+    window's forecast of the last channel), ``seconds`` and ``cpu_seconds``. The model is on the CPU."""
     t0, c0 = time.perf_counter(), time.process_time()
-    spec = settings["datasets"][dataset]
-    win = dataset_windows(spec)
     xte, yte = win["test"]
     L, H, C = xte.shape[1], yte.shape[1], xte.shape[2]
     torch.manual_seed(seed)
-    model, lam = arm_model(settings, arm, C, L, H)
-    fit = train_model(model, win["train"], win["val"], settings["train"], lam, seed)
-    y_hat, z = predict(model, xte)
+    model, lam = arm_model(arm, model_cfg, train_cfg["lam"], backbone, C, L, H)
+    fit = train_model(model, win["train"], win["val"], train_cfg, lam, seed)
+    y_hat, z, xn = predict(model, xte, with_norm=True)
+    model.cpu()
     mse = mse_per_window(y_hat, yte)
-    mae = np.abs(y_hat - yte).mean(axis=(1, 2))
     kurt = excess_kurtosis(z.transpose(1, 0, 2).reshape(C, -1), axis=-1)
-    seg = segment_mask(win["test_starts"], L, win["border2s"][2], int(settings["eval"]["segment_hours"]))
-    metrics = {"test_mse": float(mse.mean()), "test_mae": float(mae.mean()), "kurtosis_in": float(kurt.mean()),
-               "kurtosis_in_channels": kurt.tolist(), "segment_mse": float(mse[seg].mean()) if seg.any() else None,
-               "n_segment_windows": int(seg.sum()), "n_test_windows": int(len(mse)), "val_mse": fit["best_val_mse"],
-               "best_epoch": fit["best_epoch"], "epochs_run": fit["epochs_run"]}
-    out = {"arm": arm, "dataset": dataset, "seed": seed, "curves": fit["curves"], "metrics": metrics,
-           "per_window": {"mse": mse, "segment": seg}, "identities": None}
+    metrics = {"test_mse": float(mse.mean()), "test_mae": float(np.abs(y_hat - yte).mean()),
+               "kurtosis_in": float(kurt.mean()), "kurtosis_in_channels": kurt.tolist(),
+               "val_mse": fit["best_val_mse"], "best_epoch": fit["best_epoch"], "epochs_run": fit["epochs_run"],
+               "n_test_windows": int(len(mse))}
+    curves = {"loss": fit["curves"]["train/mse"], "val_mse": fit["curves"]["val/mse"],
+              "grad_norm_var": fit["curves"]["train/grad_norm_var"]}
+    figure: dict[str, Any] = {
+        "hist_x_norm": np.histogram(xn, HIST_EDGES)[0].tolist(), "hist_z": np.histogram(z, HIST_EDGES)[0].tolist(),
+        "flow_curve": None,
+        "example": {"x": xte[-1, :, -1].tolist(), "y": yte[-1, :, -1].tolist(), "y_hat": y_hat[-1, :, -1].tolist()}}
+    identities = None
     if model.flow is not None:
         model.eval()
-        out["identities"] = flow_identities(model, torch.as_tensor(xte[:N_IDENTITY_WINDOWS]))
-    out["seconds"] = time.perf_counter() - t0
-    out["cpu_seconds"] = time.process_time() - c0
-    return out
+        identities = flow_identities(model, torch.as_tensor(xte[:N_IDENTITY_WINDOWS]))
+        with torch.no_grad():
+            grid = torch.as_tensor(FLOW_GRID, dtype=torch.float32).expand(1, C, -1).contiguous()
+            figure["flow_curve"] = model.flow(grid)[0][0].double().numpy().tolist()
+    record = {"arm": arm, "backbone": backbone, "seed": int(seed), "seq_len": int(L), "pred_len": int(H),
+              "n_channels": int(C), "curves": curves, "metrics": metrics, "test_mse": mse.tolist(),
+              "test_start0": int(win["test_starts"][0]), "test_end": int(win["border2s"][2]),
+              "identities": identities, "figure": figure,
+              "seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0}
+    return record, model
+
+
+def run(cfg: Any, arm: str, seed: int, dataset: str = "synth", backbone: str = "linear",
+        pred_len: int | None = None) -> dict[str, Any]:
+    """:func:`fit_and_test` of ``arm`` on an offline ``dataset`` (synth, msft, taylor) prepared in memory with the
+    study config ``cfg`` (a :class:`~icml25.studies.morphing_flow.config.Config`); returns the record with
+    ``dataset`` added."""
+    spec = getattr(cfg.data, dataset)
+    H = int(pred_len or spec.pred_len)
+    prep = D.prepare(offline_series(dataset, cfg.data.synth), spec.seq_len, H, spec.split)
+    win = windows_of(prep["data"], prep["border1s"], prep["border2s"], spec.seq_len, H)
+    record, _ = fit_and_test(win, arm, seed, cfg.model.model_dump(), cfg.train.model_dump(), backbone)
+    return {"dataset": dataset, **record}

@@ -47,10 +47,12 @@ def _gather(table: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
 
 def _search(knots: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """Bin index in 0..K-1 of every entry of x (B, C, L) given the K+1 knots (C or B, C, K+1): the number of
-    interior knots <= x, so entries left (right) of the range fall into the first (last) bin. (A broadcast
-    comparison; for K ~ 16 it is several times faster on CPU than ``torch.searchsorted`` with batched knots.)"""
-    inner = knots[..., 1:-1].unsqueeze(-2)  # (C or B, C, 1, K-1)
-    return (x.unsqueeze(-1) >= inner).sum(dim=-1)
+    interior knots <= x (``searchsorted(..., right=True)``), so entries left (right) of the range fall into the
+    first (last) bin. The index carries no gradient; the knots enter the output through :func:`_gather`."""
+    inner = knots[..., 1:-1].detach()
+    if inner.dim() == 2:  # shared knots: one row per (window, channel), as searchsorted wants matching batch dims
+        inner = inner.unsqueeze(0).expand(x.shape[0], -1, -1)
+    return torch.searchsorted(inner.contiguous(), x.detach().contiguous(), right=True)
 
 
 class SplineFlow(nn.Module):

@@ -27,17 +27,31 @@ def loss_terms(model: MoFForecaster, x: torch.Tensor, y: torch.Tensor, lam: floa
     return mse, mse
 
 
+def device_of(name: str) -> torch.device:
+    """The torch device ``cpu`` or ``cuda``; asking for CUDA on a machine without it is a clear error."""
+    if name == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("train.device: cuda requested but torch sees no CUDA device (the paper scale is meant "
+                           "for GPU nodes; set train.device: cpu to run on CPU)")
+    if name not in ("cpu", "cuda"):
+        raise ValueError(f"train.device: expected cpu | cuda, got {name!r}")
+    return torch.device(name)
+
+
 @torch.no_grad()
-def predict(model: MoFForecaster, x: np.ndarray | torch.Tensor, batch_size: int = 512) -> tuple[np.ndarray, np.ndarray]:
-    """(y_hat (N, H, C), backbone inputs z (N, C, L)) of every window, in eval mode, float64 numpy."""
+def predict(model: MoFForecaster, x: np.ndarray | torch.Tensor, batch_size: int = 512,
+            with_norm: bool = False) -> tuple[np.ndarray, ...]:
+    """(y_hat (N, H, C), backbone inputs z (N, C, L)) of every window, in eval mode, float64 numpy, computed on
+    the model's device; ``with_norm`` adds the instance-normalised inputs x~ (N, C, L)."""
     model.eval()
+    device = next(model.parameters()).device
     x = torch.as_tensor(x, dtype=torch.float32)
-    ys, zs = [], []
+    keys = ("y_hat", "z", "x_norm") if with_norm else ("y_hat", "z")
+    out: dict[str, list[np.ndarray]] = {k: [] for k in keys}
     for i in range(0, len(x), batch_size):
-        parts = model.parts(x[i:i + batch_size])
-        ys.append(parts["y_hat"].double().numpy())
-        zs.append(parts["z"].double().numpy())
-    return np.concatenate(ys), np.concatenate(zs)
+        parts = model.parts(x[i:i + batch_size].to(device))
+        for k in keys:
+            out[k].append(parts[k].double().cpu().numpy())
+    return tuple(np.concatenate(out[k]) for k in keys)
 
 
 def mse_per_window(y_hat: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -51,10 +65,12 @@ def train_model(model: MoFForecaster, train: tuple[np.ndarray, np.ndarray], val:
     ``train/grad_norm_var``: the variance of the per-step gradient norms), ``best_epoch`` and ``epochs_run``.
 
     ``opt`` keys: ``lr``, ``batch_size``, ``epochs``, ``patience``, ``windows_per_epoch`` (None = every training
-    window each epoch; else a fresh random subset of that size per epoch). Batches are drawn with
-    ``torch.Generator(seed)``."""
+    window each epoch; else a fresh random subset of that size per epoch), optional ``device`` (cpu | cuda; the
+    model is moved there). Batches are drawn on the CPU with ``torch.Generator(seed)``."""
     gen = torch.Generator().manual_seed(seed)
-    xtr, ytr = (torch.as_tensor(a, dtype=torch.float32) for a in train)
+    device = device_of(opt.get("device", "cpu"))
+    model.to(device)
+    xtr, ytr = (torch.as_tensor(a, dtype=torch.float32).to(device) for a in train)
     xva, yva = val
     optim = torch.optim.Adam(model.parameters(), lr=opt["lr"])
     curves: dict[str, list[float]] = {"train/mse": [], "val/mse": [], "train/grad_norm_var": []}
@@ -66,7 +82,7 @@ def train_model(model: MoFForecaster, train: tuple[np.ndarray, np.ndarray], val:
         order = torch.randperm(len(xtr), generator=gen)[:n_use]
         losses, norms = [], []
         for i in range(0, n_use, bs):
-            idx = order[i:i + bs]
+            idx = order[i:i + bs].to(device)
             loss, mse = loss_terms(model, xtr[idx], ytr[idx], lam)
             optim.zero_grad(set_to_none=True)
             loss.backward()

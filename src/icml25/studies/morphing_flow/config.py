@@ -1,0 +1,173 @@
+"""Configuration of the morphing_flow study: the single definition of every key (type, bounds, default, meaning).
+
+``config/studies/morphing_flow.yaml`` sets the values (common keys + one block per scale); the JSON schema of that
+file is generated from :class:`Config`. The paper publishes no code, so most method details are reconstructions,
+marked [R] in the descriptions (the study README lists them). Claim thresholds are not keys: they are the
+constants of :mod:`.evaluate`. ``STAGE_KEYS`` declares the keys each stage reads: Snakemake reruns a stage only
+when one of them changes.
+
+This module imports neither torch nor pandas: the Snakefile reads it at parse time.
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from icml25.core.config import Section, StudyConfig
+
+Arm = Literal["revin_linear", "mof_flow", "mof_linear", "mof_linear_nonll"]
+DatasetName = Literal["synth", "msft", "taylor", "ETTh1", "ETTh2", "ETTm1", "ETTm2"]
+Backbone = Literal["linear", "dlinear", "patch_mamba"]
+Split = Literal["ratio", "etth", "ettm"]
+
+#: Every dataset the study knows, in a fixed order (``data.<name>`` holds its window settings).
+DATASETS: tuple[str, ...] = ("synth", "msft", "taylor", "ETTh1", "ETTh2", "ETTm1", "ETTm2")
+#: Remote datasets (paper scale): fetched through ``manifest.csv``, never available offline.
+REMOTE_DATASETS: tuple[str, ...] = ("ETTh1", "ETTh2", "ETTm1", "ETTm2")
+
+
+class Generator(Section):
+    """The fat-tailed ETT-format generator of ``synth`` [R] (the paper publishes none)."""
+
+    n_channels: int = Field(7, ge=2, le=7, description="channels: the first n-1 ETT loads and OT [R]")
+    start: str = Field("2016-07-01", description="first hourly timestamp")
+    daily_amp: tuple[float, float] = Field((1.0, 3.0), description="A_d ~ U(lo, hi) [R]")
+    weekly_amp: tuple[float, float] = Field((0.5, 1.5), description="A_w ~ U(lo, hi) [R]")
+    ar: float = Field(0.7, gt=-1, lt=1, description="AR(1) coefficient of the noise e_t [R]")
+    nu: float = Field(3.0, gt=2, description="Student-t degrees of freedom of the unit-variance shocks [R]")
+    garch: tuple[float, float, float] = Field((0.05, 0.10, 0.85), description="GARCH(1,1) (omega, alpha, beta) [R]")
+    jump_rate: float = Field(0.002, ge=0, description="Poisson jump arrivals per hour (1/500) [R]")
+    jump_scale: float = Field(3.0, ge=0, description="Laplace(0, scale) jump sizes [R]")
+    jump_half_life: float = Field(12.0, gt=0, description="half-life of a jump's decay, hours [R]")
+    regime_high: float = Field(2.5, gt=0, description="high-regime multiplier r_t (low regime: 1) [R]")
+    regime_mean_hours: float = Field(2000.0, ge=1, description="mean of the geometric regime durations [R]")
+    forced_hours: int = Field(1000, ge=0, description="the last rows forced into the high regime [R]")
+    level_sd: float = Field(0.02, ge=0, description="sd of the random-walk steps of the level [R]")
+    ot_weight: float = Field(0.5, description="OT = ot_weight * mean(loads) + its own noise [R]")
+
+
+class Synth(Section):
+    """The synthetic fat-tailed series (smoke, default)."""
+
+    n_rows: int = Field(17420, ge=2, description="hourly rows (ETTh size)")
+    data_seed: int = Field(0, ge=0, description="seed of the one fixed series; training seeds vary init and "
+                                                "batches only [R]")
+    generator: Generator = Field(Generator(), description="generator parameters [R]")
+    split: Split = Field("ratio", description="70/10/20 by time, so the test period ends in the forced regime [R]")
+    seq_len: int = Field(96, ge=2, description="lookback L")
+    pred_len: int = Field(96, ge=1, description="horizon H")
+
+
+class Series(Section):
+    """Window settings of a dataset read from a file (msft, taylor, ETT)."""
+
+    split: Split = Field("ratio", description="TSLib borders: etth, ettm (x4) or 70/10/20 by time (ratio)")
+    seq_len: int = Field(96, ge=2, description="lookback L")
+    pred_len: int = Field(24, ge=1, description="horizon H (replaced by pred_lens when that is set)")
+
+
+def _ett(split: str) -> Series:
+    return Series(split=split, seq_len=336, pred_len=96)
+
+
+class Data(Section):
+    """Per-dataset settings; ``datasets`` selects the ones a run uses."""
+
+    synth: Synth = Field(Synth(), description="the fat-tailed ETT-format generator")
+    msft: Series = Field(Series(), description="daily MSFT returns from the pmdarima wheel (5 channels)")
+    taylor: Series = Field(Series(pred_len=48), description="half-hourly demand from the pmdarima wheel (1 channel)")
+    ETTh1: Series = Field(_ett("etth"), description="ETTh1 (paper; remote)")
+    ETTh2: Series = Field(_ett("etth"), description="ETTh2 (paper; remote)")
+    ETTm1: Series = Field(_ett("ettm"), description="ETTm1 (paper; remote)")
+    ETTm2: Series = Field(_ett("ettm"), description="ETTm2 (paper; remote)")
+
+
+class Model(Section):
+    """The forecaster (Flow, Morph, backbone); every key is a reconstruction [R]."""
+
+    n_bins: int = Field(16, ge=2, description="K spline bins [R]")
+    bound: float = Field(3.0, gt=0, description="T: the spline acts on [-T, T] [R]")
+    tails: Literal["linear", "identity"] = Field("linear", description="outside [-T, T]: boundary-bin slope "
+                                                                        "(linear) or slope 1 (identity) [R]")
+    spline: Literal["linear", "rq"] = Field("linear", description="piecewise linear or rational quadratic "
+                                                                   "(Durkan et al. 2019) [R]")
+    morph_mode: Literal["ttt_layer", "nll_finetune", "off"] = Field(
+        "ttt_layer", description="Morph of the mof_linear arms: TTT layer, per-window NLL fine-tuning, or off [R]")
+    rank: int = Field(16, ge=1, description="d of Morph's low-rank projections [R]")
+    inner_steps: int = Field(1, ge=1, le=5, description="Morph test-time gradient steps [R]")
+    inner_lr: float = Field(0.1, gt=0, description="Morph inner step size eta [R]")
+    mask_seed: int = Field(0, ge=0, description="seed of Morph's fixed Bernoulli(0.5) mask [R]")
+    finetune_steps: int = Field(5, ge=1, description="nll_finetune: Adam steps per window [R]")
+    finetune_lr: float = Field(1e-2, gt=0, description="nll_finetune: Adam learning rate [R]")
+    finetune_rho: float = Field(1.0, ge=0, description="nll_finetune: proximal weight rho [R]")
+    eps: float = Field(1e-5, gt=0, description="instance norm: x~ = (x - mu) / (sigma + eps) [R]")
+    moving_avg: int = Field(25, ge=1, description="dlinear: kernel of the trend moving average")
+    patch_len: int = Field(16, ge=1, description="patch_mamba: patch length [R]")
+    patch_stride: int = Field(8, ge=1, description="patch_mamba: patch stride [R]")
+    d_model: int = Field(128, ge=1, description="patch_mamba: width [R]")
+    n_layers: int = Field(2, ge=1, description="patch_mamba: Mamba blocks [R]")
+    d_state: int = Field(16, ge=1, description="patch_mamba: SSM state size [R]")
+    d_conv: int = Field(4, ge=1, description="patch_mamba: causal conv width [R]")
+    expand: int = Field(2, ge=1, description="patch_mamba: inner expansion [R]")
+
+
+class Train(Section):
+    """Optimisation (TSLib conventions unless marked [R])."""
+
+    lr: float = Field(1e-3, gt=0, description="Adam learning rate")
+    batch_size: int = Field(32, ge=1, description="windows per step")
+    epochs: int = Field(10, ge=1, description="at most this many epochs (early stopping on validation MSE)")
+    patience: int = Field(3, ge=1, description="early-stopping patience, epochs")
+    windows_per_epoch: int | None = Field(
+        None, ge=1, description="null: every training window each epoch; else a fresh random subset of this many "
+                                "per epoch (a compute budget) [R]")
+    lam: float = Field(0.01, ge=0, description="weight of the Gaussianisation loss mean(z^2/2 - log|dz/dx|) [R]")
+    device: Literal["cpu", "cuda"] = Field("cpu", description="torch device of training and prediction")
+    threads: int = Field(1, ge=1, description="torch CPU threads (and the train rule's threads)")
+
+
+class Eval(Section):
+    """Claims 3-4: paired bootstrap and the forced-regime segment."""
+
+    n_boot: int = Field(2000, ge=100, description="paired bootstrap resamples over test windows")
+    boot_seed: int = Field(0, ge=0, description="seed of the bootstrap resampling")
+    segment_hours: int = Field(1000, ge=1, description="claim 4: windows whose whole target lies in the last this "
+                                                       "many rows of the synth test period [R]")
+
+
+class Config(StudyConfig):
+    """morphing_flow study configuration (merged common keys + one scale)."""
+
+    arms: tuple[Arm, ...] = Field(min_length=1, description="revin_linear (baseline), mof_flow (Flow), mof_linear "
+                                                            "(Flow + Morph), mof_linear_nonll (lambda = 0)")
+    datasets: tuple[DatasetName, ...] = Field(min_length=1, description="datasets of the run")
+    backbones: tuple[Backbone, ...] = Field(("linear",), min_length=1, description="backbones crossed with arms")
+    pred_lens: tuple[int, ...] | None = Field(
+        None, description="horizons crossed with datasets; null: each dataset's data.<name>.pred_len")
+    data: Data = Field(Data(), description="per-dataset settings")
+    model: Model = Field(Model(), description="the forecaster [R]")
+    train: Train = Field(Train(), description="optimisation")
+    eval: Eval = Field(Eval(), description="claims 3-4")
+
+    @model_validator(mode="after")
+    def _distinct(self):
+        for key in ("datasets", "backbones", "pred_lens"):
+            values = getattr(self, key) or ()
+            if len(set(values)) != len(values):
+                raise ValueError(f"{key}: duplicates")
+            if key == "pred_lens" and any(v < 1 for v in values):
+                raise ValueError("pred_lens: horizons must be >= 1")
+        return self
+
+
+_WINDOW_KEYS = tuple(f"data.{d}.{k}" for d in DATASETS for k in ("split", "seq_len", "pred_len"))
+
+#: Config keys each stage reads (dotted paths; a section name covers all its keys). The stage sees only these.
+STAGE_KEYS: dict[str, tuple[str, ...]] = {
+    "download": ("datasets", "data.synth.n_rows", "data.synth.data_seed", "data.synth.generator"),
+    "preprocess": ("datasets", "pred_lens", "data.synth.generator.n_channels", *_WINDOW_KEYS),
+    "train": ("arms", "seeds", "datasets", "backbones", "pred_lens", "model", "train"),
+    "evaluate": ("eval",),
+    "report": (),
+}

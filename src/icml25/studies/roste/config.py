@@ -1,0 +1,169 @@
+"""Configuration of the roste study: the single definition of every key (type, bounds, default, meaning).
+
+``config/studies/roste.yaml`` sets the values (common keys + one block per scale); the JSON schema of that file is
+generated from :class:`Config`. [R] marks reconstructions of details the paper leaves open or that stand in for
+its LLM setting. ``STAGE_KEYS`` declares the keys each stage reads. No torch import here (Snakemake parses it).
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from icml25.core.config import Section, StudyConfig
+
+Arm = Literal["fp_sft", "rtn", "quarot_lite", "ste", "ste_rot_all", "roste", "ste_a1", "roste_a1"]
+#: arms derived from ``fp_sft`` by post-training quantization (no training of their own)
+PTQ_ARMS = ("rtn", "quarot_lite")
+#: arms run at the control α (``control_alpha``); every other arm runs at ``alpha``
+CONTROL_ARMS = ("ste_a1", "roste_a1")
+
+
+class ModelSection(Section):
+    """Tiny Llama-style decoder standing in for Pythia/Qwen/Llama [R]."""
+
+    vocab: int = Field(64, ge=8, description="vocabulary (chain tokens + SEP + EOS must fit) [R]")
+    d_model: int = Field(64, ge=8, description="residual width d (power of 2: R1 is a Hadamard rotation) [R]")
+    n_layers: int = Field(2, ge=1, description="decoder layers [R]")
+    n_heads: int = Field(4, ge=1, description="attention heads; head_dim = d_model / n_heads (power of 2) [R]")
+    d_ff: int = Field(128, ge=8, description="SwiGLU hidden width (power of 2: R4) [R]")
+    context: int = Field(48, ge=8, description="context length (pretraining sequence length) [R]")
+    outlier_channels: tuple[int, ...] = Field((3, 17), min_length=1,
+                                              description="embedding channels scaled by alpha (outliers) [R]")
+    init_std: float = Field(0.02, gt=0, description="std of the normal initialisation of the weights [R]")
+
+
+class DataSection(Section):
+    """Generated Markov language and top-k SFT task (stand-ins for the pretraining corpus and TL;DR) [R]."""
+
+    data_seed: int = Field(0, ge=0, description="seed of the chain and of every split (fixed across QAT seeds)")
+    n_states: int = Field(60, ge=4, description="chain tokens [R]")
+    successors: int = Field(4, ge=1, description="successors per state (sparse chain) [R]")
+    dirichlet: float = Field(0.5, gt=0, description="Dirichlet concentration of the transition probabilities [R]")
+    input_len: int = Field(20, ge=4, description="SFT input tokens before SEP [R]")
+    top_k: int = Field(4, ge=1, description="SFT answer: the top_k most frequent input tokens, then EOS [R]")
+    sft_train: int = Field(4000, ge=32, description="SFT training examples")
+    sft_test: int = Field(500, ge=10, description="SFT held-out test examples (the claims' metric)")
+
+
+class PretrainSection(Section):
+    """Pretraining of the tiny decoder (one model per α, fixed across QAT seeds) [R]."""
+
+    steps: int = Field(400, ge=1, description="AdamW steps (sequences generated = steps x batch)")
+    batch: int = Field(32, ge=1, description="sequences per step")
+    lr: float = Field(3e-3, gt=0, description="AdamW peak learning rate (cosine decay) [R]")
+    seed: int = Field(0, ge=0, description="initialisation and data-order seed of pretraining")
+
+
+class SftSection(Section):
+    """Supervised fine-tuning, identical for every trained arm."""
+
+    steps: int = Field(200, ge=1, description="AdamW steps")
+    batch: int = Field(32, ge=1, description="examples per step")
+    lr: float = Field(2e-3, gt=0, description="AdamW peak learning rate, cosine decay to 0")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW decoupled weight decay [R]")
+    e_every: int = Field(50, ge=1, description="steps between logs of the weight quantization error E(W) (Fig. 4)")
+
+
+class QuantSection(Section):
+    """W/A/KV fake quantizers of the deployed model (paper: W4A4KV4, asymmetric)."""
+
+    w_bits: int | None = Field(4, ge=2, le=16, description="weight bits, per output channel; null: off")
+    a_bits: int | None = Field(4, ge=2, le=16, description="activation bits, per token; null: off")
+    kv_bits: int | None = Field(4, ge=2, le=16, description="K/V cache bits, per token and head [R]; null: off")
+    symmetric: bool = Field(False, description="symmetric quantizer (false: asymmetric, as everywhere in the paper)")
+    clip: float = Field(1.0, gt=0, le=1, description="clip factor c of the quantization step (paper sweeps 1, 0.95, 0.9)")
+
+
+class SearchSection(Section):
+    """Rotation-configuration search (K = 1, one shot from the SFT-start weights)."""
+
+    calib_examples: int = Field(128, ge=1, description="calibration examples n drawn from the SFT train split")
+    r1: Literal["always", "search"] = Field(
+        "always", description="R1 always on (the official code) or decided by its own error E_r1 [R]")
+
+
+class EvalSection(Section):
+    """Evaluation and claims."""
+
+    invariance_configs: int = Field(4, ge=1, description="random rotation configurations of check 3a (plus none, all)")
+    bootstrap_resamples: int = Field(2000, ge=100, description="resamples of the bootstrap CIs in the claims")
+
+
+class PaperSection(Section):
+    """Paper-scale setting (GPU cluster; not runnable on this machine): models, data, optimiser."""
+
+    model: Literal["EleutherAI/pythia-1b-deduped", "EleutherAI/pythia-6.9b-deduped", "Qwen/Qwen2.5-0.5B",
+                   "Qwen/Qwen2.5-7B", "meta-llama/Llama-3.1-8B"] = Field(
+        "EleutherAI/pythia-6.9b-deduped", description="the paper model fine-tuned by this run")
+    dataset: Literal["tldr", "tulu3"] = Field("tldr", description="SFT data: TL;DR (trl-lib/tldr) or the Tulu 3 "
+                                                                  "mixture (100k subsample)")
+    lr: float = Field(3e-5, gt=0, description="AdamW learning rate (paper: Pythia 3e-5/6e-6/3e-6, Qwen 5e-5/1e-5/"
+                                              "5e-6, Llama 5e-6/1e-6/5e-7)")
+    epochs: int = Field(1, ge=1, description="SFT epochs (paper: 1)")
+    max_length: int = Field(2048, ge=16, description="maximum sequence length (paper: 2048, Llama 1024)")
+    gpus: int = Field(8, ge=1, description="GPUs per training job (paper: 8xA100)")
+
+
+class Config(StudyConfig):
+    """roste study configuration (merged common keys + one scale)."""
+
+    arms: tuple[Arm, ...] = Field(min_length=1, description="arms compared")
+    alpha: float = Field(30.0, gt=0, description="outlier scale of the embedding channels [R]")
+    control_alpha: float = Field(1.0, gt=0, description="outlier scale of the control arms ste_a1, roste_a1 [R]")
+    model: ModelSection = Field(ModelSection(), description="tiny decoder [R]")
+    data: DataSection = Field(DataSection(), description="generated data [R]")
+    pretrain: PretrainSection = Field(PretrainSection(), description="pretraining")
+    sft: SftSection = Field(SftSection(), description="fine-tuning")
+    quant: QuantSection = Field(QuantSection(), description="quantizers")
+    search: SearchSection = Field(SearchSection(), description="rotation search")
+    eval: EvalSection = Field(EvalSection(), description="evaluation")
+    paper: PaperSection = Field(PaperSection(), description="paper-scale setting")
+    threads: int = Field(1, ge=1, description="torch threads per job (2 shared cores: more threads spin-wait)")
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if any(a in self.arms for a in PTQ_ARMS) and "fp_sft" not in self.arms:
+            raise ValueError("arms: rtn and quarot_lite quantize fp_sft, which must be an arm too")
+        m, d = self.model, self.data
+        for name, v in (("model.d_model", m.d_model), ("model.d_ff", m.d_ff)):
+            if v & (v - 1):
+                raise ValueError(f"{name}: {v} must be a power of 2 (Hadamard rotation)")
+        if m.d_model % m.n_heads or (hd := m.d_model // m.n_heads) & (hd - 1):
+            raise ValueError(f"model.n_heads: head_dim = d_model / n_heads must be a power-of-2 integer")
+        if d.n_states + 2 > m.vocab:
+            raise ValueError(f"data.n_states: {d.n_states} chain tokens + SEP + EOS exceed model.vocab {m.vocab}")
+        if d.input_len + d.top_k + 2 > m.context:
+            raise ValueError(f"data.input_len: SFT sequences of {d.input_len + d.top_k + 2} tokens exceed "
+                             f"model.context {m.context}")
+        if any(not 0 <= c < m.d_model for c in m.outlier_channels):
+            raise ValueError(f"model.outlier_channels: {m.outlier_channels} outside [0, {m.d_model})")
+        if self.search.calib_examples > d.sft_train:
+            raise ValueError("search.calib_examples: more than data.sft_train")
+        return self
+
+    def alphas(self) -> tuple[float, ...]:
+        """The α values pretrained: ``alpha``, and ``control_alpha`` when a control arm runs."""
+        out = [self.alpha]
+        if any(a in CONTROL_ARMS for a in self.arms) and self.control_alpha != self.alpha:
+            out.append(self.control_alpha)
+        return tuple(out)
+
+    def arm_alpha(self, arm: str) -> float:
+        return self.control_alpha if arm in CONTROL_ARMS else self.alpha
+
+    def trained_arms(self) -> tuple[str, ...]:
+        return tuple(a for a in self.arms if a not in PTQ_ARMS)
+
+
+#: Config keys each stage reads (dotted paths; a section name covers all its keys). The stage sees only these.
+STAGE_KEYS: dict[str, tuple[str, ...]] = {
+    "prepare": ("data", "pretrain.steps", "pretrain.batch", "model.context", "paper"),
+    "pretrain": ("model", "pretrain", "data.n_states", "threads", "paper"),
+    "preprocess": ("seeds", "model", "quant", "search", "data.input_len", "threads", "paper"),
+    "train": ("arms", "seeds", "alpha", "control_alpha", "model", "data.input_len", "sft", "quant", "threads",
+              "paper"),
+    "evaluate": ("arms", "seeds", "alpha", "control_alpha", "model", "data.input_len", "data.n_states", "quant",
+                 "search", "eval", "threads", "paper"),
+    "report": (),
+}
