@@ -50,6 +50,8 @@ include: "workflow/rules/fedecado.smk"
 include: "workflow/rules/ntk_dfl.smk"
 include: "workflow/rules/unisoma.smk"
 include: "workflow/rules/magnets.smk"
+include: "workflow/rules/sard.smk"
+include: "workflow/rules/data_remix.smk"
 include: "workflow/rules/summary.smk"
 
 
