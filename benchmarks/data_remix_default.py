@@ -4,7 +4,9 @@
     python benchmarks/data_remix_default.py --scale smoke
     python benchmarks/data_remix_default.py --seeds 100 101 102    # tuning seeds (never the evaluation seeds)
 
-Each arm × seed runs :func:`icml25.studies.data_remix.experiment.run` in a worker process with one torch thread.
+Each arm × seed runs :func:`icml25.studies.data_remix.experiment.run` in a worker process with one torch thread,
+with the config of ``config/studies/data_remix.yaml`` (the pipeline, ``snakemake --config 'studies=[data_remix]'``,
+computes the same numbers and writes ``claims.json``).
 Prints per arm and dataset the seed mean ± sd of final test accuracies (fused, audio head, visual head) and of the
 linear probes of both encoders, then the verdicts of claims 1, 3, 4 and check 2, the wall time and the peak RSS
 (largest single process, parent or worker).
@@ -23,8 +25,17 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from icml25.core.config import build, load_yaml, merge_scale  # noqa: E402
+from icml25.studies.data_remix.config import Config  # noqa: E402
 from icml25.studies.data_remix.evaluate import verdicts_from_runs  # noqa: E402
-from icml25.studies.data_remix.settings import SCALES, get_settings  # noqa: E402
+
+YAML = Path(__file__).resolve().parents[1] / "config" / "studies" / "data_remix.yaml"
+SCALES = ("smoke", "default")
+
+
+def get_settings(scale: str) -> dict:
+    """The plain dict of the validated config of ``scale`` (the pipeline's config)."""
+    return build(Config, merge_scale(load_yaml(YAML), scale), "data_remix").model_dump(mode="json")
 
 METRICS = ("fused_acc", "head_a_acc", "head_v_acc", "probe_a", "probe_v")
 
@@ -46,7 +57,7 @@ def verdict_word(reproduced: bool, not_reproduced: bool) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scale", default="default", choices=[s for s in SCALES if s != "paper"])
+    parser.add_argument("--scale", default="default", choices=SCALES)
     parser.add_argument("--seeds", type=int, nargs="+", help="seeds (default: the scale's evaluation seeds)")
     parser.add_argument("--arms", nargs="+", help="arms (default: the scale's arms)")
     parser.add_argument("--workers", type=int, default=2, help="worker processes (one torch thread each)")

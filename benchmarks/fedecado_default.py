@@ -1,5 +1,6 @@
-"""Run the fedecado grid of one scale in memory (every arm × seed through ``experiment.run``), print the metrics and
-the three verdicts, the wall time and the peak RSS.
+"""Run the fedecado grid of one scale in memory (every arm × seed through ``experiment.run``, the study config of
+``config/studies/fedecado.yaml``), print the metrics and the three verdicts, the wall time and the peak RSS. The
+pipeline (``snakemake --config 'studies=[fedecado]'``) computes the same numbers job by job.
 
     python benchmarks/fedecado_default.py                       # default scale, its evaluation seeds
     python benchmarks/fedecado_default.py --scale smoke
@@ -35,15 +36,21 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
+    from pathlib import Path
+
+    from icml25.core.config import build, load_yaml, merge_scale, to_dict
     from icml25.studies.fedecado import evaluate as E
-    from icml25.studies.fedecado import settings as S
+    from icml25.studies.fedecado.config import IMAGE_ARMS, QUAD_ARMS, Config
     from icml25.studies.fedecado.experiment import run
 
     torch.set_num_threads(args.threads)
-    st = S.get(args.scale)
+    yaml = Path(__file__).resolve().parents[1] / "config" / "studies" / "fedecado.yaml"
+    st = to_dict(build(Config, merge_scale(load_yaml(yaml), args.scale)))
     if args.seeds is not None:
-        st["quad"]["seeds"] = st["image"]["seeds"] = list(args.seeds)
-    grid = [(a, s) for a in S.QUAD_ARMS for s in st["quad"]["seeds"]]
+        st["seeds"] = st["image"]["seeds"] = list(args.seeds)
+    st["quad"]["seeds"] = st["seeds"]
+    st["image"]["arms"] = [a for a in st["arms"] if a in IMAGE_ARMS]
+    grid = [(a, s) for a in QUAD_ARMS if a in st["arms"] for s in st["quad"]["seeds"]]
     grid += [(a, s) for a in st["image"]["arms"] for s in st["image"]["seeds"]]
     if args.arms:
         grid = [(a, s) for a, s in grid if a in args.arms]
@@ -63,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
 
     verdicts: dict[str, dict] = {}
     qs, ims = st["quad"]["seeds"], st["image"]["seeds"]
-    if all((a, s) in res for a in S.QUAD_ARMS for s in qs):
+    if all((a, s) in res for a in QUAD_ARMS for s in qs):
         holds, stat = E.check_objective_inconsistency(
             col("quad_fedavg", "iter_vs_closed_form", qs), col("quad_fednova", "iter_vs_closed_form", qs),
             col("quad_fedavg", "bias_rel", qs), col("quad_fedavg", "bias_ratio_half_eta", qs),

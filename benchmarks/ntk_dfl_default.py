@@ -4,7 +4,9 @@
     PYTHONPATH=src python benchmarks/ntk_dfl_default.py --scale smoke
     PYTHONPATH=src python benchmarks/ntk_dfl_default.py --seeds 100 101 --full     # tuning seeds, all arms
 
-Runs are spread over ``--jobs`` worker processes (one torch thread each). Prints per arm the mean ± sd over seeds
+The settings are the study config (``config/studies/ntk_dfl.yaml`` at the scale), as the pipeline
+(``snakemake --config 'studies=[ntk_dfl]'``) runs it job by job. Runs are spread over ``--jobs`` worker processes
+(one torch thread each). Prints per arm the mean ± sd over seeds
 of the final aggregated / mean-client accuracy, rounds to the claim-1 target, bytes per round and t*, then the
 five verdicts, the wall time and the peak RSS (largest process).
 """
@@ -20,10 +22,14 @@ from collections import Counter
 
 import numpy as np
 
-from icml25.core.claims import verdict
+from pathlib import Path
+
+from icml25.core.config import build, deep_merge, load_yaml, merge_scale, to_dict
 from icml25.studies.ntk_dfl import evaluate as ev
 from icml25.studies.ntk_dfl import experiment
-from icml25.studies.ntk_dfl.settings import SCALES, merge
+from icml25.studies.ntk_dfl.config import ARMS, CLAIM_ARMS, Config
+
+YAML = Path(__file__).resolve().parents[1] / "config" / "studies" / "ntk_dfl.yaml"
 
 
 def _run(job: tuple) -> dict:
@@ -47,9 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", help="write all results to this JSON file")
     args = ap.parse_args(argv)
 
-    settings = merge(SCALES[args.scale], json.loads(args.set))
+    settings = to_dict(build(Config, deep_merge(merge_scale(load_yaml(YAML), args.scale), json.loads(args.set))))
     seeds = args.seeds or list(settings["seeds"])
-    arms = args.arms or (settings.get("arms_full", settings["arms"]) if args.full else settings["arms"])
+    arms = args.arms or (list(ARMS) if args.full else settings["arms"])
     t0 = time.perf_counter()
     jobs = [(settings, a, s) for a in arms for s in seeds]
     # longest first: the NTK arms dominate
@@ -69,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         agg = np.array([r["final"]["agg_acc"] for r in rs])
         cli = np.array([r["final"]["mean_client_acc"] for r in rs])
         if ref is not None:
-            r_t = [ev.rounds_to_target(r["curves"]["agg_acc"], settings["claims"]["target_frac"] *
+            r_t = [ev.rounds_to_target(r["curves"]["agg_acc"], ev.C1_TARGET_FRAC *
                                        f["final"]["agg_acc"]) for r, f in zip(rs, ref)]
         else:
             r_t = []
@@ -81,19 +87,19 @@ def main(argv: list[str] | None = None) -> int:
               f"{cli.mean():7.3f}±{cli.std(ddof=1) if cli.size > 1 else 0:.3f} {str(r_t):>14s} {mb:9.2f} "
               f"{tstr:>18s} {sec:6.1f}")
     if all(a in results for a in ("ntk_dfl", "dfedavg", "dpsgd")):
-        verdicts = ev.evaluate_all({a: results[a] for a in ("ntk_dfl", "dfedavg", "dpsgd")}, checks, settings)
+        records = {a: {r["seed"]: r for r in results[a]} for a in CLAIM_ARMS}
         print("\nverdicts:")
-        for cid, v in verdicts.items():
-            word = verdict(v[0], v[1]) if len(v) == 3 else ("holds" if v[0] else "FAILS")
-            print(f"  {cid:18s} {word:15s} {json.dumps(v[-1], default=float)}")
+        for c in ev.evaluate_claims(records, checks, settings["bootstrap_resamples"], settings["data"]["source"]):
+            print(f"  {c.id:20s} {c.kind:6s} {c.verdict:15s} {json.dumps(c.key_numbers, default=float)}")
     self_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     child_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(f"\nwall {wall:.1f} s with {args.jobs} workers; peak RSS: driver {self_rss:.0f} MiB, "
           f"largest worker {child_rss:.0f} MiB")
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"settings": settings, "results": results, "checks": checks, "wall_s": wall}, fh,
-                      default=float)
+            json.dump({"settings": settings, "results": {a: [{k: v for k, v in r.items() if k != "weights"}
+                                                             for r in rs] for a, rs in results.items()},
+                       "checks": checks, "wall_s": wall}, fh, default=float)
     return 0
 
 

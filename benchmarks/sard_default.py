@@ -8,7 +8,9 @@ metrics, the verdicts of claims 1–4, the wall time and the peak RSS.
 
 Claims 1–3 compare ``sard`` with ``clean_l2d`` (digits is the primary dataset; diabetes is reported with the same
 rules). The same verdict functions applied to ``sard_ce`` are printed as a secondary analysis: they are not the
-claims. ``--set`` overrides one settings key (dotted path, Python literal value) for exploration.
+claims. ``--set`` overrides one config key (dotted path, Python literal value) for exploration; the result is
+validated by the study's ``Config``. The pipeline (``snakemake --config 'studies=[sard]'``) computes the same numbers
+and writes the claims with the adequacy gate of ``evaluate.py``; this script prints the raw verdicts too.
 """
 from __future__ import annotations
 
@@ -72,13 +74,17 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
+    from pathlib import Path
+
+    from icml25.core.config import build, load_yaml, merge_scale
     from icml25.studies.sard import evaluate as E
-    from icml25.studies.sard import settings as S
+    from icml25.studies.sard.config import Config
     from icml25.studies.sard.experiment import run, run_identities
     from icml25.studies.sard.metrics import costliest_expert, eps_key
 
     torch.set_num_threads(args.threads)
-    st = S.get(args.scale)
+    yaml_path = Path(__file__).resolve().parents[1] / "config" / "studies" / "sard.yaml"
+    st = build(Config, merge_scale(load_yaml(yaml_path), args.scale), "sard").model_dump(mode="json")
     for assignment in args.set:
         _override(st, assignment)
     if args.seeds is not None:
@@ -87,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         st["datasets"] = [d for d in st["datasets"] if d in args.datasets]
     if args.arms:
         st["arms"] = [a for a in st["arms"] if a in args.arms]
+    st = build(Config, st, "sard").model_dump(mode="json")  # overrides validated like the yaml
     seeds, arms, datasets = st["seeds"], st["arms"], st["datasets"]
 
     t0 = time.perf_counter()

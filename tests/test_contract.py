@@ -30,8 +30,11 @@ def spec_api_names(slug: str) -> list[str]:
         if m:
             names += [n.strip() for n in m.group(1).split(",")]
         if line.lstrip().startswith("- "):  # the bullet's first name, and names listed after "; "
-            names += re.findall(r"^\s*- (?:\w+: )?`([A-Za-z_]\w*)[(.`]", line)
-            names += re.findall(r"; `([A-Za-z_]\w*)[(.]", line)
+            names += re.findall(r"^\s*- (?:\w+: )?`([A-Za-z_]\w*)[(.]", line)
+            # a bare `name` opens an API bullet only at the top level (a sub-bullet names an argument)
+            names += re.findall(r"^- (?:\w+: )?`([A-Za-z_]\w*)`", line)
+            # "; `name(...)`" lists another API name, but "; `name(x)` = ..." defines an argument (a callback)
+            names += [n for n, eq in re.findall(r"; `([A-Za-z_]\w*)[(.][^`]*`(\s*=)?", line) if not eq]
     return [n for n in dict.fromkeys(names) if not n.startswith("icml25") and n[0].isalpha()
             and n not in ("np", "pd", "torch", "scores", "F", "xr", "ds")]
 

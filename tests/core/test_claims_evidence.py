@@ -17,7 +17,8 @@ def _claim(v: str, n: int, paper_data=None, source="paper", note="") -> Claim:
 def test_claim_below_min_units_is_inconclusive_with_rule_in_note(v):
     c = _claim(v, MIN_UNITS - 1, note="own note")
     assert c.verdict == INCONCLUSIVE and c.holds is None
-    assert c.note.startswith("own note ") and f"2 independent seeds < {MIN_UNITS}" in c.note
+    assert c.note.startswith("own note; evidence rule: ") and f"2 independent seeds < {MIN_UNITS}" in c.note
+    assert _claim(v, 1, note="own note.").note.startswith("own note; evidence rule: ")  # one separator
     assert repr(v) in c.note  # says what the test alone gave
 
 

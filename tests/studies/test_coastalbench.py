@@ -498,6 +498,29 @@ def test_stats_traced_memory_bound(tmp_path):
     np.testing.assert_allclose(stats2["temp"]["std"], stats["temp"]["std"], rtol=1e-6)
 
 
+def test_traced_stats_count_data_not_first_use_costs(roms_files, monkeypatch):
+    """The claim-1 bound is about the data held at once. A first call that builds a one-time cache (as the numba
+    import and JIT load do: ~27 MB traced in a fresh process, 90 smoke chunks) must not count; the record buffers
+    of the traced pass must."""
+    real = kernels.moments
+    held: list[bytearray] = []
+
+    def first_use(*a, **kw):
+        if not held:
+            held.append(bytearray(20 * 2**20))  # a 20 MB one-time cache, kept for the process
+        return real(*a, **kw)
+
+    monkeypatch.setattr(kernels, "moments", first_use)
+    variables = ["u", "w", "temp", "zeta"]
+    src = RomsRecords(roms_files[0][:1], variables, chunk_time=24)
+    stats, peak, chunk = traced_normalisation_stats(src, variables)
+    assert held and chunk == 24 * 4 * 24 * 32 * 4  # one day: 24 records x 4 levels x 24 x 32 float32
+    assert peak <= 4 * chunk, (peak, chunk)
+    assert peak >= 4 * 24 * 31 * 4  # at least one record buffer of u (N, eta_u, xi_u) float32 is traced
+    ref = normalisation_stats(RomsRecords(roms_files[0][:1], variables, chunk_time=24), variables)
+    np.testing.assert_array_equal(stats["temp"]["mean"], ref["temp"]["mean"])
+
+
 def test_chan_merge_equals_pooled():
     rng = np.random.default_rng(0)
     a, b = rng.normal(3, 2, (2, 500)), rng.normal(-1, 5, (2, 70))
@@ -685,6 +708,17 @@ def test_n_levels_below_three_rejected_and_input_channels_fixed():
     assert len(state_channel_names(2)) == 9
 
 
+def test_every_exported_name_resolves():
+    """``__all__`` names only what exists (a stale ``write_preview`` export raised AttributeError) and covers the
+    spec's public API."""
+    import icml25.studies.coastalbench as m
+
+    for name in m.__all__:
+        assert getattr(m, name) is not None, name
+    assert {"open_roms", "open_preview", "zlevels", "normalisation_stats", "CoastalViT", "persistence",
+            "Climatology"} <= set(m.__all__)
+
+
 def test_config_module_does_not_import_torch():
     import subprocess
     import sys
@@ -772,7 +806,7 @@ def test_smoke_all_stages_through_the_cli(tmp_path):
     ids = [c["id"] for c in doc["claims"]]
     assert ids == [*INGEST_IDS, "vit_vs_persistence", "vit_vs_climatology", "error_growth"]
     by_id = {c["id"]: c for c in doc["claims"]}
-    for cid in ("ingest_zlevels", "ingest_destagger", "ingest_stats", "ingest_preview"):
+    for cid in INGEST_IDS:  # ingest_memory included: its bound holds at the smoke grid too
         assert by_id[cid]["kind"] == "check" and by_id[cid]["holds"] is True, by_id[cid]
     for cid in ("vit_vs_persistence", "vit_vs_climatology", "error_growth"):  # one seed: no claim verdict
         assert by_id[cid]["kind"] == "claim" and by_id[cid]["verdict"] == "inconclusive", by_id[cid]

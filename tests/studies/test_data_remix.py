@@ -1,8 +1,10 @@
-"""data_remix: the method's identities (KL, routing, reassembly, gradient isolation), the data, the verdicts."""
+"""data_remix: the method's identities (KL, routing, reassembly, gradient isolation), the data, the verdicts, the
+config, the download path and a smoke run of every stage through Snakemake."""
 from __future__ import annotations
 
-import copy
 import gzip
+import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,8 +18,21 @@ from icml25.studies import data_remix as dr  # noqa: E402
 from icml25.studies.data_remix import data as D  # noqa: E402
 from icml25.studies.data_remix import evaluate as E  # noqa: E402
 from icml25.studies.data_remix.method import masked_grad_blocks, masked_grad_max  # noqa: E402
-from icml25.studies.data_remix.settings import SCALES, get_settings  # noqa: E402
+from icml25.core.claims import INCONCLUSIVE, REPRODUCED, load_claims  # noqa: E402
+from icml25.core.config import ConfigError, build, load_yaml, merge_scale  # noqa: E402
+from icml25.core.download import DownloadError, read_manifest  # noqa: E402
+from icml25.studies.data_remix.__main__ import main as stage_cli  # noqa: E402
+from icml25.studies.data_remix.config import Config  # noqa: E402
 from icml25.studies.data_remix.train import arm_lr, build_model, train_arm, unimodal_loss  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+YAML = ROOT / "config/studies/data_remix.yaml"
+
+
+def get_settings(scale: str) -> dict:
+    """The plain dict of the validated config of ``scale``."""
+    return build(Config, merge_scale(load_yaml(YAML), scale), "data_remix").model_dump(mode="json")
+
 
 # --------------------------------------------------------------------------------------------- KL and routing
 
@@ -216,12 +231,18 @@ def test_make_synth_av_rejects_bad_rho():
 
 
 def test_digit_pairs_labels_split_and_partners():
+    from icml25.core.datasets import load_mnist5k, mnist5k_split
+
     data = D.make_digit_pairs(seed=5, noise_sd=0.0)
     Xd, yd = D.load_digits8x8()
     tr, te = data["train"], data["test"]
     assert tr["x_a"].shape == (4000, 784) and te["x_a"].shape == (1000, 784) and tr["x_v"].shape == (4000, 64)
     assert np.bincount(tr["y"]).tolist() == [400] * 10 and np.bincount(te["y"]).tolist() == [100] * 10
     assert 0.0 <= tr["x_a"].min() and tr["x_a"].max() == 1.0 and "z" not in tr
+    # the MNIST side is core's 400/100 split of MNIST-5k for the same seed (rows permuted)
+    split = mnist5k_split(5)
+    assert {r.tobytes() for r in te["x_a"]} == {r.tobytes() for r in split["X_test"]}
+    assert load_mnist5k()[0].shape == (5000, 784)
     # without noise every B row is an 8×8 digit of the same class, and no 8×8 image serves both splits
     lookup = {row.tobytes(): k for row, k in zip((Xd / 16.0).astype(np.float32), yd)}
     assert all(lookup[r.tobytes()] == k for r, k in zip(tr["x_v"], tr["y"]))
@@ -230,16 +251,39 @@ def test_digit_pairs_labels_split_and_partners():
     assert np.std(noisy - tr["x_v"]) == pytest.approx(0.5, rel=0.02)
 
 
-def test_packaged_files_are_hash_checked(tmp_path):
-    bad = tmp_path / "mnist_5k.csv.gz"
-    with gzip.open(bad, "wt") as f:
-        f.write("0," * 784 + "3\n")
-    with pytest.raises(D.DataError, match="mnist_5k.csv.gz: sha256"):
-        D.load_mnist5k(str(bad))
-    with pytest.raises(D.DataError, match="not found"):
-        D.load_digits8x8(str(tmp_path / "missing.csv.gz"))
-    X, y = D.load_mnist5k()
-    assert X.shape == (5000, 784) and np.bincount(y).tolist() == [500] * 10
+def test_packaged_files_are_hash_checked(tmp_path, monkeypatch):
+    manifest = read_manifest(D.MANIFEST)
+    for name in D.PACKAGED:
+        assert len(D.package_file(name)) == manifest[name].size
+    bad = tmp_path / "manifest.csv"
+    bad.write_text(D.MANIFEST.read_text().replace("09f66e6debdee2cd", "19f66e6debdee2cd"))
+    monkeypatch.setattr(D, "MANIFEST", bad)
+    with pytest.raises(D.DataError, match="sklearn/datasets/data/digits.csv.gz: sha256"):
+        D.package_file("digits8x8")
+    with pytest.raises(D.DataError, match="expected 1797 rows"):
+        D.parse_digits8x8(gzip.compress(b"1,2\n"))
+    with pytest.raises(D.DataError, match="not shipped in a wheel"):
+        D.package_file("kinetics400_train")
+
+
+def test_raw_files_give_the_same_digit_pairs_as_the_wheels(tmp_path):
+    paths = []
+    for name in D.DATASET_FILES["digits"]:
+        p = tmp_path / D.RAW_NAMES[name]
+        p.write_bytes(D.package_file(name))
+        paths.append(p)
+    raw = D.read_raw_digits(paths)
+    a = D.make_dataset("digits", {"noise_sd": 0.5, "digits_train_frac": 0.8}, 1, raw)
+    b = D.make_dataset("digits", {"noise_sd": 0.5, "digits_train_frac": 0.8}, 1)
+    for split in ("train", "test"):
+        for k in ("x_a", "x_v", "y"):
+            np.testing.assert_array_equal(a[split][k], b[split][k])
+    back = D.dataset_from_arrays(D.split_arrays(a, 1), 1)
+    np.testing.assert_array_equal(back["test"]["x_v"], a["test"]["x_v"])
+    with pytest.raises(D.DataError, match="seed 2"):
+        D.dataset_from_arrays(D.split_arrays(a, 1), 2, "digits.npz")
+    with pytest.raises(D.DataError, match="cremad.*no offline builder"):
+        D.make_dataset("cremad", {}, 0)
 
 
 def test_validate_dataset_names_the_bad_key():
@@ -255,13 +299,13 @@ def test_validate_dataset_names_the_bad_key():
 def _tiny(epochs=3, warmup=1):
     s = get_settings("smoke")
     s["train"].update(epochs=epochs, warmup=warmup)
-    s["datasets"]["synth"].update(n_train_per_class=20, n_test_per_class=10)
+    s["synth"].update(n_train_per_class=20, n_test_per_class=10)
     return s
 
 
 def test_remix_epochs_process_exactly_N_samples_with_isolated_gradients():
     s = _tiny()
-    data = D.make_dataset("synth", s["datasets"]["synth"], 0)
+    data = D.make_dataset("synth", s["synth"], 0)
     res = train_arm(data, "remix", s["train"], 0)
     assert [r["n_seen"] for r in res["curve"]] == [120] * 3
     for row in res["curve"][1:]:
@@ -271,7 +315,7 @@ def test_remix_epochs_process_exactly_N_samples_with_isolated_gradients():
 
 def test_joint_noaux_leaves_unimodal_heads_untouched_and_code_lr_arm():
     s = _tiny(epochs=2)
-    data = D.make_dataset("synth", s["datasets"]["synth"], 0)
+    data = D.make_dataset("synth", s["synth"], 0)
     trained = train_arm(data, "joint_noaux", s["train"], 0)["model"]
     fresh = build_model(data, s["train"], 0)
     torch.testing.assert_close(trained.head_a.weight, fresh.head_a.weight, rtol=0, atol=0)
@@ -387,6 +431,35 @@ def test_paired_gain_rejects_bad_input():
     assert E.claim_unimodal_sufficiency({"a": [0.4] * 2}, {"a": [0.5] * 2})[1] is True
 
 
+def _fake_runs(leak: float = 0.0, remix_gain: float = 0.0) -> list[dict]:
+    runs = []
+    for arm in ("joint", "joint_noaux", "remix", "remix_code_lr", "solo_v"):
+        for seed in (0, 1, 2):
+            curve = [{"n_seen": 10, "n_a": 4, "n_v": 6, "max_masked_grad": leak if e == 2 else 0.0} for e in range(3)]
+            fused = 0.9 + (remix_gain * (1 + 0.1 * seed) if arm == "remix" else 0.0)
+            final = {"fused_acc": fused, "probe_v": {"solo_v": 0.8, "joint_noaux": 0.7}.get(arm, 0.75),
+                     "route_a_given_acorrupt": 0.9, "route_v_given_vcorrupt": 0.95, "n_train": 10}
+            runs.append({"arm": arm, "seed": seed, "datasets": {"synth": {"curve": curve, "z": True, "final": final}}})
+    return runs
+
+
+def test_build_claims_entries_verdicts_and_laziness_note():
+    arms = ["joint", "joint_noaux", "remix", "remix_code_lr", "solo_v"]
+    c = {x.id: x for x in E.build_claims(_fake_runs(remix_gain=0.02), arms=arms, warmup=1, n_resamples=200)}
+    assert list(c) == ["c1_routing", "c2_isolation", "c3_fused", "c4_unimodal"]
+    assert c["c1_routing"].verdict == REPRODUCED and c["c1_routing"].source == "ours"
+    assert c["c2_isolation"].holds is True and c["c2_isolation"].evidence.n == 12  # 2 epochs x 2 arms x 3 seeds
+    assert c["c3_fused"].verdict == REPRODUCED and c["c3_fused"].key_numbers["synth d (pt)"] == pytest.approx(2.2)
+    assert c["c4_unimodal"].verdict == INCONCLUSIVE  # identical probes: d = 0
+    assert c["c4_unimodal"].statistic["weak_probe_by_arm"]["synth"] == pytest.approx(
+        {"joint": 0.75, "joint_noaux": 0.7, "remix": 0.75, "solo_v": 0.8})
+    assert "synth: joint 75.0, joint_noaux 70.0, remix 75.0, solo_v 80.0" in c["c4_unimodal"].note
+    assert c["c4_unimodal"].note.startswith("Small, clean data")  # a null result: the caveat is said
+    assert c["c3_fused"].note.startswith("Weak-modality")  # reproduced: no null-result caveat
+    leaky = {x.id: x for x in E.build_claims(_fake_runs(leak=1e-7), arms=arms, warmup=1, n_resamples=200)}
+    assert leaky["c2_isolation"].holds is False and leaky["c2_isolation"].verdict == "not reproduced"
+
+
 def test_linear_probe_value():
     rng = np.random.default_rng(0)
     y = np.repeat(np.arange(3), 100)
@@ -399,19 +472,31 @@ def test_linear_probe_value():
 # --------------------------------------------------------------------------------------------- settings
 
 
-def test_scales_share_keys_and_name_every_arm():
-    assert set(SCALES) == {"smoke", "default", "paper"}
-    keys = set(SCALES["default"]["train"])
-    assert all(set(SCALES[s]["train"]) == keys for s in SCALES)
-    assert SCALES["smoke"]["seeds"] == [0] and SCALES["default"]["seeds"] == [0, 1, 2]
-    assert SCALES["smoke"]["train"]["epochs"] == 4 and SCALES["smoke"]["train"]["warmup"] == 2
-    assert SCALES["default"]["train"]["epochs"] == 30 and SCALES["default"]["train"]["warmup"] == 5
-    s = get_settings("default")
-    s["train"]["lr"] = 1.0
-    assert SCALES["default"]["train"]["lr"] == 1e-3  # a deep copy
-    with pytest.raises(KeyError, match="unknown scale"):
-        get_settings("huge")
-    assert copy.deepcopy(SCALES)["paper"]["encoder"] == "resnet18"
+def test_config_scales_build_and_bad_values_name_the_key():
+    smoke, default, paper = (get_settings(s) for s in ("smoke", "default", "paper"))
+    assert smoke["seeds"] == [0] and smoke["datasets"] == ["synth"] and smoke["synth"]["n_train_per_class"] == 50
+    assert smoke["arms"] == ["joint", "remix"]
+    assert (smoke["train"]["epochs"], smoke["train"]["warmup"]) == (4, 2)
+    # the CPU budget shortens the default run (spec: 30 epochs, warm-up 5); the model's defaults keep the spec's
+    assert (default["train"]["epochs"], default["train"]["warmup"], default["train"]["lr_step"]) == (20, 3, 10)
+    assert (Config.model_fields["train"].default.epochs, Config.model_fields["train"].default.warmup) == (30, 5)
+    assert default["datasets"] == ["synth", "digits"] and len(default["arms"]) == 6
+    assert paper["encoder"] == "resnet18" and paper["train"]["hidden"] is None and paper["seeds_per_job"] == 1
+    base = merge_scale(load_yaml(YAML), "default")
+    for path, value, match in (
+            (("train", "warmup"), 30, r"data_remix\.train: warmup: 30 must be < epochs"),
+            (("train", "lr"), 0.0, r"data_remix\.train\.lr"),
+            (("synth", "rho"), [0.7, 0.5], r"data_remix\.synth: rho"),
+            (("digits", "noise_sd"), -0.1, r"data_remix\.digits\.noise_sd"),
+            (("arms",), ["joint", "solo_a"], r"arms: must include \['remix'\]"),
+            (("datasets",), ["mnist"], r"data_remix\.datasets\[0\]")):
+        data = json.loads(json.dumps(base))
+        node = data
+        for part in path[:-1]:
+            node = node[part]
+        node[path[-1]] = value
+        with pytest.raises(ConfigError, match=match):
+            build(Config, data, "data_remix")
 
 
 def test_paper_scale_resnet_encoders_shapes_and_isolation():
@@ -427,3 +512,92 @@ def test_paper_scale_resnet_encoders_shapes_and_isolation():
     unimodal_loss((fused, la, lv), torch.tensor([1, 4]), "v", 1.0).backward()
     assert masked_grad_max(model, "v") == 0.0
     assert model.enc_v.stem[0].weight.grad.abs().sum() > 0
+
+
+# --------------------------------------------------------------------------------------------- stages
+
+
+def test_download_remote_through_directory_mirror(tmp_path):
+    mirror = tmp_path / "mirror"
+    manifest = read_manifest(D.MANIFEST)
+    for name in D.PACKAGED:
+        dest = mirror / manifest[name].mirror_path
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(D.package_file(name))
+    out = [str(tmp_path / "raw" / D.RAW_NAMES[n]) for n in D.DATASET_FILES["digits"]]
+    args = ["download", "--scale", "default", "--no-track", "--config", str(YAML), "--data-source", "remote",
+            "--mirror", str(mirror), "--out"]
+    with pytest.raises(SystemExit, match="expected 2 --out"):  # default = synth (no file) + digits (2 files)
+        stage_cli([*args, out[0]])
+    assert stage_cli([*args, *out]) == 0
+    assert Path(out[0]).read_bytes() == D.package_file("mnist_5k")
+    Path(out[0]).unlink()
+    (mirror / manifest["mnist_5k"].mirror_path).write_bytes(b"corrupt")
+    with pytest.raises(DownloadError, match="mnist_5k"):
+        stage_cli([*args, *out])
+    assert not Path(out[0]).exists()
+
+
+def test_train_rejects_unknown_arm_and_the_paper_encoder(tmp_path):
+    outs = [str(tmp_path / f"m.{e}") for e in ("pt", "json", "npz")]
+    with pytest.raises(SystemExit, match="arm"):
+        stage_cli(["train", "--scale", "smoke", "--no-track", "--config", str(YAML), "--arm", "ogm", "--in", "a.npz",
+                   "--out", *outs])
+    with pytest.raises(SystemExit, match="planned, not implemented"):
+        stage_cli(["train", "--scale", "paper", "--no-track", "--config", str(YAML), "--arm", "remix", "--in",
+                   "a.npz", "b.npz", "--out", *outs])
+
+
+def test_smoke_pipeline_through_snakemake(tmp_path):
+    """All stages at scale smoke through Snakemake in a project copy (its own results dir and MLflow store)."""
+    from conftest import copy_project, run_snakemake, tail
+
+    work = copy_project(tmp_path / "proj")
+    out = run_snakemake(work, "--cores", "2", "--config", "studies=[data_remix]", "scale=smoke", timeout=600)
+    assert out.returncode == 0, tail(out)
+    r = work / "results/smoke/data_remix"
+    doc = load_claims(r / "claims.json")
+    entries = {c["id"]: c for c in doc["claims"]}
+    assert list(entries) == ["c1_routing", "c2_isolation", "c3_fused", "c4_unimodal"]
+    assert doc["seeds"] == [0] and doc["paper"]["ref"].endswith("2506.11550")
+    kinds = {k: (c["kind"], c["source"], c["verdict"]) for k, c in entries.items()}
+    assert kinds["c1_routing"] == ("claim", "ours", INCONCLUSIVE)  # one seed: the evidence rule
+    assert kinds["c3_fused"] == ("claim", "paper", INCONCLUSIVE) and kinds["c4_unimodal"][0] == "claim"
+    c2 = entries["c2_isolation"]
+    assert (c2["kind"], c2["holds"], c2["verdict"]) == ("check", True, REPRODUCED)
+    assert c2["statistic"] == {"epochs": 2, "epochs_wrong_count": 0, "epochs_bad_partition": 0,
+                               "max_masked_grad": 0.0}  # 2 post-warm-up epochs of remix
+    assert c2["evidence"] == {"n": 2, "unit": "epochs", "paper_data": None}
+    assert "not evidence against the paper" in entries["c3_fused"]["note"]
+    (rec,) = json.loads((r / "models/remix/chunk0.json").read_text())["runs"]
+    assert [row["n_seen"] for row in rec["curve"]] == [300] * 4 and rec["final"]["n_train"] == 300
+    assert entries["c1_routing"]["statistic"]["route_a"] == [rec["final"]["route_a_given_acorrupt"]]
+    assign = np.load(r / "models/remix/chunk0.npz")
+    assert assign["synth/s0/assign"].sum() == rec["curve"][-1]["n_a"]
+    ev = json.loads((r / "metrics/eval.json").read_text())
+    assert set(ev["summary"]["synth"]) == {"joint", "remix"}  # the smoke scale's arms
+    assert ev["summary"]["synth"]["remix"]["fused_acc"]["mean"] == rec["final"]["fused_acc"]
+    assert ev["curves"]["synth"]["remix"]["share_a"][:2] == [None, None]  # warm-up: no routing
+    for name in ("routing.png", "accuracy.png"):
+        assert (r / "figures" / name).stat().st_size > 5000
+    assert "c2_isolation" in (r / "report.md").read_text()
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{work}/results/mlflow.db")
+    runs = client.search_runs([client.get_experiment_by_name("icml25/data_remix").experiment_id], max_results=500)
+    (job,) = [x for x in runs if x.data.tags.get("stage") == "train" and x.data.tags.get("arm") == "remix"
+              and x.data.tags["run_level"] == "job"]
+    assert job.data.tags["seed"] == "0"  # a job of one seed is that seed's run
+    history = client.get_metric_history(job.info.run_id, "train/loss")
+    assert [m.step for m in history] == [0, 1, 2, 3]
+    assert [m.value for m in history] == pytest.approx([row["loss"] for row in rec["curve"]])
+    assert [m.step for m in client.get_metric_history(job.info.run_id, "train/n_a")] == [2, 3]
+    assert {a.path for a in client.list_artifacts(job.info.run_id, "model")} == {"model/chunk0.pt",
+                                                                                 "model/config.json"}
+    evals = {x.data.tags["arm"]: x for x in runs if x.data.tags.get("stage") == "evaluate"
+             and x.data.tags["run_level"] == "nested" and "seed" not in x.data.tags}
+    assert set(evals) == set(ev["summary"]["synth"])
+    assert evals["remix"].data.metrics["eval/fused_acc"] == pytest.approx(rec["final"]["fused_acc"])
+    evaluate = next(x for x in runs if x.data.tags.get("stage") == "evaluate" and x.data.tags["run_level"] == "job")
+    assert evaluate.data.metrics["verdicts/checks_hold"] == 1.0

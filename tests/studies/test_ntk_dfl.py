@@ -1,7 +1,9 @@
 """ntk_dfl: kernel, evolution, mixing, partition, data, graphs, verdict functions and a smoke run."""
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import networkx as nx
 import numpy as np
@@ -9,7 +11,8 @@ import pytest
 import torch
 from hypothesis import given, settings as hsettings, strategies as st
 
-from icml25.core.claims import verdict
+from icml25.core.claims import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, load_claims, verdict
+from icml25.core.config import ConfigError, build, load_yaml, merge_scale, to_dict
 from icml25.studies import ntk_dfl
 from icml25.studies.ntk_dfl import data as D
 from icml25.studies.ntk_dfl import evaluate as ev
@@ -17,9 +20,16 @@ from icml25.studies.ntk_dfl import experiment
 from icml25.studies.ntk_dfl.method import (cross_entropy, empirical_ntk, evolve_function, evolve_weights, mix,
                                            mixing_matrix, ntk_dfl_round, round_bytes)
 from icml25.studies.ntk_dfl.model import flat_weights, forward, mlp
-from icml25.studies.ntk_dfl.settings import ARMS, SCALES, arm_settings
+from icml25.studies.ntk_dfl.__main__ import main as stage_cli
+from icml25.studies.ntk_dfl.config import ARMS, Config, arm_config
 
 torch.set_num_threads(1)
+ROOT = Path(__file__).resolve().parents[2]
+YAML = ROOT / "config/studies/ntk_dfl.yaml"
+
+
+def _config(scale: str) -> Config:
+    return build(Config, merge_scale(load_yaml(YAML), scale))
 
 
 def _net(seed: int = 0, dtype=torch.float64, hidden=(6,), d_in=4, C=3):
@@ -324,6 +334,11 @@ def test_dirichlet_partition_is_a_partition(seed, alpha, k):
 
 
 def test_mnist5k_loader_hash_counts_and_split():
+    from icml25.core.datasets import MNIST5K, MNIST5K_SHA256, packaged_bytes
+    import hashlib
+
+    assert hashlib.sha256(packaged_bytes(*MNIST5K, MNIST5K_SHA256)).hexdigest() == MNIST5K_SHA256
+    assert ntk_dfl.dirichlet_partition is D.dirichlet_partition
     X, y = D.load_mnist5k()
     assert X.shape == (5000, 784) and X.dtype == np.uint8 and int(X.max()) == 255
     assert np.array_equal(np.bincount(y), np.full(10, 500))
@@ -341,16 +356,17 @@ def test_mnist5k_loader_hash_counts_and_split():
     assert np.array_equal(np.bincount(f["y_train"]), np.full(10, 120))
 
 
-def test_mnist5k_bad_bytes_raise_naming_the_file(monkeypatch):
-    raw = D._mnist5k_bytes()
-    assert len(raw) > 1_000_000
-    corrupt = raw[:1000] + bytes([raw[1000] ^ 0xFF]) + raw[1001:]
-    monkeypatch.setattr(D, "_mnist5k_bytes", lambda: corrupt)
-    with pytest.raises(D.DataError, match="mnist_5k.csv.gz.*sha256"):
-        D.load_mnist5k()
-    import gzip
-    with pytest.raises(D.DataError, match="5000 rows"):
-        D.parse_mnist5k(gzip.compress(b"1,2,3\n4,5,6\n"))
+def test_per_client_partition_equal_sizes_disjoint_and_skewed():
+    y = np.repeat(np.arange(10), 60)
+    parts = D.per_client_partition(y, 30, 20, 0.1, seed=0)
+    assert [len(p) for p in parts] == [20] * 30 and np.array_equal(np.sort(np.concatenate(parts)), np.arange(600))
+    assert all(np.array_equal(a, b) for a, b in zip(parts, D.per_client_partition(y, 30, 20, 0.1, seed=0)))
+    top = [np.bincount(y[p], minlength=10).max() / 20 for p in parts[:10]]
+    assert np.median(top) > 0.5  # the first clients draw skewed class mixes (later ones take what is left)
+    iid = D.per_client_partition(y, 10, 20, math.inf, seed=0)
+    assert max(np.bincount(y[p], minlength=10).max() for p in iid) <= 5
+    with pytest.raises(ValueError, match="> N"):
+        D.per_client_partition(y, 31, 20, 0.1)
 
 
 def test_read_idx_roundtrip_and_errors(tmp_path):
@@ -368,6 +384,28 @@ def test_read_idx_roundtrip_and_errors(tmp_path):
     bad.write_bytes(gzip.compress((1234).to_bytes(4, "big")))
     with pytest.raises(D.DataError, match="bad.gz: IDX magic 1234"):
         D.read_idx(bad)
+
+
+def _write_idx(path: Path, array: np.ndarray) -> Path:
+    import gzip
+
+    magic = 2051 if array.ndim == 3 else 2049
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(gzip.compress(magic.to_bytes(4, "big") + b"".join(d.to_bytes(4, "big") for d in array.shape)
+                                   + array.astype(np.uint8).tobytes()))
+    return path
+
+
+def test_read_idx_dataset_shapes_scaling_and_mismatch(tmp_path):
+    rng = np.random.default_rng(0)
+    imgs, labels = rng.integers(0, 256, (6, 28, 28)), rng.integers(0, 10, 6)
+    paths = [_write_idx(tmp_path / n, a) for n, a in zip(D.IDX_FILES, (imgs, labels, imgs[:4], labels[:4]))]
+    out = D.read_idx_dataset(paths)
+    assert out["X_train"].shape == (6, 784) and out["X_test"].shape == (4, 784) and out["y_train"].dtype == np.int64
+    np.testing.assert_allclose(out["X_train"][2], imgs[2].reshape(-1) / 255, rtol=1e-6)
+    _write_idx(paths[3], labels[:3])
+    with pytest.raises(D.DataError, match="t10k-images-idx3-ubyte.gz / .*t10k-labels-idx1-ubyte.gz"):
+        D.read_idx_dataset(paths)
 
 
 # ------------------------------------------------------------------------------------------------ graphs
@@ -481,46 +519,167 @@ def test_checks_hold_and_fail():
     assert not ev.check_mixing_mean([float("inf")])[0]
 
 
-# ------------------------------------------------------------------------------------------------ settings, smoke
+# ------------------------------------------------------------------------------------------------ config
 
 
-def test_settings_keys_and_arms():
-    for scale in ("smoke", "default", "paper"):
-        s = SCALES[scale]
-        assert s["ntk"]["lr0"] == 0.01 and s["ntk"]["lr_decay"] == 0.07 and s["ntk"]["ode"] == "euler"
-    d = SCALES["default"]
-    assert (d["n_clients"], d["degree"], d["rounds"], d["alpha"], d["hidden"]) == (12, 3, 20, 0.1, [32])
-    assert d["ntk"]["t_cand"] == [25, 50, 100, 200, 400] and d["seeds"] == [0, 1, 2]
-    assert sum(p.numel() for p in mlp(32, d["hidden"], 10).parameters()) == 1386
-    assert set(d["arms_full"]) == set(ARMS)
-    assert arm_settings(d, "ntk_dfl_linsel")[1]["ntk"]["t_select"] == "linearized"
-    assert arm_settings(d, "ntk_dfl_iid")[1]["alpha"] == math.inf
-    assert arm_settings(d, "ntk_dfl_static")[1]["topology"] == "static"
+def test_config_scales_arms_and_bad_keys():
+    smoke, default, paper = (_config(x) for x in ("smoke", "default", "paper"))
+    for c in (smoke, default, paper):
+        assert (c.ntk.lr0, c.ntk.lr_decay, c.ntk.ode) == (0.01, 0.07, "euler")
+    assert (default.n_clients, default.degree, default.rounds, default.alpha, default.hidden) == (12, 3, 20, 0.1, (32,))
+    assert default.ntk.t_cand == (25, 50, 100, 200, 400) and default.seeds == (0, 1, 2)
+    assert default.data.train_per_class == 80 and default.arms == ("ntk_dfl", "dpsgd", "dfedavg")
+    assert sum(p.numel() for p in mlp(32, default.hidden, 10).parameters()) == 1386
+    assert smoke.seeds == (0,) and smoke.n_clients == 6 and smoke.data.train_per_class == 12
+    assert paper.data.source == "fmnist" and paper.partition == "per_client" and paper.device == "cuda"
+    assert paper.n_clients * paper.samples_per_client == 60000 and paper.hidden == (100,)
+    d = to_dict(default)
+    assert arm_config(d, "ntk_dfl_linsel")[1]["ntk"]["t_select"] == "linearized"
+    assert arm_config(d, "ntk_dfl_iid")[1]["alpha"] == math.inf
+    assert arm_config(d, "ntk_dfl_static")[1]["topology"] == "static" and set(ARMS) >= set(default.arms)
     with pytest.raises(KeyError, match="unknown arm"):
-        arm_settings(d, "fedavg")
+        arm_config(d, "fedavg")
+    raw = merge_scale(load_yaml(YAML), "default")
+    for bad, message in [({"degree": 12}, "degree"), ({"partition": "per_client"}, "samples_per_client"),
+                         ({"arms": ["fedavg"]}, "arms"), ({"ntk": {**raw["ntk"], "ode": "rk45"}}, "ntk.ode")]:
+        with pytest.raises(ConfigError, match=message):
+            build(Config, {**raw, **bad}, path="ntk_dfl")
 
 
-def test_smoke_run_all_claims_computed():
-    s = SCALES["smoke"]
-    results = {a: [experiment.run(s, a, 0)] for a in ("ntk_dfl", "dfedavg", "dpsgd")}
-    r = results["ntk_dfl"][0]
-    assert r["n_params"] == 32 * 16 + 16 + 16 * 10 + 10
-    assert r["client_sizes"] and sum(r["client_sizes"]) == 120 and min(r["client_sizes"]) >= 10
-    c = r["curves"]
-    assert c["round"] == [1, 2, 3] and len(r["t_star"]) == 3 and all(t in (5, 10) for t in r["t_star"][0])
-    assert c["lr"] == pytest.approx([0.01 * math.exp(-0.07 * k) for k in range(3)])
-    # Jacobians dominate the traffic: NTK-DFL sends far more bytes than weight-only DFedAvg
-    assert c["bytes_sent"][0] > 50 * results["dfedavg"][0]["curves"]["bytes_sent"][0]
-    assert results["dfedavg"][0]["curves"]["bytes_sent"][0] == 4 * 6 * 2 * r["n_params"]
-    # identical initial weights for every arm of a seed: first-round accuracies come from the same start
-    for a, rs in results.items():
-        assert 0.0 <= rs[0]["final"]["agg_acc"] <= 1.0
-        assert np.isfinite(rs[0]["final"]["mean_loss"])
-    # DFedAvg learns in 3 rounds well above chance on the held-out split
-    assert results["dfedavg"][0]["final"]["agg_acc"] > 0.3
-    checks = [experiment.run_checks(s, 0)]
-    out = ev.evaluate_all(results, checks, s)
-    assert set(out) == {"rounds_to_target", "averaging_gain", "accuracy", "linear_identity", "mixing_mean"}
-    assert out["linear_identity"][0] and out["mixing_mean"][0]
-    for cid in ("rounds_to_target", "averaging_gain", "accuracy"):
-        assert verdict(out[cid][0], out[cid][1]) in ("reproduced", "not reproduced", "inconclusive")
+# ------------------------------------------------------------------------------------------------ claims
+
+
+def _record(agg, mean_client, curve=None, t_star=None):
+    return {"final": {"agg_acc": agg, "mean_client_acc": mean_client},
+            "curves": {"agg_acc": curve or [agg] * 4}, "t_star": t_star}
+
+
+def test_claims_entries_kinds_evidence_and_verdicts():
+    recs = {"ntk_dfl": {s: _record(0.88, 0.80, [0.5, 0.85, 0.88, 0.88]) for s in range(3)},
+            "dfedavg": {s: _record(0.84, 0.82, [0.3, 0.5, 0.7, 0.84]) for s in range(3)},
+            "dpsgd": {s: _record(0.30, 0.29, [0.1, 0.2, 0.25, 0.3]) for s in range(3)}}
+    checks = [{"identity_gaps": {1: 1e-16, 10: 2e-16}, "mixing_gap": 1e-7} for _ in range(3)]
+    claims = ev.evaluate_claims(recs, checks, n_resamples=500)
+    got = {c.id: (c.kind, c.verdict, c.holds, c.evidence.n) for c in claims}
+    assert got == {"c1_rounds_to_target": ("claim", REPRODUCED, None, 3),
+                   "c2_averaging_gain": ("claim", REPRODUCED, None, 3),
+                   "c3_accuracy": ("claim", REPRODUCED, None, 3),
+                   "c4_linear_identity": ("check", REPRODUCED, True, 3),
+                   "c5_mixing_mean": ("check", REPRODUCED, True, 3)}
+    c1, c2, c3 = claims[:3]
+    assert c1.key_numbers["rounds ntk_dfl"] == [2, 2, 2] and c1.key_numbers["rounds dfedavg"] == [4, 4, 4]
+    assert c1.key_numbers["gmean ratio vs dfedavg"] == pytest.approx(0.5) and c1.evidence.paper_data is None
+    assert c2.key_numbers["mean gap (pt)"] == pytest.approx(8.0)
+    assert c3.key_numbers["best baseline"] == "dfedavg" and c3.key_numbers["mean diff (pt)"] == pytest.approx(4.0)
+    assert ev.entry_accuracy(recs, 500, "fmnist").evidence.paper_data is True
+    bad = [{"identity_gaps": {1: 1e-8}, "mixing_gap": 1e-5}]
+    assert [(c.verdict, c.holds) for c in ev.evaluate_claims(recs, bad)[3:]] == [(NOT_REPRODUCED, False)] * 2
+    # averaging that hurts: not reproduced; fewer than 3 seeds: inconclusive whatever the test says
+    worse = {**recs, "ntk_dfl": {s: _record(0.80, 0.85, [0.5, 0.85, 0.88, 0.80]) for s in range(3)}}
+    assert ev.entry_averaging_gain(worse).verdict == NOT_REPRODUCED
+    two = {a: {s: r for s, r in by.items() if s < 2} for a, by in recs.items()}
+    c = ev.entry_averaging_gain(two)
+    assert c.verdict == INCONCLUSIVE and "evidence rule" in c.note
+
+
+def test_claims_without_their_arms_are_not_computed():
+    claims = ev.evaluate_claims({"ntk_dfl": {0: _record(0.5, 0.4)}}, [])
+    assert [c.verdict for c in claims] == [INCONCLUSIVE] * 5 and [c.holds for c in claims[3:]] == [None, None]
+    assert "not computed" in claims[0].note and claims[1].evidence.n == 1
+    with pytest.raises(ValueError, match="two train outputs"):
+        ev.collect([{"arm": "dpsgd", "records": {"0": {}}}, {"arm": "dpsgd", "records": {"0": {}}}])
+
+
+# ------------------------------------------------------------------------------------------------ stage CLI
+
+
+def test_train_rejects_unknown_arm_and_prepare_refuses_paper_data_offline(tmp_path):
+    common = ["--scale", "smoke", "--no-track", "--config", str(YAML)]
+    out = ["--out", str(tmp_path / "m.pt"), str(tmp_path / "m.json")]
+    with pytest.raises(SystemExit, match="--arm must be one of"):
+        stage_cli(["train", *common, "--arm", "magic", "--seeds", "0", "--in", "a", "b", *out])
+    with pytest.raises(SystemExit, match="not in the config's arms"):
+        stage_cli(["train", *common, "--arm", "dfedavgm", "--seeds", "0", "--in", "a", "b", *out])
+    paper = ["prepare", "--scale", "paper", "--no-track", "--config", str(YAML)]
+    raw = [str(tmp_path / "raw" / n) for n in ("fmnist/" + f for f in D.IDX_FILES)]
+    with pytest.raises(SystemExit, match="data_source=remote"):
+        stage_cli([*paper, "--out", *raw, str(tmp_path / "graphs.json")])
+    with pytest.raises(SystemExit, match="writes"):
+        stage_cli([*paper, "--out", str(tmp_path / "mnist5k.npz"), str(tmp_path / "graphs.json")])
+
+
+def test_prepare_fetches_paper_files_through_a_mirror_and_checks_the_pins(tmp_path):
+    """The remote path through a directory mirror: files whose bytes differ from the pinned sha256 are refused and
+    nothing is left at the destination (the real files are not in the test mirror)."""
+    from icml25.core.download import DownloadError, read_manifest
+
+    manifest = read_manifest(ROOT / "src/icml25/studies/ntk_dfl/manifest.csv")
+    assert manifest["fmnist/train-images-idx3-ubyte.gz"].sha256.startswith("3aede38d")
+    assert len(manifest) == 8 and all(len(e.sha256) == 64 for e in manifest.values())
+    for name in D.IDX_FILES:
+        _write_idx(tmp_path / "mirror" / manifest[f"fmnist/{name}"].mirror_path, np.zeros((2, 28, 28)))
+    raw = [tmp_path / "raw" / "fmnist" / n for n in D.IDX_FILES]
+    with pytest.raises(DownloadError):
+        stage_cli(["prepare", "--scale", "paper", "--no-track", "--config", str(YAML), "--data-source", "remote",
+                   "--mirror", str(tmp_path / "mirror"), "--out", *map(str, raw), str(tmp_path / "graphs.json")])
+    assert not any(p.exists() for p in raw) and not (tmp_path / "graphs.json").exists()
+
+
+def test_run_on_saved_graphs_and_shards_equals_run_from_scratch():
+    """train's path (the preprocess shards and the prepare graphs, as saved) gives the numbers of an in-memory run."""
+    c = to_dict(_config("smoke"))
+    c["rounds"] = 2
+    direct = experiment.run(c, "dfedavg", 0)
+    shards = experiment.client_shards(c, 0)
+    graphs = D.graphs_for_seed("regular", c["n_clients"], 0, 2, c["degree"])
+    saved = experiment.run(c, "dfedavg", 0, shards, json.loads(json.dumps(graphs)))
+    assert saved["curves"] == direct["curves"] and torch.equal(saved["weights"], direct["weights"])
+    assert direct["weights"].shape == (6, direct["n_params"])
+
+
+# ------------------------------------------------------------------------------------------------ smoke
+
+
+def test_smoke_pipeline_through_snakemake(smoke_run):
+    """All stages of the smoke scale through Snakemake (the session's shared smoke run of every study,
+    tests/conftest.py): claims.json holds every claim and check with its kind and evidence, the checks hold, the
+    outputs hold the values the claims rest on, MLflow has the runs with per-round curves and models."""
+    work = smoke_run
+    r = work / "results" / "smoke" / "ntk_dfl"
+    doc = load_claims(r / "claims.json")
+    assert [(c["id"], c["kind"]) for c in doc["claims"]] == [
+        ("c1_rounds_to_target", "claim"), ("c2_averaging_gain", "claim"), ("c3_accuracy", "claim"),
+        ("c4_linear_identity", "check"), ("c5_mixing_mean", "check")]
+    claims = {c["id"]: c for c in doc["claims"]}
+    assert claims["c4_linear_identity"]["holds"] is True and claims["c5_mixing_mean"]["holds"] is True
+    assert claims["c4_linear_identity"]["key_numbers"]["max |dW|"] < 1e-9
+    for cid in ("c1_rounds_to_target", "c2_averaging_gain", "c3_accuracy"):  # one seed: never a claim verdict
+        assert claims[cid]["verdict"] == INCONCLUSIVE and claims[cid]["evidence"]["n"] == 1
+    rec = json.loads((r / "metrics/ntk_dfl/chunk0.json").read_text())
+    run0 = rec["records"]["0"]
+    assert rec["t_cand"] == [25, 50, 100, 200, 400] and len(run0["t_star"]) == 3 and len(run0["t_star"][0]) == 6
+    assert set(np.ravel(run0["t_star"])) <= set(rec["t_cand"]) and sum(run0["client_sizes"]) == 120
+    assert run0["curves"]["lr"] == pytest.approx([0.01 * math.exp(-0.07 * k) for k in range(3)])
+    assert claims["c2_averaging_gain"]["statistic"]["gap_pts"] == pytest.approx(
+        [100 * (run0["final"]["agg_acc"] - run0["final"]["mean_client_acc"])])
+    avg = json.loads((r / "metrics/dfedavg/chunk0.json").read_text())["records"]["0"]
+    n_params = 32 * 16 + 16 + 16 * 10 + 10
+    assert avg["curves"]["bytes_sent"][0] == 4 * 6 * 2 * n_params  # weights only: |N_k| = 2 per client
+    assert run0["curves"]["bytes_sent"][0] > 50 * avg["curves"]["bytes_sent"][0]  # Jacobians dominate
+    weights = torch.load(r / "models/ntk_dfl/chunk0.pt", weights_only=True)["weights"]["0"]
+    assert weights.shape == (6, n_params) and torch.isfinite(weights).all()
+    graphs = json.loads((r / "processed/graphs.json").read_text())["graphs"]["regular"]["0"]
+    assert graphs == D.graphs_for_seed("regular", 6, 0, 3, degree=2)
+    assert (r / "figures/t_star.png").stat().st_size > 5_000
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{work / 'results' / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("icml25/ntk_dfl").experiment_id], max_results=500)
+    train = {x.data.tags["arm"]: x for x in runs if x.data.tags.get("stage") == "train"}
+    assert set(train) == {"ntk_dfl", "dpsgd", "dfedavg"}
+    history = client.get_metric_history(train["ntk_dfl"].info.run_id, "train/agg_acc")
+    assert [m.step for m in history] == [1, 2, 3]
+    assert history[-1].value == pytest.approx(run0["final"]["agg_acc"])
+    assert "train/t_star_mean" in train["ntk_dfl"].data.metrics and "train/loss" in train["dpsgd"].data.metrics
+    evaluate = next(x for x in runs if x.data.tags.get("stage") == "evaluate" and x.data.tags["run_level"] == "job")
+    assert evaluate.data.metrics["verdicts/checks_hold"] == 2.0

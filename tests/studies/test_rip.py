@@ -282,6 +282,135 @@ def test_prepare_wildchat_rules():
     assert out["prompt"].tolist() == ["hello"] and out["prompt_id"].dtype == np.int64
 
 
+# ------------------------------------------------------------------------------------- paper path: DPO set-up
+def _paper_cfg():
+    return build(Config, merge_scale(load_yaml(ROOT / "config/studies/rip.yaml"), "paper"))
+
+
+def test_paper_dpo_config_precomputes_the_reference_and_checkpoints_for_early_stopping(tmp_path):
+    """TRL computes log pi_ref itself on the policy's own tokens (one flag for the train and any eval set), the
+    global batch is the paper's 64, dropout is off, and a checkpoint is saved every eval_every steps."""
+    from icml25.studies.rip.paper import dpo_trl_config
+
+    p = _paper_cfg().paper
+    assert (p.batch, p.gpus, p.eval_every, p.val_size, p.max_length) == (64, 8, 20, 470, 4096)
+    kw = dpo_trl_config(tmp_path, beta=0.1, lr=p.lr, batch=p.batch, epochs=p.epochs, seed=3, gpus=p.gpus,
+                        eval_every=p.eval_every, max_length=p.max_length)
+    assert kw["precompute_ref_log_probs"] is True
+    assert kw["per_device_train_batch_size"] * kw["gradient_accumulation_steps"] * p.gpus == 64
+    assert (kw["save_strategy"], kw["save_steps"], kw["save_only_model"]) == ("steps", 20, True)
+    assert kw["disable_dropout"] is True and kw["truncation_mode"] == "keep_end" and kw["max_length"] == 4096
+    assert (kw["beta"], kw["learning_rate"], kw["seed"], kw["output_dir"]) == (0.1, 1e-6, 3, str(tmp_path))
+    with pytest.raises(ValueError, match="multiple of paper.gpus"):
+        dpo_trl_config(tmp_path, beta=0.1, lr=1e-6, batch=60, epochs=1, seed=0, gpus=8, eval_every=20,
+                       max_length=None)
+    with pytest.raises(ConfigError, match="paper.batch"):
+        build(Config, merge_scale({**load_yaml(ROOT / "config/studies/rip.yaml"), "paper": {
+            **load_yaml(ROOT / "config/studies/rip.yaml")["paper"], "batch": 60}}, "paper"))
+
+
+def test_paper_dpo_config_is_accepted_by_trl(tmp_path):
+    """Where TRL is installed (the rip-paper env), its DPOConfig takes the arguments and keeps them."""
+    trl = pytest.importorskip("trl")
+    from icml25.studies.rip.paper import dpo_trl_config
+
+    kw = dpo_trl_config(tmp_path, beta=0.1, lr=1e-6, batch=64, epochs=1, seed=0, gpus=8, eval_every=20,
+                        max_length=4096)
+    cfg = trl.DPOConfig(**{**kw, "bf16": False})  # bf16 needs a GPU to validate
+    assert cfg.precompute_ref_log_probs is True and cfg.save_steps == 20 and cfg.gradient_accumulation_steps == 8
+    assert cfg.max_length == 4096 and cfg.truncation_mode == "keep_end" and cfg.disable_dropout is True
+
+
+def test_paper_dpo_run_with_trl_starts_at_ln2_and_checkpoints(tmp_path):
+    """Where TRL is installed: a tiny random Llama (saved locally) on CPU trained through ``dpo_trl_train`` with
+    the paper's arguments. The pair table's reference columns hold unrelated values; the step-0 loss is still ln 2, so TRL
+    used its own precomputed reference, and checkpoints appear every ``eval_every`` steps."""
+    pytest.importorskip("trl")
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    from icml25.studies.rip.paper import checkpoint_steps, dpo_trl_config, dpo_trl_train
+
+    chars = sorted(set("<R0123456789|:useratnsi"))
+    vocab = {"<pad>": 0, "<s>": 1, "</s>": 2, "<unk>": 3, **{c: i + 4 for i, c in enumerate(chars)}}
+    core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    tok = PreTrainedTokenizerFast(tokenizer_object=core, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
+                                  unk_token="<unk>")
+    tok.chat_template = ("{% for m in messages %}{{ m['role'] }}:{{ m['content'] }}</s>{% endfor %}"
+                         "{% if add_generation_prompt %}assistant:{% endif %}")
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=len(vocab), hidden_size=16, intermediate_size=32,
+                                         num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
+                                         pad_token_id=0, bos_token_id=1, eos_token_id=2))
+    model.save_pretrained(tmp_path / "tiny")  # TRL loads its reference model from the policy's path
+    kw = dpo_trl_config(tmp_path / "ckpt", beta=0.1, lr=1e-3, batch=2, epochs=1, seed=0, gpus=1, eval_every=2,
+                        max_length=None)
+    pairs = _pair_frame(8)  # ref_logp_* are random numbers in [-1, 0]: feeding them would move the logits
+    rec = dpo_trl_train(str(tmp_path / "tiny"), tok, pairs, {**kw, "bf16": False, "use_cpu": True})
+    assert rec["step0_loss"] == pytest.approx(math.log(2), abs=1e-4)
+    assert rec["kept_n"] == 8 and rec["ref_logp_max_abs_diff"] > 1.0
+    assert list(checkpoint_steps(tmp_path / "ckpt")) == [2, 4]  # 8 pairs / (1 x 2 accumulation) = 4 steps
+
+
+def test_paper_dpo_dataset_has_no_reference_columns():
+    from icml25.studies.rip.paper import dpo_trl_dataset
+
+    data = dpo_trl_dataset(_pair_frame(3))
+    assert set(data) == {"prompt", "chosen", "rejected"}  # TRL precomputes the reference on its own tokens
+    assert data["prompt"][1] == [{"role": "user", "content": "<R1|"}]
+    assert data["chosen"][0][0]["role"] == "assistant" and len(data["rejected"]) == 3
+    with pytest.raises(ValueError, match="kept no pairs"):
+        dpo_trl_dataset(_pair_frame(3).iloc[:0])
+    with pytest.raises(KeyError, match="'chosen'"):
+        dpo_trl_dataset(_pair_frame(3).drop(columns="chosen"))
+
+
+def test_paper_early_stopping_picks_the_best_validation_checkpoint(tmp_path):
+    from icml25.studies.rip.paper import best_checkpoint, checkpoint_steps
+
+    for name in ("checkpoint-20", "checkpoint-40", "checkpoint-71", "runs"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "checkpoint-9.txt").write_text("")
+    assert list(checkpoint_steps(tmp_path)) == [20, 40, 71]
+    assert best_checkpoint({20: 0.11, 40: 0.14, 71: 0.12}) == 40
+    assert best_checkpoint({20: 0.14, 40: 0.14, 71: 0.12}) == 20  # ties: the earliest
+    with pytest.raises(ValueError, match="no checkpoint"):
+        best_checkpoint({})
+    with pytest.raises(ValueError, match=r"steps \[40\]"):
+        best_checkpoint({20: 0.1, 40: float("nan")})
+
+
+def test_paper_train_stage_stops_early_on_the_validation_prompts(tmp_path, monkeypatch):
+    """The paper train stage hands TRL's run the held-out validation prompts and the paper's DPO settings."""
+    from icml25.studies.rip import paper as P
+    from icml25.studies.rip.__main__ import main
+
+    calls = []
+
+    def fake_dpo_trl(model_id, pairs, out_dir, **kw):
+        calls.append((model_id, len(pairs), kw))
+        Path(out_dir).mkdir(parents=True)
+        (Path(out_dir) / "model.safetensors").write_bytes(b"x")
+        return {"train_loss": 0.69, "kept_n": len(pairs), "best_step": 40}
+
+    monkeypatch.setattr(P, "dpo_trl", fake_dpo_trl)
+    pairs = write_pairs(_pair_frame(6), tmp_path / "pairs.parquet")
+    val = tmp_path / "val.parquet"
+    pd.DataFrame({"prompt_id": [0, 1], "prompt": ["v0", "v1"], "quality": [None, None], "target": ["", ""],
+                  "cap": [1.0, 1.0]}).to_parquet(val)
+    rec = tmp_path / "models/none/chunk0.json"
+    assert main(["train", "--arm", "none", "--seeds", "0", "--in", str(pairs), str(val), "--out", str(rec),
+                 str(tmp_path / "models/none/chunk0_hf"), "--no-track", "--scale", "paper", "--config",
+                 str(ROOT / "config/studies/rip.yaml")]) == 0
+    (model_id, n, kw), = calls
+    assert model_id == "meta-llama/Llama-3.1-8B-Instruct" and n == 6
+    assert kw["val_prompts"] == ["v0", "v1"] and kw["reward_model"] == "RLHFlow/ArmoRM-Llama3-8B-v0.1"
+    assert (kw["eval_every"], kw["batch"], kw["gpus"], kw["lr"], kw["max_length"]) == (20, 64, 8, 1e-6, 4096)
+    doc = __import__("json").loads(rec.read_text())
+    assert doc["records"]["0"]["best_step"] == 40 and doc["records"]["0"]["kept_ids"] == list(range(6))
+
+
 # ------------------------------------------------------------------------------------------------ smoke chain
 def _stage(args: list[str]) -> None:
     from icml25.studies.rip.__main__ import main

@@ -1,11 +1,13 @@
 """Tests of the sard study: the deferral loss, the comp-sum / ρ-margin surrogates and their special cases, the ramp,
 PGD (analytic optimum on a linear rejector, budget and box, ε = 0), SARD's loss, the claim-4 identities, data,
-agents and costs, the verdict functions (each outcome and its boundaries), settings validation and a smoke run of
-every arm."""
+agents and costs, the verdict functions (each outcome and its boundaries) and the adequacy gate, config validation,
+the download path, and a smoke run of every stage through Snakemake."""
 from __future__ import annotations
 
 import gzip
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,17 +15,28 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings as hsettings, strategies as st
 
+from icml25.core.claims import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, load_claims
+from icml25.core.config import ConfigError, build, load_yaml, merge_scale
+from icml25.core.download import DownloadError, read_manifest
 from icml25.studies import sard
 from icml25.studies.sard import data as D
 from icml25.studies.sard import evaluate as E
 from icml25.studies.sard import experiment as X
-from icml25.studies.sard import settings as S
+from icml25.studies.sard.__main__ import main as stage_cli
+from icml25.studies.sard.config import Config
 from icml25.studies.sard.identities import bayes_allocation, surrogate_bound_gaps
 from icml25.studies.sard.method import allocation, per_agent_loss, pgd_iterates, psi, ramp, tau_weights
 from icml25.studies.sard.metrics import costliest_expert, eps_key
 from icml25.studies.sard.model import make_rejector
 
+ROOT = Path(__file__).resolve().parents[2]
+YAML = ROOT / "config/studies/sard.yaml"
 torch.set_num_threads(1)
+
+
+def settings(scale: str) -> dict:
+    """The plain dict of the validated config of ``scale`` (what experiment.run takes)."""
+    return build(Config, merge_scale(load_yaml(YAML), scale), "sard").model_dump(mode="json")
 
 # ------------------------------------------------------------------------------------------ public API
 
@@ -302,26 +315,35 @@ def test_sard_ce_inner_point_raises_the_comp_sum():
 
 @pytest.fixture(scope="module")
 def default_settings():
-    return S.get("default")
+    return settings("default")
 
 
-def test_package_files_match_pinned_sha256_and_bad_bytes_fail():
+def test_package_files_match_the_manifest_and_bad_bytes_fail():
+    manifest = read_manifest(D.MANIFEST)
     for name in D.PACKAGE_FILES:
-        assert len(D.package_bytes(name)) > 0
-    with pytest.raises(D.DataError, match="digits.csv.gz.*sha256"):
-        D.verify_sha256(b"not the file", D.pinned_sha256("digits.csv.gz"), "digits.csv.gz")
-    with pytest.raises(D.DataError, match="no sha256 for scikit-learn 0.1"):
-        D.pinned_sha256("digits.csv.gz", "0.1")
-    assert D.pinned_sha256("digits.csv.gz", "1.9.1") == \
-        "09f66e6debdee2cd2b5ae59e0d6abbb73fc2b0e0185d2e1957e9ebb51e23aa22"
+        raw = D.package_bytes(name)
+        assert len(raw) == manifest[name].size
+    assert manifest["digits"].sha256 == "09f66e6debdee2cd2b5ae59e0d6abbb73fc2b0e0185d2e1957e9ebb51e23aa22"
+    assert set(D.RAW_NAMES) == set(manifest) == {n for names in D.DATASET_FILES.values() for n in names}
     with pytest.raises(D.DataError, match="expected shape"):
         D.parse_digits(gzip.compress(b"1,2,3\n4,5,6\n"))
     with pytest.raises(D.DataError, match="unknown package file"):
-        D.package_bytes("iris.csv")
-    X, y = D.load_digits()
-    assert X.shape == (1797, 64) and np.bincount(y).tolist()[:2] == [178, 182]
+        D.package_bytes("iris")
+    with pytest.raises(D.DataError, match="cifar10.*no offline reader"):
+        D.read_raw("cifar10", [])
+    X_, y = D.load_digits()
+    assert X_.shape == (1797, 64) and np.bincount(y).tolist()[:2] == [178, 182]
     Xd, yd = D.load_diabetes()
     assert Xd.shape == (442, 10) and yd[0] == 151.0 and Xd[0, 0] == 59.0
+
+
+def test_packaged_bytes_wrong_hash_names_the_file(monkeypatch, tmp_path):
+    rows = D.MANIFEST.read_text().replace("09f66e6debdee2cd", "19f66e6debdee2cd")
+    bad = tmp_path / "manifest.csv"
+    bad.write_text(rows)
+    monkeypatch.setattr(D, "MANIFEST", bad)
+    with pytest.raises(D.DataError, match="sklearn/datasets/data/digits.csv.gz: sha256"):
+        D.package_bytes("digits")
 
 
 def test_split_is_a_stratified_partition():
@@ -355,6 +377,10 @@ def test_digits_agents_and_costs_deterministic_in_unit_interval(default_settings
     assert (p[strong, 0] == y[strong]).mean() > (p[~strong, 0] == y[~strong]).mean() + 0.2
     assert a["x"].min() >= 0.0 and a["x"].max() <= 1.0
     assert costliest_expert(cfg["beta"]) == 2
+    # the stored linear parameters of g predict exactly what scikit-learn predicted (threat model at x' = x)
+    assert np.array_equal(D.main_predict(a["g"], a["x"]), p[:, 0])
+    te = a["idx"]["test"]
+    assert np.array_equal(D.main_costs_at(a, a["x"][te], te), a["costs"][te, 0])
 
 
 def test_diabetes_agents_and_costs(default_settings):
@@ -366,9 +392,30 @@ def test_diabetes_agents_and_costs(default_settings):
     assert c[:, 1].min() >= 0.05 / 1.1 - 1e-6 and c[:, 2].min() >= 0.1 / 1.1 - 1e-6
     ag = a["idx"]["agents"]
     assert np.abs(a["x"][ag].mean(axis=0)).max() < 1e-5 and abs(a["y"][ag].mean()) < 1e-12
+    np.testing.assert_allclose(D.main_predict(a["g"], a["x"]), a["preds"][:, 0], rtol=0, atol=1e-12)
     # the main model's cost re-evaluated at the clean inputs is its clean cost
     te = a["idx"]["test"]
     assert np.array_equal(D.main_costs_at(a, a["x"][te], te), c[te, 0])
+    # perturbing g's inputs changes its cost, never the experts'
+    moved = D.main_costs_at(a, a["x"][te] + 0.5, te)
+    assert not np.array_equal(moved, c[te, 0])
+
+
+def test_prepared_arrays_round_trip_and_name_missing_arrays(default_settings, tmp_path):
+    from icml25.core.io import load_npz, save_npz
+
+    a = D.prepare("digits", 1, default_settings)
+    path = save_npz(tmp_path / "digits.npz", **D.prepared_arrays(a, 1),
+                    **D.dataset_arrays("digits", a["task"], a["beta"], a["clip"], a["cost_scale"]))
+    arrays = load_npz(path)
+    b = D.prepared_from_arrays(arrays, 1, str(path))
+    for k in ("x", "y", "preds", "costs"):
+        assert np.array_equal(a[k], b[k])
+    assert all(np.array_equal(a["idx"][s], b["idx"][s]) for s in D.SPLITS)
+    assert b["clip"] == (0.0, 1.0) and b["beta"] == [0.05, 0.1] and b["info"] == pytest.approx(a["info"])
+    assert np.array_equal(D.main_predict(b["g"], b["x"]), a["preds"][:, 0])
+    with pytest.raises(D.DataError, match="digits.npz: missing array.*s2/x"):
+        D.prepared_from_arrays(arrays, 2, str(path))
 
 
 def test_cost_functions_values():
@@ -380,22 +427,44 @@ def test_cost_functions_values():
     assert np.allclose(got, np.array([[0.25, 1.05, 0.1]]) / 1.1)
 
 
-def test_settings_validation_names_the_key(default_settings):
-    S.validate(default_settings)
-    for key, value, match in (("attack.eps_grid", [0.0, -0.1], "attack.eps_grid"),
-                              ("attack.steps", 0, "attack.steps"), ("train.eps", -1.0, "train.eps"),
-                              ("train.steps", 0, "train.steps"), ("attack.norm", "l2", "attack.norm")):
-        st_ = S.get("default")
-        sect, k = key.split(".")
-        st_[sect][k] = value
-        with pytest.raises(ValueError, match=match):
-            S.validate(st_)
-    st_ = S.get("default")
-    st_["digits"]["beta"] = [-0.1, 0.1]
-    with pytest.raises(ValueError, match="digits.beta"):
-        S.validate(st_)
-    with pytest.raises(KeyError, match="unknown scale"):
-        S.get("huge")
+# ------------------------------------------------------------------------------------------------- config
+
+
+def test_config_scales_build_and_bad_values_name_the_key():
+    smoke, default, paper = (settings(s) for s in ("smoke", "default", "paper"))
+    assert smoke["datasets"] == ["digits"] and smoke["seeds"] == [0] and smoke["digits"]["epochs"] == 5
+    assert default["arm_config"]["sard"] == {"loss": "adversarial", "nu": 1.0, "rho": 1.0, "inner": "joint",
+                                             "rho_warmup_epochs": 0, "agents_see_perturbation": False}
+    assert default["attack"]["eps_grid"] == [0.0, 0.05, 0.1, 0.2] and default["train"]["steps"] == 10
+    assert paper["device"] == "cuda" and paper["seeds_per_job"] == 1 and "cifar10" in paper["datasets"]
+    base = merge_scale(load_yaml(YAML), "default")
+    for path, value, match in (
+            (("attack", "eps_grid"), [0.0, -0.1], r"sard\.attack\.eps_grid\[1\]"),
+            (("attack", "steps"), 0, r"sard\.attack\.steps"), (("train", "eps"), -1.0, r"sard\.train\.eps"),
+            (("train", "steps"), 0, r"sard\.train\.steps"), (("attack", "norm"), "l2", r"sard\.attack\.norm"),
+            (("digits", "beta"), [-0.1, 0.1], r"sard\.digits\.beta\[0\]"),
+            (("digits", "split"), [0.3, 0.3, 0.1, 0.2], r"sard\.digits: split"),
+            (("arm_config", "sard", "rho"), 0.0, r"sard\.arm_config\.sard\.rho"),
+            (("attack", "eps_grid"), [0.1], r"attack\.eps_grid: must include 0"),
+            (("arms",), ["sard"], r"arms: must include clean_l2d")):
+        data = json.loads(json.dumps(base))
+        node = data
+        for part in path[:-1]:
+            node = node[part]
+        node[path[-1]] = value
+        with pytest.raises(ConfigError, match=match):
+            build(Config, data, "sard")
+
+
+def test_stage_keys_cover_what_each_stage_reads():
+    from icml25.core.config import check_stage_keys
+    from icml25.studies.sard.config import STAGE_KEYS, evaluation_arms_of, trained_arms
+
+    check_stage_keys(Config, STAGE_KEYS)
+    arms = ("clean_l2d", "sard", "sard_ce", "clean_l2d_agents_perturbed")
+    assert trained_arms(arms) == ["clean_l2d", "sard", "sard_ce"]
+    assert evaluation_arms_of("clean_l2d", arms) == ["clean_l2d_agents_perturbed"]
+    assert evaluation_arms_of("sard", arms) == []
 
 
 # ------------------------------------------------------------------------------------------- verdicts
@@ -459,11 +528,98 @@ def test_bootstrap_is_deterministic_and_pools_seeds():
     assert s1["mean_diff"] == pytest.approx(np.concatenate(a).mean() - np.concatenate(b).mean())
 
 
-# ------------------------------------------------------------------------------------------ smoke run
+def test_collapsed_seeds_flags_constant_rejectors_unless_the_oracle_is_constant():
+    oracle = [[0.7, 0.2, 0.1]] * 3
+    assert E.collapsed_seeds([[0.6, 0.3, 0.1], [0.0, 1.0, 0.0], [0.99, 0.01, 0.0]], oracle, [5, 6, 7]) == [6, 7]
+    assert E.collapsed_seeds([[0.989, 0.011, 0.0]], [[0.7, 0.2, 0.1]]) == []  # boundary: below 99 %
+    assert E.collapsed_seeds([[1.0, 0.0, 0.0]], [[0.995, 0.005, 0.0]]) == []  # the optimum is (nearly) constant
+    with pytest.raises(ValueError, match="alloc_rates"):
+        E.collapsed_seeds([[1.0, 0.0]], [[1.0, 0.0, 0.0]])
 
 
-def test_smoke_run_of_every_arm():
-    st_ = S.get("smoke")
+def test_adequacy_gate_withholds_both_verdicts_and_keeps_what_the_test_gave():
+    stat = {"mean_diff": -0.3}
+    assert E.adequacy_gate((True, False, stat), {"sard": [], "clean_l2d": []}) == \
+        (True, False, {"mean_diff": -0.3, "adequate": True})
+    rep, nrep, s = E.adequacy_gate((True, False, stat), {"sard": [1], "clean_l2d": []})
+    assert (rep, nrep) == (False, False) and s["test_alone"] == REPRODUCED and s["collapsed_seeds"] == {"sard": [1]}
+    rep, nrep, s = E.adequacy_gate((False, True, stat), {"sard": [], "clean_l2d": [0, 2]})
+    assert (rep, nrep) == (False, False) and s["test_alone"] == NOT_REPRODUCED and not s["adequate"]
+
+
+def _fake_runs(sard_alloc: list[float], shift: float, n: int = 300, seeds=(0, 1, 2)) -> dict:
+    """Constructed runs of clean_l2d and sard on digits: sard's adversarial loss is ``shift`` below clean_l2d's."""
+    rng = np.random.default_rng(0)
+    runs = {}
+    for s in seeds:
+        for arm, alloc in (("clean_l2d", [0.6, 0.3, 0.1]), ("sard", sard_alloc)):
+            base = rng.uniform(0, 1, n)
+            adv = np.clip(base - (shift if arm == "sard" else 0.0), 0, 1)
+            elig = np.ones(n)
+            succ = (rng.uniform(0, 1, n) < (0.1 if arm == "sard" else 0.5)).astype(float)
+            m = {"def_loss_clean": 0.1, "def_loss_adv_eps0": 0.1, "def_loss_adv_eps0.1": float(adv.mean()),
+                 "eps0_bitwise": True, "ball_violation": 0.0, "targeted_success_2": float(succ.mean()),
+                 **{f"alloc_rate_{j}": a for j, a in enumerate(alloc)},
+                 **{f"agents/oracle_rate_{j}": o for j, o in enumerate([0.7, 0.2, 0.1])}}
+            runs[("digits", arm, s)] = {"metrics": m, "points": {
+                "def_loss_clean": np.full(n, 0.1), "def_loss_adv_eps0.1": adv, "targeted_success_2": succ,
+                "targeted_eligible_2": elig}}
+    return runs
+
+
+def test_build_claims_gates_a_collapsed_sard_and_decides_an_adequate_one():
+    ident = {"min_gap_comp_sum": 0.0, "min_gap_rho_margin": 0.0, "bayes_max_abs_grad": 0.0,
+             "bayes_argmax_is_argmin_cost": 1.0, "n": 100}
+    kw = dict(datasets=["digits"], primary="digits", arms=["clean_l2d", "sard"], seeds=[0, 1, 2],
+              claim_eps_key="eps0.1", eps_keys=["eps0", "eps0.1"], eps_values=[0.0, 0.1], targets={"digits": 2},
+              identities=ident, n_boot=200)
+    good = {c.id: c for c in E.build_claims(_fake_runs([0.5, 0.3, 0.2], shift=0.2), **kw)}
+    assert [good[k].verdict for k in ("c1_untargeted", "c2_targeted", "c3_clean_noninferiority")] == \
+        [REPRODUCED, REPRODUCED, REPRODUCED]
+    assert good["c4_mechanism"].kind == "check" and good["c4_mechanism"].holds is True
+    assert good["c1_untargeted"].evidence.n == 3 and good["c1_untargeted"].statistic["adequate"] is True
+    assert good["c1_untargeted"].metrics["sard"]["mean"] < good["c1_untargeted"].metrics["clean_l2d"]["mean"]
+    bad = {c.id: c for c in E.build_claims(_fake_runs([0.0, 1.0, 0.0], shift=0.2), **kw)}
+    for k in ("c1_untargeted", "c2_targeted", "c3_clean_noninferiority"):
+        assert bad[k].verdict == INCONCLUSIVE and bad[k].note.startswith("Adequacy gate")
+        assert bad[k].statistic["test_alone"] == REPRODUCED
+    assert bad["c4_mechanism"].holds is True
+
+
+def test_ramp_loss_never_pulls_a_trailing_agent_up():
+    """Why the sard arm collapses: an agent's ρ-margin term is flat in the score of any agent ahead of it
+    (Φ_ρ(t) = 1 for t ≤ 0), so a cheap agent that trails gets no gradient towards the top, however large its
+    weight τ_j; only the leader's own term acts on that pair, and it widens the gap. With two agents, descent
+    never lets the trailing agent gain on the leader, while the smooth comp-sum does."""
+    g = torch.Generator().manual_seed(8)
+    r = (torch.randn(2000, 2, generator=g, dtype=torch.float64) * 0.7).requires_grad_(True)
+    c = torch.rand(2000, 2, generator=g, dtype=torch.float64)
+    top = r.detach().argmax(dim=1, keepdim=True)
+    for rho, can_gain in ((1.0, False), (None, True)):
+        (grad,) = torch.autograd.grad(sard.two_stage_surrogate(r, c, nu=1.0, rho=rho).sum(), r)
+        gain = -(grad.sum(dim=1, keepdim=True) - 2 * grad.gather(1, top))  # d(r_other - r_top) along -grad
+        assert bool((gain > 1e-9).any()) is can_gain
+        if not can_gain:
+            assert (gain <= 1e-12).all()
+    # three agents: the trailing agents' own terms do not depend on the leader's score
+    r3 = (torch.randn(500, 3, generator=g, dtype=torch.float64)).requires_grad_(True)
+    lead = r3.detach().argmax(dim=1)
+    own = per_agent_loss(r3, nu=1.0, rho=1.0)
+    trailing = own.gather(1, ((lead + 1) % 3)[:, None]).sum() + own.gather(1, ((lead + 2) % 3)[:, None]).sum()
+    (g3,) = torch.autograd.grad(trailing, r3)
+    assert torch.equal(g3.gather(1, lead[:, None]), torch.zeros(500, 1, dtype=torch.float64))
+    # margins >= rho everywhere: the ramp loss has no gradient at all
+    far = torch.tensor([[3.0, 1.5, 0.0]], dtype=torch.float64, requires_grad=True)
+    (g_far,) = torch.autograd.grad(sard.two_stage_surrogate(far, torch.rand(1, 3, dtype=torch.float64),
+                                                            rho=1.0).sum(), far)
+    assert torch.equal(g_far, torch.zeros_like(g_far))
+
+
+# ------------------------------------------------------------------------------------------- stages
+
+
+def test_runs_of_every_arm_in_memory():
+    st_ = settings("smoke")
     st_["digits"]["epochs"] = 2
     X._MODEL_CACHE.clear()
     out = {arm: X.run(st_, arm, 0, "digits") for arm in X.ARMS}
@@ -474,17 +630,104 @@ def test_smoke_run_of_every_arm():
         assert m["eps0_bitwise"] is True and m["ball_violation"] <= E.BALL_TOL
         assert sum(m[f"alloc_rate_{j}"] for j in range(3)) == pytest.approx(1.0)
         assert m["def_loss_clean"] >= m["agents/oracle_def_loss"] - 1e-12
-        n_test = len(r["points"]["def_loss_clean"])
         assert m["def_loss_clean"] == pytest.approx(float(np.mean(r["points"]["def_loss_clean"])))
-        assert n_test == 359
+        assert len(r["points"]["def_loss_clean"]) == 359
     a, b = out["clean_l2d"], out["clean_l2d_agents_perturbed"]
     assert a["metrics"]["def_loss_clean"] == b["metrics"]["def_loss_clean"]  # same network
     assert a["curves"] == b["curves"]
-    # an unseen arm-independent re-run is identical (deterministic training)
-    X._MODEL_CACHE.clear()
-    again = X.run(st_, "clean_l2d", 0, "digits")
-    assert again["metrics"][f"def_loss_adv_{eps_key(0.1)}"] == a["metrics"]["def_loss_adv_eps0.1"]
+    # the pipeline's path (train once, evaluate for both arms) gives the same numbers
+    prep = X.prepared(st_, "digits", 0)
+    both = X.train_and_evaluate(st_, "clean_l2d", 0, prep, ("clean_l2d_agents_perturbed",))
+    assert both["curves"] == a["curves"]
+    for arm in ("clean_l2d", "clean_l2d_agents_perturbed"):
+        got = both["evals"][arm]["metrics"]
+        assert got and all(np.array_equal(got[k], out[arm]["metrics"][k], equal_nan=True) for k in got)
     with pytest.raises(ValueError, match="unknown arm"):
         X.run(st_, "nope", 0, "digits")
     with pytest.raises(ValueError, match="diabetes"):
         X.run(st_, "sard", 0, "diabetes")
+
+
+def test_download_remote_through_directory_mirror(tmp_path):
+    mirror = tmp_path / "mirror"
+    manifest = read_manifest(D.MANIFEST)
+    for name in D.PACKAGE_FILES:
+        dest = mirror / manifest[name].mirror_path
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(D.package_bytes(name))
+    out = tmp_path / "raw/digits.csv.gz"
+    args = ["download", "--scale", "smoke", "--no-track", "--config", str(YAML), "--data-source", "remote",
+            "--mirror", str(mirror), "--out", str(out)]
+    assert stage_cli(args) == 0
+    assert out.read_bytes() == D.package_bytes("digits")
+    out.unlink()
+    (mirror / manifest["digits"].mirror_path).write_bytes(b"corrupt")
+    with pytest.raises(DownloadError, match="digits"):
+        stage_cli(args)
+    assert not out.exists()
+
+
+def test_train_rejects_evaluation_only_arm_and_paper_device(tmp_path):
+    common = ["--scale", "smoke", "--no-track", "--config", str(YAML), "--in", "a.npz", "--out",
+              str(tmp_path / "m.pt"), str(tmp_path / "m.json"), str(tmp_path / "m.npz")]
+    with pytest.raises(SystemExit, match="evaluation-only"):
+        stage_cli(["train", "--arm", "clean_l2d_agents_perturbed", *common])
+    with pytest.raises(SystemExit, match="planned, not implemented"):
+        stage_cli(["train", "--arm", "sard", *common[:-4], "--scale", "paper", "--out", *common[-3:]])
+
+
+def test_smoke_pipeline_through_snakemake(tmp_path):
+    """All stages at scale smoke through Snakemake in a project copy (its own results dir and MLflow store)."""
+    from conftest import copy_project, run_snakemake, tail
+
+    work = copy_project(tmp_path / "proj")
+    out = run_snakemake(work, "--cores", "2", "--config", "studies=[sard]", "scale=smoke", timeout=600)
+    assert out.returncode == 0, tail(out)
+    r = work / "results/smoke/sard"
+    doc = load_claims(r / "claims.json")
+    entries = {c["id"]: c for c in doc["claims"]}
+    assert list(entries) == ["c1_untargeted", "c2_targeted", "c3_clean_noninferiority", "c4_mechanism"]
+    assert doc["seeds"] == [0] and doc["paper"]["ref"].endswith("2502.01027")
+    for k in ("c1_untargeted", "c2_targeted", "c3_clean_noninferiority"):
+        c = entries[k]
+        assert (c["kind"], c["source"], c["verdict"]) == ("claim", "paper", INCONCLUSIVE)
+        assert c["evidence"] == {"n": 1, "unit": "seeds", "paper_data": None}
+        # seed 0's sard rejector routes every test point to one agent: the adequacy gate names it
+        assert c["statistic"]["adequate"] is False and c["statistic"]["collapsed_seeds"] == {"sard": [0]}
+    assert entries["c1_untargeted"]["statistic"]["test_alone"] == NOT_REPRODUCED
+    assert entries["c2_targeted"]["statistic"]["test_alone"] == REPRODUCED
+    c4 = entries["c4_mechanism"]
+    assert (c4["kind"], c4["holds"], c4["verdict"]) == ("check", True, REPRODUCED)
+    assert c4["statistic"]["attack_budget"]["n_runs"] == 4 and c4["statistic"]["surrogate_bound"]["holds"]
+    ev = json.loads((r / "metrics/eval.json").read_text())
+    summary = ev["summary"]["digits"]
+    assert set(summary) == {"clean_l2d", "sard", "sard_ce", "clean_l2d_agents_perturbed"}
+    assert summary["sard"]["def_loss_adv_eps0.1"]["mean"] == summary["sard"]["def_loss_clean"]["mean"]  # collapsed
+    assert summary["clean_l2d"]["def_loss_adv_eps0.1"]["mean"] > summary["clean_l2d"]["def_loss_clean"]["mean"]
+    assert (r / "figures/def_loss_vs_eps.png").stat().st_size > 5000
+    assert "c4_mechanism" in (r / "report.md").read_text()
+    states = torch.load(r / "models/clean_l2d/chunk0.pt", weights_only=True)
+    assert list(states) == ["digits/s0"] and states["digits/s0"]["0.weight"].shape == (128, 64)
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{work}/results/mlflow.db")
+    runs = client.search_runs([client.get_experiment_by_name("icml25/sard").experiment_id], max_results=500)
+    (job,) = [x for x in runs if x.data.tags.get("stage") == "train" and x.data.tags.get("arm") == "sard"
+              and x.data.tags["run_level"] == "job"]
+    assert job.data.tags["seed"] == "0"  # a job of one seed is that seed's run (no nested run)
+    seed_run = job
+    records = json.loads((r / "models/sard/chunk0.json").read_text())["runs"][0]
+    history = client.get_metric_history(seed_run.info.run_id, "train/loss")
+    assert [m.step for m in history] == [1, 2, 3, 4, 5]
+    assert [m.value for m in history] == pytest.approx(records["curves"]["train_surrogate"])
+    assert {a.path for a in client.list_artifacts(job.info.run_id, "model")} == {"model/chunk0.pt",
+                                                                                 "model/config.json"}
+    evals = {x.data.tags["arm"]: x for x in runs if x.data.tags.get("stage") == "evaluate"
+             and x.data.tags["run_level"] == "nested" and "seed" not in x.data.tags}
+    assert set(evals) == set(summary)
+    assert evals["clean_l2d"].data.metrics["eval/def_loss_adv_eps0.1"] == \
+        pytest.approx(summary["clean_l2d"]["def_loss_adv_eps0.1"]["mean"])
+    evaluate = next(x for x in runs if x.data.tags.get("stage") == "evaluate" and x.data.tags["run_level"] == "job")
+    assert evaluate.data.metrics["verdicts/checks_hold"] == 1.0
+    assert evaluate.data.tags["verdict/c1_untargeted"] == INCONCLUSIVE

@@ -194,7 +194,8 @@ class Claim:
         self.holds = None
         self.verdict, rule_note = apply_evidence_rules(self.kind, self.verdict, self.evidence)
         if rule_note:
-            self.note = f"{self.note.rstrip()} {rule_note}.".strip() if self.note else f"{rule_note}."
+            own = self.note.strip().rstrip(".;")  # "own note; evidence rule: ..." reads as two clauses
+            self.note = f"{own}; {rule_note}." if own else f"{rule_note}."
 
 
 def check(id: str, statement: str, *, holds: bool | None, data: str, test: str, threshold: str,

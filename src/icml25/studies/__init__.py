@@ -9,7 +9,8 @@ import importlib
 #: Implemented studies (slugs). Every slug names its package, rules, yaml, schema, results dir and experiment.
 STUDIES: tuple[str, ...] = ("cat_iv", "rip", "human_baselines", "coastalbench", "roste", "adaptive_adversary",
                             "coalition_attribution", "kernel_adaptation", "morphing_flow", "lfss",
-                            "meta_expert", "pid")
+                            "meta_expert", "action_piece", "fedecado", "ntk_dfl", "unisoma",
+                            "magnets", "sard", "data_remix", "pid")
 
 #: All 19 planned studies, in the order of the README table.
 ALL_SLUGS: tuple[str, ...] = (

@@ -1,8 +1,10 @@
 """Samplers of the construction (clean draws and the three oblivious strategies), per-trial seeding and the
 trial table's parquet reader/writer.
 
-Everything is simulated: there is no remote data and nothing to checksum. Random numbers: numpy PCG64, one
-generator per trial seeded from (seed, adversary, c, η, m, trial) so any trial can be recomputed alone.
+Everything is simulated: there is no remote data and nothing to checksum. Random numbers: numpy PCG64. The
+pipeline draws the trials of a cell together (:mod:`.batch`) from one generator per cell seeded from
+(seed, adversary, c, η, m) (:func:`cell_rng`); the per-trial reference path seeds one generator per trial from
+(seed, adversary, c, η, m, trial) (:func:`trial_rng`), so any reference trial can be recomputed alone.
 """
 from __future__ import annotations
 
@@ -21,17 +23,36 @@ OBLIVIOUS_KINDS = ("decoy", "code_flood", "point_flood")
 ADVERSARIES = ("none", "adaptive", "obl_decoy", "obl_code_flood", "obl_point_flood")
 
 
+def _seeded(key: list[int], names: str) -> np.random.Generator:
+    if min(key) < 0:
+        raise ValueError(f"{names} must be non-negative, got {key}")
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(key)))
+
+
+def _arm_index(adversary: str) -> int:
+    if adversary not in ADVERSARIES:
+        raise ValueError(f"adversary must be one of {ADVERSARIES}, got {adversary!r}")
+    return ADVERSARIES.index(adversary)
+
+
 def trial_rng(seed: int, adversary: str, c: float, eta: float, m: int, trial: int) -> np.random.Generator:
-    """The PCG64 generator of one trial, from (seed, adversary, c, η, m, trial).
+    """The PCG64 generator of one reference trial, from (seed, adversary, c, η, m, trial).
 
     c and η enter as integers in units of 1e-9 so that 0.1 and 0.1000000000001 seed the same trial.
     """
-    if adversary not in ADVERSARIES:
-        raise ValueError(f"adversary must be one of {ADVERSARIES}, got {adversary!r}")
-    key = [int(seed), ADVERSARIES.index(adversary), round(c * 1e9), round(eta * 1e9), int(m), int(trial)]
-    if min(key) < 0:
-        raise ValueError(f"seed, c, eta, m and trial must be non-negative, got {key}")
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(key)))
+    key = [int(seed), _arm_index(adversary), round(c * 1e9), round(eta * 1e9), int(m), int(trial)]
+    return _seeded(key, "seed, c, eta, m and trial")
+
+
+#: Domain tag of the per-cell generators (keeps their seed keys apart from the per-trial ones).
+_CELL_TAG = 0xCE11
+
+
+def cell_rng(seed: int, adversary: str, c: float, eta: float, m: int) -> np.random.Generator:
+    """The PCG64 generator of all trials of one cell (the vectorised path), from (seed, adversary, c, η, m);
+    c and η in units of 1e-9 as in :func:`trial_rng`."""
+    key = [_CELL_TAG, int(seed), _arm_index(adversary), round(c * 1e9), round(eta * 1e9), int(m)]
+    return _seeded(key, "seed, c, eta and m")
 
 
 def uniform_points(n: int, rng: np.random.Generator) -> np.ndarray:
@@ -164,5 +185,5 @@ def read_trials(path: str | Path, required: Sequence[str] = TRIAL_COLUMNS) -> pd
     return df
 
 
-__all__ = ["draw_sample", "oblivious_sample", "trial_rng", "new_set", "uniform_points", "write_trials",
+__all__ = ["draw_sample", "oblivious_sample", "trial_rng", "cell_rng", "new_set", "uniform_points", "write_trials",
            "read_trials", "ADVERSARIES", "OBLIVIOUS_KINDS", "TRUTHS", "TRIAL_COLUMNS", "P0"]

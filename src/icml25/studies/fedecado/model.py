@@ -74,3 +74,32 @@ def mlp_metrics(theta: torch.Tensor, X: torch.Tensor, y: torch.Tensor,
         loss = torch.nn.functional.cross_entropy(logits, y)
         acc = (logits.argmax(1) == y).float().mean()
     return float(loss), float(acc)
+
+
+class MlpLearner:
+    """The MNIST-5k learner of :func:`~.experiment.run_image`: the MLP on PCA features.
+
+    X_train (n, in) float32, y_train (n,) int64, X_test, y_test as arrays; hidden width → sizes (in, hidden, 10).
+    Per round the loss is taken over the whole training set and the accuracy over the test set."""
+
+    def __init__(self, X_train, y_train, X_test, y_test, hidden: int = 128) -> None:
+        self.Xtr, self.ytr = torch.as_tensor(X_train), torch.as_tensor(y_train)
+        self.Xte, self.yte = torch.as_tensor(X_test), torch.as_tensor(y_test)
+        self.sizes = (int(self.Xtr.shape[1]), int(hidden), 10)
+
+    def init(self, seed: int) -> torch.Tensor:
+        """θ₀ (P,) float32 from torch.Generator(seed)."""
+        return init_mlp(self.sizes, seed)
+
+    def grad(self, theta: torch.Tensor, idx: torch.Tensor, k: int = 0) -> torch.Tensor:
+        """Minibatch gradient (P,) of the mean cross-entropy on the training rows ``idx``."""
+        return mlp_loss_grad(theta, self.Xtr[idx], self.ytr[idx], self.sizes)[1]
+
+    def round_metrics(self, theta: torch.Tensor) -> tuple[float, float]:
+        """(training loss, test accuracy in [0, 1])."""
+        return mlp_metrics(theta, self.Xtr, self.ytr, self.sizes)[0], mlp_metrics(theta, self.Xte, self.yte,
+                                                                                    self.sizes)[1]
+
+    def final_metrics(self, theta: torch.Tensor) -> tuple[float, float]:
+        """(test loss, test accuracy in [0, 1])."""
+        return mlp_metrics(theta, self.Xte, self.yte, self.sizes)

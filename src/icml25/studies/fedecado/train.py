@@ -28,7 +28,7 @@ GradFor = Callable[[int, int], Callable[[Any, int], Any]]
 def _zeros_like(x: Any, K: int) -> Any:
     if hasattr(x, "clone"):
         import torch
-        return torch.zeros((K, x.shape[0]), dtype=x.dtype)
+        return torch.zeros((K, x.shape[0]), dtype=x.dtype, device=x.device)
     import numpy as np
     return np.zeros((K, x.shape[0]), dtype=x.dtype)
 

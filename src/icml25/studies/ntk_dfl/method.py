@@ -54,7 +54,8 @@ def empirical_ntk(model: nn.Module, x: torch.Tensor, chunk: int = 100) -> tuple[
         xb = x[start:start + chunk]
         jac = jac_fn(params, xb)  # name -> (n, C, *shape)
         if J is None:  # filled in place chunk by chunk: no concatenation copies
-            J = torch.empty(x.shape[0], jac[names[0]].shape[1], sum(sizes), dtype=jac[names[0]].dtype)
+            J = torch.empty(x.shape[0], jac[names[0]].shape[1], sum(sizes), dtype=jac[names[0]].dtype,
+                            device=jac[names[0]].device)
         col = 0
         for name, size in zip(names, sizes):
             J[start:start + xb.shape[0], :, col:col + size] = jac[name].reshape(xb.shape[0], -1, size)
@@ -127,19 +128,20 @@ def cross_entropy(logits: torch.Tensor, y_onehot: torch.Tensor) -> torch.Tensor:
 # ------------------------------------------------------------------------------------------------ mixing
 
 
-def mixing_matrix(graph: nx.Graph, n_clients: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+def mixing_matrix(graph: nx.Graph, n_clients: int, dtype: torch.dtype = torch.float32,
+                  device: torch.device | str | None = None) -> torch.Tensor:
     """M (K, K) with M[k, j] = 1/(|N_k|+1) for j ∈ N_k ∪ {k}, else 0 (row-stochastic; doubly so if regular)."""
     M = torch.zeros(n_clients, n_clients, dtype=torch.float64)
     for k in range(n_clients):
         nbrs = [k, *[j for j in graph.neighbors(k) if j != k]] if k in graph else [k]
         M[k, nbrs] = 1.0 / len(nbrs)
-    return M.to(dtype)
+    return M.to(dtype=dtype, device=device)
 
 
 def mix(weights: torch.Tensor, graph: nx.Graph) -> torch.Tensor:
     """Synchronous neighbourhood averaging (Algorithm 1, line "aggregate"): (K, P) -> (K, P), every client at once
     from the same old weights."""
-    return mixing_matrix(graph, weights.shape[0], weights.dtype) @ weights
+    return mixing_matrix(graph, weights.shape[0], weights.dtype, weights.device) @ weights
 
 
 def neighbourhood(graph: nx.Graph, k: int) -> list[int]:

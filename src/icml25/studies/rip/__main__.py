@@ -9,7 +9,7 @@ from .config import Config
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one stage (prepare, download, preprocess, train, evaluate, report)."""
+    """Run one stage (prepare, download, preprocess, train, evaluate)."""
     from .stages import STAGES
 
     return stage_main("rip", Config, STAGES, argv,

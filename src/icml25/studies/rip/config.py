@@ -110,8 +110,18 @@ class Paper(Section):
     lr: float = Field(1e-6, gt=0, description="DPO learning rate")
     batch: int = Field(64, ge=1, description="DPO batch size")
     epochs: int = Field(1, ge=1, description="DPO epochs")
+    eval_every: int = Field(20, ge=1, description="checkpoint and validation-reward interval in optimiser steps; "
+                            "the best checkpoint is kept (early stopping) [R]")
+    max_length: int | None = Field(4096, ge=1, description="DPO token limit of prompt + answer; longer pairs lose "
+                                   "the prompt's start (null: no limit) [R]")
     gpus: int = Field(8, ge=0, description="GPUs of the sampling, scoring and DPO jobs")
-    max_new_tokens: int = Field(2048, ge=1, description="response token limit")
+    max_new_tokens: int = Field(2048, ge=1, description="response token limit (sampling and validation answers)")
+
+    @model_validator(mode="after")
+    def _global_batch(self):
+        if self.batch % max(1, self.gpus):
+            raise ValueError("paper.batch: must be a multiple of paper.gpus (global batch = gpus x accumulation)")
+        return self
 
 
 class Config(StudyConfig):
@@ -140,6 +150,7 @@ STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "download": (),
     "preprocess": ("pairs_table", "source", "data_seed", "sampling", "model", *_PAPER_SCORING),
     "train": ("arms", "seeds", "source", "model", "filter", "dpo", "sampling.max_new_tokens", "paper.seed_model",
-              "paper.lr", "paper.batch", "paper.epochs"),
+              "paper.reward_model", "paper.lr", "paper.batch", "paper.epochs", "paper.eval_every",
+              "paper.max_length", "paper.gpus", "paper.max_new_tokens"),
     "evaluate": ("source", "model", "filter", "sampling.max_new_tokens", "bootstrap_resamples"),
 }

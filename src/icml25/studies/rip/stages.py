@@ -256,14 +256,17 @@ def train(stage: Stage, run: Any) -> None:
         pt_out = next(p for p in stage.outputs if p.suffix == ".pt")
         save_state(states, pt_out)
         run.log_model(pt_out, cfg)  # the job's policies (one state_dict per seed), with the config
-    else:  # paper: TRL DPO on GPUs [untested]
+    else:  # paper: TRL DPO on GPUs, early stopping on the validation prompts [untested]
         from . import paper as P
 
         for seed in seeds:
             mask = arm_mask(pairs, arm, seed=seed, q=_q(cfg))
             out_dir = next(p for p in stage.outputs if p.suffix != ".json") / f"seed{seed}"
-            rec = P.dpo_trl(cfg.paper.seed_model, pairs[mask], out_dir, beta=cfg.dpo.beta, lr=cfg.paper.lr,
-                            batch=cfg.paper.batch, epochs=cfg.paper.epochs, seed=seed)
+            pp = cfg.paper
+            rec = P.dpo_trl(pp.seed_model, pairs[mask], out_dir, val_prompts=list(val["prompt"]),
+                            reward_model=pp.reward_model, beta=cfg.dpo.beta, lr=pp.lr, batch=pp.batch,
+                            epochs=pp.epochs, seed=seed, gpus=pp.gpus, eval_every=pp.eval_every,
+                            max_length=pp.max_length, max_new_tokens=pp.max_new_tokens)
             with run.seed_run(seed) as srun:  # an 8B policy: recorded by path and sha256, not uploaded
                 srun.log_model(out_dir, cfg)
             records[str(seed)] = rec | {"kept_ids": pairs.loc[mask, "prompt_id"].astype(int).tolist()}

@@ -1,8 +1,11 @@
 """Data, agents and costs of the sard study (offline scales): scikit-learn's bundled ``digits`` and ``diabetes``.
 
-The three files ship inside the scikit-learn wheel (``sklearn/datasets/data/``) and are located with
-``importlib.util.find_spec`` (scikit-learn is not imported), never downloaded; each is checked against the sha256
-pinned for the installed scikit-learn version in the study's ``data_files.csv``.
+The three files ship inside the scikit-learn wheel (``sklearn/datasets/data/``) and are read offline with
+:func:`icml25.core.datasets.packaged_bytes`, checked against the sha256 of the study's ``manifest.csv`` (which
+also lists the paper-scale archives: CIFAR-10, California Housing, Pascal VOC 2007). The download stage copies
+them to ``raw/``; preprocessing parses them (:func:`read_raw`), builds the agents and costs of every seed
+(:func:`prepare`) and stores them as plain npz arrays (:func:`prepared_arrays`; the main model g is kept as its
+linear parameters, :func:`main_predict`, so the threat model can re-evaluate it at x′ without a pickle).
 
 Agents (all [R]; the paper's offline agents were not read): J = 2 experts plus the main model, fixed before the
 rejector is trained.
@@ -22,11 +25,7 @@ Random streams (shared by every arm of a seed): split = ``default_rng([seed, 0])
 """
 from __future__ import annotations
 
-import csv
 import gzip
-import hashlib
-import importlib.metadata
-import importlib.util
 import io
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
@@ -35,11 +34,23 @@ from typing import Any
 
 import numpy as np
 
-PACKAGE = "sklearn"
-DIST = "scikit-learn"
-RESOURCE_DIR = ("datasets", "data")
-#: the bundled files this study reads; their sha256 per scikit-learn version are rows of ``data_files.csv``
-PACKAGE_FILES = ("digits.csv.gz", "diabetes_data_raw.csv.gz", "diabetes_target.csv.gz")
+from icml25.core.datasets import DataError, packaged_bytes
+from icml25.core.download import read_manifest
+
+MANIFEST = Path(__file__).with_name("manifest.csv")
+#: the three bundled files, as ``(manifest name, path inside the sklearn package)``
+PACKAGE_FILES = {"digits": "datasets/data/digits.csv.gz",
+                 "diabetes_data_raw": "datasets/data/diabetes_data_raw.csv.gz",
+                 "diabetes_target": "datasets/data/diabetes_target.csv.gz"}
+#: manifest rows each dataset reads, in the order its reader takes them
+DATASET_FILES = {"digits": ("digits",), "diabetes": ("diabetes_data_raw", "diabetes_target"),
+                 "cifar10": ("cifar10",), "california_housing": ("california_housing",),
+                 "voc2007": ("voc2007_trainval", "voc2007_test")}
+#: file names under raw/ of every manifest row
+RAW_NAMES = {"digits": "digits.csv.gz", "diabetes_data_raw": "diabetes_data_raw.csv.gz",
+             "diabetes_target": "diabetes_target.csv.gz", "cifar10": "cifar-10-python.tar.gz",
+             "california_housing": "cal_housing.tgz", "voc2007_trainval": "VOCtrainval_06-Nov-2007.tar",
+             "voc2007_test": "VOCtest_06-Nov-2007.tar"}
 DIGITS_SHAPE = (1797, 65)          #: 64 pixels + label
 DIABETES_SHAPE = (442, 10)         #: age, sex, bmi, bp, s1..s6 (raw units)
 DIABETES_COLUMNS = ("age", "sex", "bmi", "bp", "s1", "s2", "s3", "s4", "s5", "s6")
@@ -47,62 +58,17 @@ SPLITS = ("agents", "train", "val", "test")
 DATASETS = ("digits", "diabetes")
 
 
-class DataError(ValueError):
-    """A data file is missing, corrupt or not what the study expects."""
-
-
 # ------------------------------------------------------------------------------------------- raw files
 
 
-def data_files() -> list[dict[str, str]]:
-    """Rows of the study's ``data_files.csv`` (name, version, source, sha256, size, licence, note)."""
-    return list(csv.DictReader(Path(__file__).with_name("data_files.csv").read_text().splitlines()))
-
-
-def installed_version() -> str:
-    """The installed scikit-learn version, read from its metadata (without importing it); "none" if absent."""
-    try:
-        return importlib.metadata.version(DIST)
-    except importlib.metadata.PackageNotFoundError:
-        return "none"
-
-
-def pinned_sha256(filename: str, version: str | None = None) -> str:
-    """The sha256 that ``data_files.csv`` pins for ``filename`` under scikit-learn ``version`` (default: installed).
-
-    Raises :class:`DataError` when no row pins it for that version."""
-    version = installed_version() if version is None else version
-    rows = [r for r in data_files() if r["name"] == filename and r["version"] == version and r["sha256"]]
-    if not rows:
-        raise DataError(f"{filename}: data_files.csv has no sha256 for scikit-learn {version}; check the bundled "
-                        f"file and pin it there")
-    return rows[0]["sha256"]
-
-
-def verify_sha256(raw: bytes, expected: str, name: str) -> None:
-    """Raise :class:`DataError` naming ``name`` when sha256(raw) differs from ``expected``."""
-    got = hashlib.sha256(raw).hexdigest()
-    if got != expected:
-        raise DataError(f"{name}: sha256 {got} differs from the pinned {expected} (data_files.csv, "
-                        f"scikit-learn {installed_version()})")
-
-
-def package_bytes(filename: str) -> bytes:
-    """The bytes of ``sklearn/datasets/data/<filename>``, checked against the sha256 pinned for the installed
-    scikit-learn version in ``data_files.csv``."""
-    if filename not in PACKAGE_FILES:
-        raise DataError(f"sard data: unknown package file {filename!r}; expected one of {list(PACKAGE_FILES)}")
-    where = f"{PACKAGE}/{'/'.join(RESOURCE_DIR)}/{filename}"
-    spec = importlib.util.find_spec(PACKAGE)  # locates the installed package without importing it (slow)
-    if spec is None or not spec.submodule_search_locations:
-        raise DataError(f"sard data: {where} not found; install scikit-learn")
-    path = Path(list(spec.submodule_search_locations)[0]).joinpath(*RESOURCE_DIR, filename)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise DataError(f"sard data: cannot read {where} ({path}): {exc}") from exc
-    verify_sha256(raw, pinned_sha256(filename), where)
-    return raw
+def package_bytes(name: str) -> bytes:
+    """The bytes of the bundled file ``name`` (a key of :data:`PACKAGE_FILES`) from the installed scikit-learn
+    wheel, checked against the sha256 of the study's ``manifest.csv`` (:func:`icml25.core.datasets.packaged_bytes`;
+    scikit-learn is located, not imported)."""
+    if name not in PACKAGE_FILES:
+        raise DataError(f"sard data: unknown package file {name!r}; expected one of {list(PACKAGE_FILES)}")
+    entry = read_manifest(MANIFEST)[name]
+    return packaged_bytes("sklearn", PACKAGE_FILES[name], entry.sha256, requirement="scikit-learn>=1.4")
 
 
 def _table(raw: bytes, name: str, delimiter: str | None) -> np.ndarray:
@@ -112,38 +78,55 @@ def _table(raw: bytes, name: str, delimiter: str | None) -> np.ndarray:
         raise DataError(f"{name}: cannot parse ({exc})") from exc
 
 
-def parse_digits(raw: bytes) -> tuple[np.ndarray, np.ndarray]:
+def parse_digits(raw: bytes, name: str = "digits.csv.gz") -> tuple[np.ndarray, np.ndarray]:
     """digits.csv.gz bytes → X (1797, 64) float64 pixels in 0..16, y (1797,) int64 labels 0..9."""
-    t = _table(raw, "digits.csv.gz", ",")
+    t = _table(raw, name, ",")
     if t.shape != DIGITS_SHAPE:
-        raise DataError(f"digits.csv.gz: expected shape {DIGITS_SHAPE}, got {t.shape}")
+        raise DataError(f"{name}: expected shape {DIGITS_SHAPE}, got {t.shape}")
     X, y = t[:, :64], t[:, 64]
     if X.min() < 0 or X.max() > 16 or not np.all(X == np.round(X)):
-        raise DataError("digits.csv.gz: pixel columns 0..63 must be integers in 0..16")
+        raise DataError(f"{name}: pixel columns 0..63 must be integers in 0..16")
     if not (np.all(y == np.round(y)) and set(np.unique(y).astype(int)) == set(range(10))):
-        raise DataError("digits.csv.gz: label column 64 must hold the integers 0..9")
+        raise DataError(f"{name}: label column 64 must hold the integers 0..9")
     return X, y.astype(np.int64)
 
 
-def parse_diabetes(raw_x: bytes, raw_y: bytes) -> tuple[np.ndarray, np.ndarray]:
+def parse_diabetes(raw_x: bytes, raw_y: bytes, names: tuple[str, str] = ("diabetes_data_raw.csv.gz",
+                                                                          "diabetes_target.csv.gz")
+                   ) -> tuple[np.ndarray, np.ndarray]:
     """diabetes_data_raw / diabetes_target bytes → X (442, 10) float64 raw units, y (442,) float64."""
-    X = _table(raw_x, "diabetes_data_raw.csv.gz", None)
-    y = _table(raw_y, "diabetes_target.csv.gz", None).reshape(-1)
+    X = _table(raw_x, names[0], None)
+    y = _table(raw_y, names[1], None).reshape(-1)
     if X.shape != DIABETES_SHAPE:
-        raise DataError(f"diabetes_data_raw.csv.gz: expected shape {DIABETES_SHAPE}, got {X.shape}")
+        raise DataError(f"{names[0]}: expected shape {DIABETES_SHAPE}, got {X.shape}")
     if y.shape != (DIABETES_SHAPE[0],):
-        raise DataError(f"diabetes_target.csv.gz: expected {DIABETES_SHAPE[0]} values, got {y.shape}")
+        raise DataError(f"{names[1]}: expected {DIABETES_SHAPE[0]} values, got {y.shape}")
     if set(np.unique(X[:, 1])) != {1.0, 2.0}:
-        raise DataError("diabetes_data_raw.csv.gz: column 'sex' (1) must hold the codes 1 and 2")
+        raise DataError(f"{names[0]}: column 'sex' (1) must hold the codes 1 and 2")
     if not (np.isfinite(X).all() and np.isfinite(y).all()):
-        raise DataError("diabetes: non-finite values")
+        raise DataError(f"{names[0]}: non-finite values")
     return X, y
+
+
+def read_raw(dataset: str, paths: Sequence[str | Path]) -> tuple[np.ndarray, np.ndarray]:
+    """Parse a dataset's raw files (downloaded or copied by the download stage, in :data:`DATASET_FILES` order)."""
+    paths = [Path(p) for p in paths]
+    try:
+        raws = [p.read_bytes() for p in paths]
+    except OSError as exc:
+        raise DataError(f"sard data: cannot read {dataset} raw file: {exc}") from exc
+    if dataset == "digits" and len(raws) == 1:
+        return parse_digits(raws[0], str(paths[0]))
+    if dataset == "diabetes" and len(raws) == 2:
+        return parse_diabetes(raws[0], raws[1], (str(paths[0]), str(paths[1])))
+    raise DataError(f"sard data: {dataset} with {len(raws)} raw file(s) has no offline reader (paper-scale "
+                    "datasets are planned, not implemented)")
 
 
 @lru_cache(maxsize=1)
 def load_digits() -> tuple[np.ndarray, np.ndarray]:
     """digits from the scikit-learn wheel (sha256-checked): X (1797, 64) pixels 0..16, y (1797,) int64."""
-    X, y = parse_digits(package_bytes("digits.csv.gz"))
+    X, y = parse_digits(package_bytes("digits"))
     X.flags.writeable = y.flags.writeable = False
     return X, y
 
@@ -151,7 +134,7 @@ def load_digits() -> tuple[np.ndarray, np.ndarray]:
 @lru_cache(maxsize=1)
 def load_diabetes() -> tuple[np.ndarray, np.ndarray]:
     """diabetes from the scikit-learn wheel (sha256-checked): X (442, 10) raw units, y (442,) disease progression."""
-    X, y = parse_diabetes(package_bytes("diabetes_data_raw.csv.gz"), package_bytes("diabetes_target.csv.gz"))
+    X, y = parse_diabetes(package_bytes("diabetes_data_raw"), package_bytes("diabetes_target"))
     X.flags.writeable = y.flags.writeable = False
     return X, y
 
@@ -226,13 +209,15 @@ def _fit_digits_main(X: np.ndarray, y: np.ndarray, weak: Sequence[int], keep: fl
     return LogisticRegression(max_iter=max_iter).fit(X[keep_mask], y[keep_mask])
 
 
-def prepare_digits(seed: int, cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """digits, split, agents and costs for one seed (see the module docstring). ``cfg`` = settings["digits"].
+def prepare_digits(seed: int, cfg: Mapping[str, Any], data: tuple[np.ndarray, np.ndarray] | None = None
+                   ) -> dict[str, Any]:
+    """digits, split, agents and costs for one seed (see the module docstring). ``cfg`` = the ``digits`` section
+    (a mapping); ``data`` = (X (1797, 64) pixels 0..16, y) as parsed from the raw file (default: the wheel's).
 
     Returns x (1797, 64) float32 in [0, 1], y (1797,), idx {split: indices}, preds (1797, 3) agent predictions,
-    costs (1797, 3) float32, the fitted main model ``g`` (sklearn), ``task``="classification", ``clip`` (0, 1),
-    and ``info`` (agent accuracies on the test split, oracle deferral loss E[min_j c_j] on test)."""
-    X, y = load_digits()
+    costs (1797, 3) float32, the main model's parameters ``g`` (:func:`main_predict`), ``task``="classification",
+    ``clip`` (0, 1), and ``info`` (agent accuracies on the test split, oracle deferral loss E[min_j c_j] on test)."""
+    X, y = load_digits() if data is None else data
     x = (X / 16.0).astype(np.float32)
     idx = split_indices(len(y), cfg["split"], seed, stratify=y)
     a = idx["agents"]
@@ -241,17 +226,20 @@ def prepare_digits(seed: int, cfg: Mapping[str, Any]) -> dict[str, Any]:
     preds = np.column_stack([g.predict(x), simulate_experts(y, cfg["expert_classes"], float(cfg["expert_p"]), 10,
                                                             seed)])
     costs = classification_costs(y, preds, cfg["beta"])
-    return _finish("digits", x, y, idx, preds, costs, g, None, cfg["beta"], (0.0, 1.0))
+    params = {"coef": g.coef_, "intercept": g.intercept_, "classes": g.classes_, "columns": np.arange(x.shape[1])}
+    return _finish("digits", x, y, idx, preds, costs, params, cfg["beta"], (0.0, 1.0), 1.0)
 
 
-def prepare_diabetes(seed: int, cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """diabetes, split, agents and costs for one seed (see the module docstring). ``cfg`` = settings["diabetes"].
+def prepare_diabetes(seed: int, cfg: Mapping[str, Any], data: tuple[np.ndarray, np.ndarray] | None = None
+                     ) -> dict[str, Any]:
+    """diabetes, split, agents and costs for one seed (see the module docstring). ``cfg`` = the ``diabetes``
+    section (a mapping); ``data`` = (X (442, 10) raw units, y (442,)) (default: the wheel's).
 
     Features and target are standardised with the agent split's mean and std. Returns the same keys as
-    :func:`prepare_digits` (``clip`` None, ``task`` "regression"; ``g_columns`` the main model's features)."""
+    :func:`prepare_digits` (``clip`` None, ``task`` "regression", ``cost_scale``)."""
     from sklearn.linear_model import Ridge
 
-    X, yraw = load_diabetes()
+    X, yraw = load_diabetes() if data is None else data
     idx = split_indices(len(yraw), cfg["split"], seed)
     a = idx["agents"]
     mu, sd = X[a].mean(axis=0), X[a].std(axis=0)
@@ -266,12 +254,12 @@ def prepare_diabetes(seed: int, cfg: Mapping[str, Any]) -> dict[str, Any]:
     e2 = Ridge(alpha=alpha).fit(x[bmi_hi], y[bmi_hi])
     preds = np.column_stack([g.predict(x[:, cols]), e1.predict(x), e2.predict(x)])
     costs = regression_costs(y, preds, cfg["beta"], float(cfg["cost_scale"]))
-    out = _finish("diabetes", x, y, idx, preds, costs, g, cols, cfg["beta"], None)
-    out["cost_scale"] = float(cfg["cost_scale"])
-    return out
+    params = {"coef": np.atleast_1d(g.coef_), "intercept": np.atleast_1d(g.intercept_),
+              "classes": np.zeros(0, dtype=np.int64), "columns": np.asarray(cols, dtype=np.int64)}
+    return _finish("diabetes", x, y, idx, preds, costs, params, cfg["beta"], None, float(cfg["cost_scale"]))
 
 
-def _finish(name: str, x, y, idx, preds, costs, g, g_columns, beta, clip) -> dict[str, Any]:
+def _finish(name: str, x, y, idx, preds, costs, g, beta, clip, cost_scale: float) -> dict[str, Any]:
     if not (np.isfinite(costs).all() and costs.min() >= 0.0 and costs.max() <= 1.0):
         raise DataError(f"{name}: costs must lie in [0, 1], got [{costs.min()}, {costs.max()}]")
     te = idx["test"]
@@ -283,17 +271,29 @@ def _finish(name: str, x, y, idx, preds, costs, g, g_columns, beta, clip) -> dic
     info = {**quality, "oracle_def_loss": float(costs[te].min(axis=1).mean()),
             **{f"oracle_rate_{j}": float((costs[te].argmin(axis=1) == j).mean()) for j in range(costs.shape[1])}}
     return {"name": name, "task": task, "x": x, "y": y, "idx": idx, "preds": preds,
-            "costs": costs.astype(np.float32), "g": g, "g_columns": g_columns, "beta": list(beta), "clip": clip,
-            "info": info}
+            "costs": costs.astype(np.float32), "g": g, "beta": [float(b) for b in beta], "clip": clip,
+            "cost_scale": float(cost_scale), "info": info}
 
 
-def prepare(dataset: str, seed: int, settings: Mapping[str, Any]) -> dict[str, Any]:
+def prepare(dataset: str, seed: int, settings: Mapping[str, Any],
+            data: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, Any]:
     """Dispatch to :func:`prepare_digits` / :func:`prepare_diabetes` with ``settings[dataset]``."""
     if dataset == "digits":
-        return prepare_digits(seed, settings["digits"])
+        return prepare_digits(seed, settings["digits"], data)
     if dataset == "diabetes":
-        return prepare_diabetes(seed, settings["diabetes"])
-    raise ValueError(f"sard: unknown dataset {dataset!r}; expected one of {DATASETS}")
+        return prepare_diabetes(seed, settings["diabetes"], data)
+    raise DataError(f"sard: dataset {dataset!r} has no offline preparation (offline: {list(DATASETS)}; the "
+                    "paper-scale datasets and their ResNet-18 / Faster R-CNN agents are planned, not implemented)")
+
+
+def main_predict(g: Mapping[str, np.ndarray], x: np.ndarray) -> np.ndarray:
+    """The main model's prediction from its parameters: a linear score s = x[:, columns] @ coef.T + intercept;
+    classification (``classes`` non-empty): classes[argmax s] (first maximum, as scikit-learn); regression: s.
+    x (n, d) → (n,)."""
+    s = x[:, g["columns"]] @ np.asarray(g["coef"]).T + g["intercept"]
+    if len(g["classes"]):
+        return np.asarray(g["classes"])[np.argmax(s, axis=1)]
+    return s.reshape(len(x), -1)[:, 0] if s.ndim > 1 else s
 
 
 def main_costs_at(prep: Mapping[str, Any], x_new: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -302,9 +302,58 @@ def main_costs_at(prep: Mapping[str, Any], x_new: np.ndarray, rows: np.ndarray) 
     Returns (n,) in the dtype of ``prep["costs"]``."""
     fee_max = 1.0 + max(prep["beta"])
     y = prep["y"][rows]
+    pred = main_predict(prep["g"], x_new)
     if prep["task"] == "classification":
-        c = (prep["g"].predict(x_new) != y).astype(np.float64) / fee_max
+        c = (pred != y).astype(np.float64) / fee_max
     else:
-        pred = prep["g"].predict(x_new[:, prep["g_columns"]])
         c = np.minimum(1.0, (pred - y) ** 2 / prep["cost_scale"]) / fee_max
     return c.astype(prep["costs"].dtype)  # the stored costs' precision, so that x_new = x gives them back exactly
+
+
+# ------------------------------------------------------------------------------------ processed files
+
+_ARRAYS = ("x", "y", "preds", "costs")
+_G = ("coef", "intercept", "classes", "columns")
+
+
+def prepared_arrays(prep: Mapping[str, Any], seed: int) -> dict[str, np.ndarray]:
+    """One seed's prepared data as plain npz arrays under ``s<seed>/`` (no pickles): x, y, preds, costs, the split
+    indices ``idx_<split>``, the main model's parameters ``g_<name>``, ``info_keys``/``info_values``."""
+    p = f"s{seed}/"
+    out = {p + k: np.asarray(prep[k]) for k in _ARRAYS}
+    out.update({f"{p}idx_{s}": np.asarray(prep["idx"][s]) for s in SPLITS})
+    out.update({f"{p}g_{k}": np.asarray(prep["g"][k]) for k in _G})
+    out[p + "info_keys"] = np.array(sorted(prep["info"]), dtype=str)
+    out[p + "info_values"] = np.array([prep["info"][k] for k in sorted(prep["info"])], dtype=np.float64)
+    return out
+
+
+def dataset_arrays(name: str, task: str, beta: Sequence[float], clip: tuple[float, float] | None,
+                   cost_scale: float) -> dict[str, np.ndarray]:
+    """The seed-independent entries of a processed file."""
+    return {"name": np.array(name), "task": np.array(task), "beta": np.asarray(beta, dtype=np.float64),
+            "clip": np.asarray(clip if clip is not None else (), dtype=np.float64),
+            "cost_scale": np.array(float(cost_scale))}
+
+
+def prepared_from_arrays(arrays: Mapping[str, np.ndarray], seed: int, where: str = "processed file"
+                         ) -> dict[str, Any]:
+    """Inverse of :func:`prepared_arrays` + :func:`dataset_arrays`: the prep dict of one seed (as returned by
+    :func:`prepare`). A missing array raises :class:`DataError` naming it and ``where``."""
+    p = f"s{seed}/"
+    need = [p + k for k in _ARRAYS] + [f"{p}idx_{s}" for s in SPLITS] + [f"{p}g_{k}" for k in _G] + \
+        [p + "info_keys", p + "info_values", "name", "task", "beta", "clip", "cost_scale"]
+    missing = [k for k in need if k not in arrays]
+    if missing:
+        raise DataError(f"{where}: missing array(s) {missing} (seed {seed} not prepared?)")
+    clip = arrays["clip"]
+    prep = {k: arrays[p + k] for k in _ARRAYS}
+    prep.update(name=str(arrays["name"]), task=str(arrays["task"]), beta=[float(b) for b in arrays["beta"]],
+                clip=(float(clip[0]), float(clip[1])) if clip.size else None,
+                cost_scale=float(arrays["cost_scale"]),
+                idx={s: arrays[f"{p}idx_{s}"] for s in SPLITS}, g={k: arrays[f"{p}g_{k}"] for k in _G},
+                info=dict(zip(arrays[p + "info_keys"].tolist(), arrays[p + "info_values"].tolist())))
+    c = prep["costs"]
+    if c.ndim != 2 or c.shape[0] != len(prep["x"]) or not (np.isfinite(c).all() and c.min() >= 0 and c.max() <= 1):
+        raise DataError(f"{where}: s{seed}/costs must be (n, J+1) in [0, 1], got shape {c.shape}")
+    return prep

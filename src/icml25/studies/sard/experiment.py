@@ -1,5 +1,7 @@
-"""One dataset × arm × seed of the sard study end to end in memory: :func:`run`; the claim-4 identities:
-:func:`run_identities`.
+"""One dataset × arm × seed of the sard study end to end in memory: :func:`run` (what the train stage does per
+seed, and what ``benchmarks/sard_default.py`` loops over); the claim-4 identities: :func:`run_identities`.
+
+``settings`` is the plain dict of a validated :class:`.config.Config` (``Config.model_dump(mode="json")``).
 
 Arms: ``clean_l2d`` (clean two-stage surrogate), ``sard`` (adversarial ρ-margin comp-sum, joint inner PGD),
 ``sard_ce`` (adversarial comp-sum, convex in the scores), ``clean_l2d_agents_perturbed`` (the clean_l2d rejector,
@@ -19,11 +21,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from .config import EVALUATION_ARMS
 from .data import prepare
 from .identities import bayes_allocation, surrogate_bound_gaps
 from .metrics import evaluate_rejector
 from .model import make_rejector
-from .settings import validate
 from .train import train_rejector
 
 ARMS = ("clean_l2d", "sard", "sard_ce", "clean_l2d_agents_perturbed")
@@ -42,6 +44,42 @@ def prepared(settings: Mapping[str, Any], dataset: str, seed: int) -> dict[str, 
     return _PREP_CACHE[key]
 
 
+def arm_settings(settings: Mapping[str, Any], arm: str) -> dict[str, Any]:
+    """The loss settings of ``arm``: its ``arm_config`` entry, or for an evaluation-only arm
+    (:data:`.config.EVALUATION_ARMS`) those of the arm whose rejector it reuses, with ``agents_see_perturbation``
+    true."""
+    if arm in EVALUATION_ARMS:
+        return {**settings["arm_config"][EVALUATION_ARMS[arm]], "agents_see_perturbation": True}
+    return dict(settings["arm_config"][arm])
+
+
+def train_and_evaluate(settings: Mapping[str, Any], arm: str, seed: int, prep: Mapping[str, Any],
+                       also: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Train ``arm``'s rejector on ``prep`` (one dataset and seed, from :func:`.data.prepare`) and evaluate it on
+    the test split; then evaluate the same rejector for each evaluation-only arm in ``also``.
+
+    Returns ``model`` (the trained network), ``curves`` (per epoch: ``epoch``, ``train_surrogate``,
+    ``val_def_loss_clean``, ``val_def_loss_adv``), ``train_seconds`` and ``evals`` {arm: output of
+    :func:`.metrics.evaluate_rejector` plus ``eval_seconds``}."""
+    arm_cfg = arm_settings(settings, arm)
+    ds = settings[prep["name"]]
+    idx = prep["idx"]
+    x_t = {s: torch.from_numpy(prep["x"][idx[s]]) for s in ("train", "val")}
+    c_t = {s: torch.from_numpy(prep["costs"][idx[s]]) for s in ("train", "val")}
+    model = make_rejector(prep["x"].shape[1], ds["hidden"], prep["costs"].shape[1], seed)
+    t1 = time.perf_counter()
+    curves = train_rejector(model, x_t["train"], c_t["train"], x_t["val"], c_t["val"], arm_cfg, settings["train"],
+                            int(ds["epochs"]), seed, prep["clip"])
+    t2 = time.perf_counter()
+    evals = {}
+    for name in (arm, *also):
+        t3 = time.perf_counter()
+        ev = evaluate_rejector(model, prep, settings["attack"], seed,
+                               agents_see_perturbation=bool(arm_settings(settings, name)["agents_see_perturbation"]))
+        evals[name] = {**ev, "eval_seconds": time.perf_counter() - t3}
+    return {"model": model, "curves": curves, "train_seconds": t2 - t1, "evals": evals}
+
+
 def run(settings: Mapping[str, Any], arm: str, seed: int, dataset: str = "digits") -> dict[str, Any]:
     """Train the rejector of ``arm`` on ``dataset`` for ``seed`` and evaluate it on the test split.
 
@@ -51,14 +89,13 @@ def run(settings: Mapping[str, Any], arm: str, seed: int, dataset: str = "digits
     bootstrap), ``seconds``. A rejector whose training inputs (dataset, seed, dataset and training settings, the
     arm's loss keys) equal those of an earlier run in this process is reused, not re-trained (identical result:
     training is deterministic), so ``clean_l2d_agents_perturbed`` after ``clean_l2d`` costs only its evaluation."""
-    validate(settings)
     if arm not in ARMS:
         raise ValueError(f"sard: unknown arm {arm!r}; expected one of {ARMS}")
     if dataset not in settings["datasets"]:
         raise ValueError(f"sard: dataset {dataset!r} is not in settings['datasets'] = {settings['datasets']}")
     t0 = time.perf_counter()
     prep = prepared(settings, dataset, seed)
-    arm_cfg = settings["arm_config"][arm]
+    arm_cfg = arm_settings(settings, arm)
     ds = settings[dataset]
     idx = prep["idx"]
     x_t = {s: torch.from_numpy(prep["x"][idx[s]]) for s in ("train", "val")}

