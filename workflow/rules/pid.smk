@@ -13,7 +13,9 @@ _PID_CFG = cfg(_PID)
 _PID_PAPER = _PID_CFG["data"]["dataset"] == "genimage"
 if _PID_PAPER:
     with open("src/icml25/studies/pid/manifest.csv", newline="") as _fh:
-        _PID_RAW = [res(_PID, "raw", "genimage", r["name"]) for r in _pid_csv.DictReader(_fh)]
+        _PID_RAW = [
+            res(_PID, "raw", "genimage", r["name"]) for r in _pid_csv.DictReader(_fh)
+        ]
 else:
     _PID_RAW = [
         res(_PID, "raw", "real", n)
