@@ -13,12 +13,13 @@ _MG_GPUS = _MG["paper"]["gpus"] if _MG_PAPER else 0
 _MG_RAW = (
     [
         res("magnets", "raw", "paper", name)
-        for name in _mg_read_manifest(
-            Path(_mg_pkg.__file__).with_name("manifest.csv")
-        )
+        for name in _mg_read_manifest(Path(_mg_pkg.__file__).with_name("manifest.csv"))
     ]
     if _MG_PAPER
-    else [res("magnets", "raw", "mnist_train.npz"), res("magnets", "raw", "mnist_test.npz")]
+    else [
+        res("magnets", "raw", "mnist_train.npz"),
+        res("magnets", "raw", "mnist_test.npz"),
+    ]
 )
 
 

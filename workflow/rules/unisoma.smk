@@ -9,7 +9,9 @@ _UNI = cfg("unisoma")
 _UNI_PAPER = SCALE == "paper"
 _UNI_SPLITS = ["train", "eval", "test"]
 _UNI_RAW = res("unisoma", "raw", "{dataset}_dataset_{split}.pkl")
-_UNI_DATASETS = list(_UNI["paper"]["datasets"]) if _UNI_PAPER else ["bilateral_stamping"]
+_UNI_DATASETS = (
+    list(_UNI["paper"]["datasets"]) if _UNI_PAPER else ["bilateral_stamping"]
+)
 _UNI_INTERIM = res("unisoma", "interim", "{dataset}", "{split}.npz")
 _UNI_NORM = res("unisoma", "processed", "{dataset}", "normalisers.npz")
 _UNI_MODEL = (
@@ -75,9 +77,15 @@ rule unisoma__train:
     output:
         _UNI_MODEL,
     log:
-        logf("unisoma", "train_{dataset}_{task}" if _UNI_PAPER else "train_{arm}_chunk{chunk}"),
+        logf(
+            "unisoma",
+            "train_{dataset}_{task}" if _UNI_PAPER else "train_{arm}_chunk{chunk}",
+        ),
     benchmark:
-        bench("unisoma", "train_{dataset}_{task}" if _UNI_PAPER else "train_{arm}_chunk{chunk}")
+        bench(
+            "unisoma",
+            "train_{dataset}_{task}" if _UNI_PAPER else "train_{arm}_chunk{chunk}",
+        )
     wildcard_constraints:
         arm="[a-z_]+",
         chunk=r"\d+",
@@ -100,7 +108,8 @@ rule unisoma__train:
             )
         ),
     shell:
-        stage_cmd("unisoma", "train") + " {params.args} --in {input} --out {output} > {log} 2>&1"
+        stage_cmd("unisoma", "train")
+        + " {params.args} --in {input} --out {output} > {log} 2>&1"
 
 
 _UNI_MODELS = (
