@@ -52,6 +52,7 @@ include: "workflow/rules/unisoma.smk"
 include: "workflow/rules/magnets.smk"
 include: "workflow/rules/sard.smk"
 include: "workflow/rules/data_remix.smk"
+include: "workflow/rules/pid.smk"
 include: "workflow/rules/summary.smk"
 
 

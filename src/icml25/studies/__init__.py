@@ -10,7 +10,7 @@ import importlib
 STUDIES: tuple[str, ...] = ("cat_iv", "rip", "human_baselines", "coastalbench", "roste", "adaptive_adversary",
                             "coalition_attribution", "kernel_adaptation", "morphing_flow", "lfss",
                             "meta_expert", "action_piece", "fedecado", "ntk_dfl", "unisoma",
-                            "magnets", "sard", "data_remix")
+                            "magnets", "sard", "data_remix", "pid")
 
 #: All 19 planned studies, in the order of the README table.
 ALL_SLUGS: tuple[str, ...] = (

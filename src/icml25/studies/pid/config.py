@@ -1,0 +1,112 @@
+"""Configuration of the pid study: the single definition of every key (type, bounds, default, meaning).
+
+``config/studies/pid.yaml`` sets the values (common keys + one block per scale). [R] marks reconstructions of
+details the paper leaves open (there is no official code). ``STAGE_KEYS`` declares the keys each stage reads.
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from icml25.core.config import Section, StudyConfig
+
+Arm = Literal["rgb", "pid", "pid_noise", "npr"]
+ImageName = Literal["astronaut", "chelsea", "coffee", "ihc", "motorcycle_left", "motorcycle_right",
+                    "hubble_deep_field", "retina", "rocket", "china", "flower"]
+
+
+class Data(Section):
+    """Real photos from the scikit-image / scikit-learn wheels and their crops."""
+
+    dataset: Literal["wheel_photos", "genimage"] = Field(
+        "wheel_photos", description="wheel_photos (offline, real photos vs autoencoder fakes) [R]; genimage (paper, "
+                                    "GPU cluster only; not run here)")
+    train_images: tuple[ImageName, ...] = Field(
+        ("astronaut", "coffee", "motorcycle_left", "motorcycle_right", "retina", "china"), min_length=1,
+        description="source images of the train split (split by image) [R]")
+    test_images: tuple[ImageName, ...] = Field(
+        ("chelsea", "ihc", "hubble_deep_field", "rocket", "flower"), min_length=1,
+        description="source images of the test split [R]")
+    crop: int = Field(64, ge=16, multiple_of=4, description="crop side, pixels (never resized)")
+    stride: int = Field(32, ge=1, description="stride of the crop grid, pixels")
+    min_std: float = Field(2.0, ge=0, description="drop crops in which any channel has std below this")
+    max_crops: int = Field(256, ge=1, description="crops kept per image (seeded subset)")
+    crop_seed: int = Field(0, ge=0, description="seed of the crop subset")
+    jpeg_qualities: tuple[int, ...] = Field((95, 75), description="JPEG qualities of the robustness report (claim 4)")
+
+
+class Generators(Section):
+    """The autoencoder 'generators' A (tconv), B (nearest), C (bilinear) [R]."""
+
+    epochs: int = Field(6, ge=1, description="training epochs of each autoencoder (MSE, Adam)")
+    lr: float = Field(1e-3, gt=0, description="Adam learning rate")
+    seed: int = Field(0, ge=0, description="seed of the generators (fixed across detector seeds)")
+
+
+class Residual(Section):
+    """The PiD residual [R]."""
+
+    colour_space: Literal["yuv601", "ycbcr601", "ycocg"] = Field("yuv601", description="colour transform M [R]")
+    step: float = Field(1.0, gt=0, description="quantisation step s (detector input r/s) [R]")
+    noise_amp: float = Field(1.0, ge=0, description="a of the noise-aware variant (pid_noise, train time only) [R]")
+    bound_steps: tuple[float, ...] = Field((0.5, 1.0, 2.0, 4.0, 8.0), min_length=1,
+                                           description="steps of the bound check (claim 1)")
+    bound_random: int | None = Field(None, ge=1, description="colours of the bound check: null = all 256^3 "
+                                                             "(exhaustive), else that many random colours")
+
+
+class Detector(Section):
+    """TinyDetector training [R]."""
+
+    backbone: Literal["tiny", "resnet50"] = Field("tiny", description="tiny (4 conv layers, CPU) or resnet50 "
+                                                                      "(paper, GPU; not run here) [R]")
+    epochs: int = Field(8, ge=1, description="training epochs (BCE, Adam)")
+    lr: float = Field(1e-3, gt=0, description="Adam learning rate")
+    batch: int = Field(64, ge=1, description="batch size")
+    threads: int = Field(1, ge=1, description="torch threads per train job")
+
+
+class Config(StudyConfig):
+    """pid study configuration (merged common keys + one scale)."""
+
+    arms: tuple[Arm, ...] = Field(min_length=1, description="detector inputs compared: rgb, pid, pid_noise, npr")
+    data: Data = Field(Data(), description="real photos and crops")
+    generators: Generators = Field(Generators(), description="autoencoder generators [R]")
+    residual: Residual = Field(Residual(), description="PiD residual [R]")
+    detector: Detector = Field(Detector(), description="detector training [R]")
+    bootstrap_resamples: int = Field(2000, ge=100, description="resamples of the paired bootstrap (claim 3)")
+
+
+#: Config keys each stage reads (dotted paths; a section name covers all its keys).
+STAGE_KEYS: dict[str, tuple[str, ...]] = {
+    "download": ("data.dataset", "data.train_images", "data.test_images"),
+    "preprocess": ("data", "generators"),
+    "train": ("arms", "seeds", "data.dataset", "residual.colour_space", "residual.step", "residual.noise_amp",
+              "detector"),
+    "evaluate": ("arms", "bootstrap_resamples", "residual"),
+    "report": ("residual.colour_space", "residual.step"),
+}
+
+
+def settings_of(cfg) -> dict:
+    """The flat settings mapping of :mod:`.experiment` from a (view of a) validated Config."""
+    out = {}
+    for section, keys, prefix in (("data", ("crop", "stride", "min_std", "max_crops", "crop_seed", "jpeg_qualities",
+                                            "train_images", "test_images"), ""),
+                                  ("residual", ("colour_space", "step", "noise_amp", "bound_steps", "bound_random"), ""),
+                                  ("generators", ("epochs", "lr", "seed"), "ae_"),
+                                  ("detector", ("epochs", "lr", "batch"), "det_")):
+        try:
+            sec = getattr(cfg, section)
+        except (AttributeError, KeyError, ValueError):
+            continue
+        for k in keys:
+            try:
+                v = getattr(sec, k)
+            except (AttributeError, KeyError, ValueError):
+                continue
+            out[prefix + k] = tuple(v) if isinstance(v, (list, tuple)) else v
+    if "det_batch" in out:
+        out["batch"] = out.pop("det_batch")
+    return out

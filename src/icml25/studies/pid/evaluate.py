@@ -1,0 +1,120 @@
+"""Metrics, the pixelwise-invariance check, and the pure verdict functions of the study's claims and checks.
+
+Verdict functions take metric arrays and return ``(reproduced, not_reproduced, statistic)`` for claims or
+``(holds, statistic)`` for checks; thresholds are the study design's (see the study README).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .method import pid_residual, residual_lut
+
+MIN_DIFF = 0.05  #: claim 3: mean accuracy gain of pid over rgb (fraction) needed to call it reproduced
+MIN_SEEDS = 3  #: claim 3 is inconclusive with fewer detector seeds
+
+
+def accuracy(logits: np.ndarray, labels: np.ndarray) -> float:
+    """Fraction of (logit > 0) == label."""
+    return float(np.mean((np.asarray(logits) > 0) == (np.asarray(labels) > 0.5)))
+
+
+def auc(scores: np.ndarray, labels: np.ndarray) -> float:
+    """ROC AUC by the Mann–Whitney statistic (ties count ½)."""
+    from scipy.stats import rankdata
+    s, y = np.asarray(scores, float), np.asarray(labels) > 0.5
+    n1, n0 = int(y.sum()), int((~y).sum())
+    if n1 == 0 or n0 == 0:
+        return float("nan")
+    r = rankdata(s)
+    return float((r[y].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
+
+
+def heldout_unit_scores(correct_real: np.ndarray, correct_b: np.ndarray, correct_c: np.ndarray) -> np.ndarray:
+    """Per test crop i (content-aligned triple): (2·c_real + c_B + c_C)/4, whose mean over crops is the mean of the
+    balanced accuracies on {real, fake-B} and {real, fake-C}. Inputs (..., n) bool; output (..., n) float."""
+    return (2.0 * np.asarray(correct_real, float) + np.asarray(correct_b, float) + np.asarray(correct_c, float)) / 4
+
+
+def paired_bootstrap(diff_units: np.ndarray, resamples: int = 2000, seed: int = 0) -> dict:
+    """Mean of ``diff_units`` (n,) and its 95% percentile CI over ``resamples`` resamples of units."""
+    d = np.asarray(diff_units, float).ravel()
+    rng = np.random.default_rng(seed)
+    means = np.array([d[rng.integers(0, len(d), len(d))].mean() for _ in range(resamples)])
+    lo, hi = np.quantile(means, [0.025, 0.975])
+    return {"mean": float(d.mean()), "ci_low": float(lo), "ci_high": float(hi), "n_units": int(len(d)),
+            "resamples": int(resamples)}
+
+
+def decide_generalisation(pid_units: np.ndarray, rgb_units: np.ndarray, resamples: int = 2000,
+                          seed: int = 0) -> tuple[bool, bool, dict]:
+    """Claim 3: held-out-generator accuracy (mean over decoders B and C) of ``pid`` minus ``rgb``.
+
+    ``pid_units`` / ``rgb_units``: (n_seeds, n_test) per-crop scores from :func:`heldout_unit_scores`, paired by
+    seed and crop; the paired bootstrap resamples the pooled (seed, crop) units. Reproduced: mean ≥ 0.05 and the
+    95% CI excludes 0 (low > 0); not reproduced: CI high < 0; else inconclusive; fewer than 3 seeds: inconclusive.
+    """
+    p, r = np.atleast_2d(pid_units), np.atleast_2d(rgb_units)
+    if p.shape != r.shape:
+        raise ValueError(f"pid_units {p.shape} and rgb_units {r.shape} must be paired (same shape)")
+    st = paired_bootstrap((p - r).ravel(), resamples, seed)
+    st.update(n_seeds=int(p.shape[0]), min_diff=MIN_DIFF, pid_acc=float(p.mean()), rgb_acc=float(r.mean()))
+    if p.shape[0] < MIN_SEEDS:
+        st["gate"] = f"fewer than {MIN_SEEDS} seeds"
+        return False, False, st
+    return bool(st["mean"] >= MIN_DIFF and st["ci_low"] > 0), bool(st["ci_high"] < 0), st
+
+
+def decide_bound(check: dict) -> tuple[bool, dict]:
+    """Claim 1 check: the output of :func:`method.bound_check`; holds iff |r_c| ≤ bound_c + 1e-9 everywhere."""
+    return bool(check["holds"] and max(check["max_excess"]) <= 1e-9), dict(check)
+
+
+def invariance_check(images: np.ndarray, step: float = 1.0, colour_space: str = "yuv601", seed: int = 0,
+                     lut_red: int = 64) -> dict:
+    """Claim 2 on real crops ``images`` (n, H, W, 3) uint8: shuffle equivariance (bitwise), lookup equivalence (a
+    per-pixel table lookup equals r bitwise, on the pixels whose red level is ``lut_red`` plus one full table slab),
+    neutral greys r = 0 at s = 1 (|r| ≤ 1e-9, all 256 greys), crop/flip commutation (bitwise), and the change under
+    a 2x bilinear downsizing (reported: max |r(resize x) − resize r(x)|)."""
+    rng = np.random.default_rng(seed)
+    x = images
+    r = pid_residual(x, step, colour_space)
+    n, h, w, _ = x.shape
+    perm = rng.permutation(h * w)
+    xs = x.reshape(n, h * w, 3)[:, perm].reshape(x.shape)
+    shuffle = bool(np.array_equal(pid_residual(xs, step, colour_space), r.reshape(n, h * w, 3)[:, perm].reshape(r.shape)))
+    # lookup: table over the full cube restricted to one red slab is exact; compare every pixel with that red level
+    slab = residual_lut_slab(lut_red, step, colour_space)
+    sel = x[..., 0] == lut_red
+    lookup = bool(np.array_equal(slab[x[sel][:, 1], x[sel][:, 2]], r[sel])) and bool(sel.any())
+    greys = np.repeat(np.arange(256, dtype=np.uint8)[:, None], 3, axis=1)[None]
+    grey_max = float(np.abs(pid_residual(greys, 1.0, colour_space)).max())
+    crop = bool(np.array_equal(pid_residual(x[:, 5:37, 3:41], step, colour_space), r[:, 5:37, 3:41]))
+    flip = bool(np.array_equal(pid_residual(x[:, ::-1, ::-1], step, colour_space), r[:, ::-1, ::-1]))
+    import torch
+    xt = torch.from_numpy(np.moveaxis(x, -1, 1).astype(np.float64))
+    down = lambda t: torch.nn.functional.interpolate(t, scale_factor=0.5, mode="bilinear", align_corners=False)  # noqa: E731
+    xr = torch.clamp(torch.round(down(xt)), 0, 255)
+    r_after = np.moveaxis(pid_residual(xr).numpy(), 1, -1)
+    r_before = np.moveaxis(down(torch.from_numpy(np.moveaxis(r, -1, 1).copy())).numpy(), 1, -1)
+    resize_change = float(np.abs(r_after - r_before).max())
+    return {"shuffle_equivariant": shuffle, "lookup_equivalent": lookup, "lookup_pixels": int(sel.sum()),
+            "grey_max_abs": grey_max, "greys_zero": bool(grey_max <= 1e-9),
+            "crop_commutes": crop, "flip_commutes": flip, "resize_max_change": resize_change,
+            "resize_commutes": bool(resize_change == 0.0)}
+
+
+def residual_lut_slab(red: int, step: float = 1.0, colour_space: str = "yuv601") -> np.ndarray:
+    """The lookup table's slab for one red level: (256 [G], 256 [B], 3) float64, built independently of any image."""
+    g, b = np.meshgrid(np.arange(256), np.arange(256), indexing="ij")
+    cols = np.stack([np.full_like(g, red), g, b], -1).astype(np.uint8)
+    return pid_residual(cols[None], step, colour_space)[0]
+
+
+def decide_invariance(stat: dict) -> tuple[bool, dict]:
+    """Claim 2 check: holds iff shuffle, lookup, greys, crop and flip all hold (resizing is reported only)."""
+    keys = ("shuffle_equivariant", "lookup_equivalent", "greys_zero", "crop_commutes", "flip_commutes")
+    return bool(all(stat[k] for k in keys)), dict(stat)
+
+
+__all__ = ["accuracy", "auc", "decide_bound", "decide_generalisation", "decide_invariance", "heldout_unit_scores",
+           "invariance_check", "paired_bootstrap", "residual_lut", "residual_lut_slab"]

@@ -1,0 +1,117 @@
+"""One end-to-end run of the study in memory: data + generators (:func:`prepare`), then one detector arm x seed
+(:func:`run`). Settings are plain nested mappings (keys as in :data:`SCALES`)."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import torch
+
+from .data import TEST_IMAGES, TRAIN_IMAGES, jpeg_roundtrip, real_crops
+from .evaluate import accuracy, auc, heldout_unit_scores
+from .train import detector_input, generate_fakes, predict_scores, psnr, train_autoencoder, train_detector
+
+GENERATORS = {"A": "tconv", "B": "nearest", "C": "bilinear"}  #: A trains the detectors; B and C are held out
+
+_COMMON = {"crop": 64, "stride": 32, "min_std": 2.0, "crop_seed": 0, "ae_seed": 0, "ae_lr": 1e-3,
+           "det_lr": 1e-3, "batch": 64, "step": 1.0, "colour_space": "yuv601", "noise_amp": 1.0,
+           "arms": ("rgb", "pid", "pid_noise", "npr"), "jpeg_qualities": (95, 75), "bootstrap_resamples": 2000,
+           "bound_steps": (0.5, 1.0, 2.0, 4.0, 8.0)}
+SCALES: dict[str, dict] = {
+    # 3 images (2 train, 1 test), 64 crops each, 1 AE / detector epoch, 1 seed, bound check on 1e5 random colours
+    "smoke": {**_COMMON, "train_images": ("astronaut", "coffee"), "test_images": ("chelsea",), "max_crops": 64,
+              "ae_epochs": 1, "det_epochs": 1, "seeds": (0,), "bound_random": 100_000},
+    # all 11 images, the exhaustive bound check; CPU budget: 64 crops per image (384 train / 320 test) and 4
+    # detector epochs instead of the design's 256 crops and 8 epochs (see the README)
+    "default": {**_COMMON, "train_images": TRAIN_IMAGES, "test_images": TEST_IMAGES, "max_crops": 64,
+                "ae_epochs": 6, "det_epochs": 4, "seeds": (0, 1, 2), "bound_random": None},
+    # the design's sizes on the wheel photos (1366 train / 990 test crops, 8 detector epochs)
+    "full": {**_COMMON, "train_images": TRAIN_IMAGES, "test_images": TEST_IMAGES, "max_crops": 256,
+             "ae_epochs": 6, "det_epochs": 8, "seeds": (0, 1, 2), "bound_random": None},
+}
+
+
+def prepare(settings: Mapping, paths: Mapping | None = None, keep_models: bool = False) -> dict:
+    """Real crops of the train/test images, the three AEs (trained on train crops, seed ``ae_seed``) and their
+    content-aligned fakes, plus JPEG round trips of the test sets. Returns arrays (n, H, W, 3) uint8 and stats
+    (``ae_models`` too when ``keep_models``). ``paths`` ({image name: file}) reads copied files, else the wheels."""
+    s = settings
+    kw = dict(size=s["crop"], stride=s["stride"], min_std=s["min_std"], max_crops=s["max_crops"], seed=s["crop_seed"])
+    tr, te = real_crops(s["train_images"], paths=paths, **kw), real_crops(s["test_images"], paths=paths, **kw)
+    out = {"train_real": tr["x"], "test_real": te["x"], "test_is_jpeg": te["is_jpeg"], "ae_curves": {}, "ae_psnr": {}}
+    for g, dec in GENERATORS.items():
+        ae, curve = train_autoencoder(tr["x"], dec, s["ae_epochs"], s["ae_seed"], s["ae_lr"], s.get("ae_batch", 64))
+        out[f"train_fake{g}"] = generate_fakes(ae, tr["x"])
+        out[f"test_fake{g}"] = generate_fakes(ae, te["x"])
+        out["ae_curves"][g] = curve
+        out["ae_psnr"][g] = psnr(out[f"test_fake{g}"], te["x"])
+        if keep_models:
+            out.setdefault("ae_models", {})[g] = ae
+    for q in s["jpeg_qualities"]:
+        for k in ("real", "fakeA", "fakeB", "fakeC"):
+            out[f"test_{k}_jpeg{q}"] = jpeg_roundtrip(out[f"test_{k}"], q)
+    return out
+
+
+def _scores(det, x, arm, s):
+    return predict_scores(det, detector_input(x, arm, s["step"], s["colour_space"], s["noise_amp"]))
+
+
+def run(settings: Mapping, arm: str, seed: int, data: dict | None = None) -> dict:
+    """Train detector ``arm`` with ``seed`` on train real vs fake-A, evaluate on the held-out test images.
+
+    Returns ``curves`` (train/bce, val/acc per epoch), ``metrics`` (test/acc_{A,B,C}, test/auc_{A,B,C},
+    test/acc_heldout = mean of acc_B and acc_C, test/acc_heldout_jpeg{q}, test/acc_heldout_{png,jpeg}_src) and
+    ``units`` (n_test,) per-crop held-out scores for the paired bootstrap of claim 3."""
+    s = settings
+    data = prepare(s) if data is None else data
+    det, curves = train_detector(data["train_real"], data["train_fakeA"], arm, s["det_epochs"], seed, s["det_lr"],
+                                 s["batch"], s["step"], s["colour_space"], s["noise_amp"])
+    real = _scores(det, data["test_real"], arm, s)
+    m, correct = {}, {"real": real <= 0}
+    for g in GENERATORS:
+        f = _scores(det, data[f"test_fake{g}"], arm, s)
+        correct[g] = f > 0
+        lab = np.r_[np.zeros(len(real)), np.ones(len(f))]
+        m[f"test/acc_{g}"] = accuracy(np.r_[real, f], lab)
+        m[f"test/auc_{g}"] = auc(np.r_[real, f], lab)
+    units = heldout_unit_scores(correct["real"], correct["B"], correct["C"])
+    m["test/acc_heldout"] = float(units.mean())
+    src = data["test_is_jpeg"]
+    for name, sel in (("png", ~src), ("jpeg", src)):
+        m[f"test/acc_heldout_{name}_src"] = float(units[sel].mean()) if sel.any() else float("nan")
+    for q in s["jpeg_qualities"]:
+        c = {k: _scores(det, data[f"test_{k}_jpeg{q}"], arm, s) for k in ("real", "fakeB", "fakeC")}
+        m[f"test/acc_heldout_jpeg{q}"] = float(heldout_unit_scores(c["real"] <= 0, c["fakeB"] > 0,
+                                                                   c["fakeC"] > 0).mean())
+    return {"arm": arm, "seed": int(seed), "curves": curves, "metrics": m, "units": units, "model": det}
+
+
+def checks(settings: Mapping, data: dict) -> dict:
+    """Claims 1 and 2 (checks): the bound over all colours (or ``bound_random`` random ones) and the pixelwise
+    invariances on the first 32 test crops. Returns {"bound": (holds, stat), "invariance": (holds, stat)}."""
+    from .evaluate import decide_bound, decide_invariance, invariance_check
+    from .method import bound_check
+    s = settings
+    x = data["test_real"][:32]
+    bound = decide_bound(bound_check(s["bound_steps"], s["colour_space"], n_random=s["bound_random"]))
+    inv = decide_invariance(invariance_check(x, s["step"], s["colour_space"], lut_red=int(x[0, 0, 0, 0])))
+    return {"bound": bound, "invariance": inv}
+
+
+def summarise(settings: Mapping, runs: list[dict]) -> dict:
+    """Per-arm seed means of every metric, and claim 3 from the paired per-crop units of ``pid`` and ``rgb``
+    (pooled across the seeds both arms ran). Claim 4 (robustness) is reported in the per-arm means."""
+    from .evaluate import decide_generalisation
+    by_arm: dict[str, dict[int, dict]] = {}
+    for r in runs:
+        by_arm.setdefault(r["arm"], {})[r["seed"]] = r
+    table = {arm: {k: float(np.mean([r["metrics"][k] for r in rs.values()])) for k in next(iter(rs.values()))["metrics"]}
+             for arm, rs in by_arm.items()}
+    out: dict = {"table": table}
+    if "pid" in by_arm and "rgb" in by_arm:
+        seeds = sorted(set(by_arm["pid"]) & set(by_arm["rgb"]))
+        p = np.stack([by_arm["pid"][s]["units"] for s in seeds])
+        q = np.stack([by_arm["rgb"][s]["units"] for s in seeds])
+        out["generalisation"] = decide_generalisation(p, q, settings["bootstrap_resamples"])
+    return out

@@ -1,0 +1,284 @@
+"""pid: residual identities (claims 1-2), data integrity, generators, and the verdict functions."""
+from __future__ import annotations
+
+import pathlib
+import re
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from icml25.core.datasets import DataError
+from icml25.studies.pid import colour_matrix, make_autoencoder, npr_residual, pid_residual, residual_bound
+from icml25.studies.pid import data as D
+from icml25.studies.pid.evaluate import (decide_bound, decide_generalisation, decide_invariance,
+                                         heldout_unit_scores, invariance_check, residual_lut_slab)
+from icml25.studies.pid.method import COLOUR_SPACES, all_colours, bound_check
+from icml25.studies.pid.train import generate_fakes, train_autoencoder
+
+PKG = pathlib.Path(__file__).resolve().parents[2] / "src/icml25/studies/pid"
+
+
+@pytest.mark.parametrize("space", COLOUR_SPACES)
+def test_matrix_inverse_is_identity(space):
+    m, minv = colour_matrix(space)
+    assert np.abs(m @ minv - np.eye(3)).max() <= 1e-12
+    assert np.abs(minv @ m - np.eye(3)).max() <= 1e-12
+
+
+def test_yuv601_matrix_and_bound_values():
+    m, _ = colour_matrix()
+    np.testing.assert_allclose(m[0], [0.299, 0.587, 0.114])
+    np.testing.assert_allclose(m[1], 0.492 * np.array([-0.299, -0.587, 0.886]))
+    np.testing.assert_allclose(m[2], 0.877 * np.array([0.701, -0.587, -0.114]))
+    np.testing.assert_allclose(residual_bound(2.0), [2.140, 1.976, 3.033], atol=1e-3)
+    assert residual_bound(1.0).max() == pytest.approx(1.5163, abs=1e-4)
+
+
+def test_claim1_bound_exhaustive_all_steps():
+    chk = bound_check()  # all 256^3 colours, s in {0.5, 1, 2, 4, 8}
+    holds, stat = decide_bound(chk)
+    assert holds and stat["exhaustive"] and stat["n_colours"] == 256 ** 3
+    assert max(stat["max_excess"]) <= 1e-9
+    assert min(stat["max_ratio"]) > 0.99  # the bound is nearly attained: it is tight, not vacuous
+
+
+def test_claim1_bound_random_colours_and_violation_detected():
+    assert bound_check(n_random=100_000)["holds"]
+    broken = {"holds": True, "max_excess": [0.0, 2e-9]}
+    assert decide_bound(broken)[0] is False
+
+
+def test_bound_check_slabs_equal_pid_residual():
+    """The slab computation of the exhaustive check is the same arithmetic as pid_residual (bitwise)."""
+    cols = all_colours(65536 * 77, 65536 * 78).reshape(256, 256, 3)  # red = 77
+    np.testing.assert_array_equal(residual_lut_slab(77), pid_residual(cols[None])[0])
+
+
+def test_numpy_and_torch_residuals_agree_bitwise():
+    rng = np.random.default_rng(1)
+    x = rng.integers(0, 256, size=(2, 9, 7, 3)).astype(np.uint8)
+    for space in COLOUR_SPACES:
+        for s in (0.5, 1.0, 4.0):
+            r_np = pid_residual(x, s, space)
+            r_t = pid_residual(torch.from_numpy(np.moveaxis(x, -1, 1).copy()), s, space)
+            assert r_t.dtype == torch.float64
+            np.testing.assert_array_equal(np.moveaxis(r_t.numpy(), 1, -1), r_np)
+    np.testing.assert_array_equal(np.moveaxis(npr_residual(torch.from_numpy(np.moveaxis(x, -1, 1).copy())).numpy(),
+                                              1, -1), npr_residual(x))
+
+
+def test_noise_aware_residual_draws_noise_and_stays_within_twice_the_bound():
+    x = np.random.default_rng(2).integers(0, 256, size=(4, 16, 16, 3)).astype(np.uint8)
+    r0 = pid_residual(x)
+    r1 = pid_residual(x, noise_amp=1.0, rng=np.random.default_rng(0))
+    assert np.mean(r1 != r0) > 0.2  # about half the quantisation decisions flip
+    assert (np.abs(r1) <= 2 * residual_bound(1.0) + 1e-9).all()  # |y/s + u − round| <= 1
+    np.testing.assert_array_equal(r1, pid_residual(x, noise_amp=1.0, rng=np.random.default_rng(0)))
+    with pytest.raises(ValueError, match="rng"):
+        pid_residual(x, noise_amp=1.0)
+
+
+def test_residual_rejects_bad_layouts():
+    with pytest.raises(ValueError, match=r"\(\.\.\., H, W, 3\)"):
+        pid_residual(np.zeros((4, 4, 4), np.uint8))
+    with pytest.raises(ValueError, match="0..255"):
+        pid_residual(np.full((2, 2, 3), 300))
+    with pytest.raises(ValueError, match=r"\(B, 3, H, W\)"):
+        pid_residual(torch.zeros(1, 4, 2, 2))
+    with pytest.raises(ValueError, match="colour_space"):
+        pid_residual(np.zeros((2, 2, 3), np.uint8), colour_space="hsv")
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 255), st.sampled_from([1.0, 2.0, 4.0, 8.0]))
+def test_greys_have_zero_residual_at_unit_step_and_lookup_is_pixelwise(level, step):
+    grey = np.full((1, 1, 1, 3), level, np.uint8)
+    if step == 1.0:
+        assert np.abs(pid_residual(grey)).max() <= 1e-9
+    img = np.random.default_rng(level).integers(0, 256, size=(1, 5, 6, 3)).astype(np.uint8)
+    img[0, 2, 3] = level
+    slab = residual_lut_slab(int(img[0, 2, 3, 0]), step)
+    np.testing.assert_array_equal(pid_residual(img, step)[0, 2, 3], slab[level, level])
+
+
+@pytest.fixture(scope="module")
+def chelsea_crops():
+    crops, pos = D.extract_crops(D.load_real_image("chelsea"), max_crops=32, seed=0)
+    return crops, pos
+
+
+def test_claim2_invariance_on_real_crops(chelsea_crops):
+    holds, stat = decide_invariance(invariance_check(chelsea_crops[0], lut_red=int(chelsea_crops[0][0, 0, 0, 0])))
+    assert holds, stat
+    assert stat["lookup_pixels"] >= 1 and stat["grey_max_abs"] <= 1e-9
+    assert stat["resize_commutes"] is False and stat["resize_max_change"] > 0.1  # resizing breaks it (reported)
+    bad = dict(stat, flip_commutes=False)
+    assert decide_invariance(bad)[0] is False
+
+
+def test_npr_zero_on_constant_2x2_blocks_and_nonzero_otherwise():
+    rng = np.random.default_rng(3)
+    base = rng.integers(0, 256, size=(2, 8, 8, 3)).astype(np.uint8)
+    blocky = np.repeat(np.repeat(base, 2, axis=1), 2, axis=2)
+    assert np.abs(npr_residual(blocky)).max() == 0.0
+    assert np.abs(npr_residual(base)).max() > 0
+    odd = np.repeat(np.repeat(base[:, :3, :3], 2, axis=1), 2, axis=2)[:, :5, :5]
+    assert np.abs(npr_residual(odd)).max() == 0.0
+
+
+def test_crops_are_exact_slices_and_filtered(chelsea_crops):
+    img = D.load_real_image("chelsea")
+    crops, pos = chelsea_crops
+    assert crops.shape == (32, 64, 64, 3) and crops.dtype == np.uint8
+    for c, (y, x) in zip(crops, pos):
+        np.testing.assert_array_equal(c, img[y:y + 64, x:x + 64])
+    assert (pos % 32 == 0).all()
+    full, _ = D.extract_crops(img)
+    assert len(full) == 104  # 8 x 13 grid positions, 0 dropped by the std filter
+    flat = np.zeros((100, 100, 3), np.uint8)
+    flat[..., 0] = np.arange(100) % 3  # channel std < 2 in every crop
+    assert len(D.extract_crops(flat)[0]) == 0
+
+
+def test_no_resize_anywhere_in_the_package():
+    pattern = re.compile(r"(\.resize\b|\bresize\s*\(|interpolate\s*\(|rescale\s*\(|thumbnail\s*\(|zoom\s*\()", re.I)
+    hits = [f"{p.name}:{i}" for p in PKG.glob("*.py") if p.name != "evaluate.py"
+            for i, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
+    assert hits == []
+    # evaluate.py resizes only to *report* that the residual does not commute with resizing (claim 2)
+    ev = [line for line in (PKG / "evaluate.py").read_text().splitlines() if "interpolate(" in line]
+    assert len(ev) == 1
+
+
+def test_split_disjoint_and_complete():
+    assert set(D.TRAIN_IMAGES).isdisjoint(D.TEST_IMAGES)
+    assert set(D.TRAIN_IMAGES) | set(D.TEST_IMAGES) == set(D.REAL_IMAGES)
+    assert {"motorcycle_left", "motorcycle_right"} <= set(D.TRAIN_IMAGES)
+
+
+def test_wheel_files_match_pinned_sha256():
+    for name, im in D.REAL_IMAGES.items():
+        arr = D.load_real_image(name)  # checks file sha256 and decoded-array sha256
+        assert arr.shape == (*im.shape, 3) and arr.dtype == np.uint8 and not arr.flags.writeable
+        assert D.array_sha256(arr) == im.array_sha256
+
+
+def test_bad_images_fail_naming_the_file(monkeypatch):
+    import io
+
+    from PIL import Image
+    for mode in ("L", "RGBA", "I;16"):
+        buf = io.BytesIO()
+        Image.new(mode, (8, 8)).save(buf, format="PNG")
+        with pytest.raises(DataError, match="x.png: expected 8-bit RGB"):
+            D.decode_rgb(buf.getvalue(), "x.png")
+    raw = D.image_bytes("chelsea")
+    with pytest.raises(DataError, match="trunc.png: cannot decode"):
+        D.decode_rgb(raw[: len(raw) // 2], "trunc.png")
+    with pytest.raises(DataError, match="unknown"):
+        D.load_real_image("lena")
+    bad = D.RealImage("skimage", "data/chelsea.png", "0" * 64, "", (300, 451), "png", "CC0")
+    monkeypatch.setitem(D.REAL_IMAGES, "chelsea", bad)
+    with pytest.raises(DataError, match="skimage/data/chelsea.png: sha256"):
+        D.load_real_image("chelsea")
+
+
+def test_jpeg_roundtrip_q100_changes_pixels_by_a_few_levels(chelsea_crops):
+    crops = chelsea_crops[0][:8]
+    out = D.jpeg_roundtrip(crops, 100)
+    assert out.shape == crops.shape and out.dtype == np.uint8
+    diff = np.abs(out.astype(int) - crops)
+    assert diff.max() <= 4 and diff.mean() < 1.0
+    assert np.abs(D.jpeg_roundtrip(crops, 75).astype(int) - crops).mean() > diff.mean()
+
+
+def test_autoencoders_uint8_and_deterministic_per_seed(chelsea_crops):
+    torch.set_num_threads(1)
+    x = chelsea_crops[0][:16]
+    for dec in ("tconv", "nearest", "bilinear"):
+        assert make_autoencoder(dec)(torch.rand(2, 3, 64, 64)).shape == (2, 3, 64, 64)
+    ae1, c1 = train_autoencoder(x, "nearest", 1, seed=0, batch=8)
+    ae2, c2 = train_autoencoder(x, "nearest", 1, seed=0, batch=8)
+    ae3, _ = train_autoencoder(x, "nearest", 1, seed=1, batch=8)
+    f1, f2, f3 = generate_fakes(ae1, x), generate_fakes(ae2, x), generate_fakes(ae3, x)
+    assert f1.dtype == np.uint8 and f1.shape == x.shape
+    np.testing.assert_array_equal(f1, f2)
+    assert c1 == c2 and not np.array_equal(f1, f3)
+    with pytest.raises(ValueError, match="decoder"):
+        make_autoencoder("pixelshuffle")
+
+
+def test_heldout_unit_scores_average_balanced_accuracies():
+    cr, cb, cc = np.array([1, 1, 0, 1]), np.array([1, 0, 0, 1]), np.array([0, 0, 1, 1])
+    acc_b = (cr.mean() + cb.mean()) / 2
+    acc_c = (cr.mean() + cc.mean()) / 2
+    assert heldout_unit_scores(cr, cb, cc).mean() == pytest.approx((acc_b + acc_c) / 2)
+
+
+def _units(mean_gap, n_seeds=3, n=400, seed=0):
+    rng = np.random.default_rng(seed)
+    rgb = rng.choice([0.0, 0.25, 0.5, 0.75, 1.0], size=(n_seeds, n))
+    return np.clip(rgb + mean_gap + rng.normal(0, 0.1, size=rgb.shape), 0, 1), rgb
+
+
+def test_decide_generalisation_verdicts():
+    rep, notrep, stat = decide_generalisation(*_units(0.2))
+    assert (rep, notrep) == (True, False) and stat["ci_low"] > 0 and stat["mean"] >= 0.05
+    rep, notrep, stat = decide_generalisation(*_units(-0.2))
+    assert (rep, notrep) == (False, True) and stat["ci_high"] < 0
+    rep, notrep, stat = decide_generalisation(*_units(0.0, seed=5))
+    assert (rep, notrep) == (False, False)
+    # significant but below the 5-point threshold: inconclusive
+    p = np.full((3, 500), 0.53)
+    r = np.full((3, 500), 0.50)
+    rep, notrep, stat = decide_generalisation(p, r)
+    assert (rep, notrep) == (False, False) and stat["mean"] == pytest.approx(0.03) and stat["ci_low"] > 0
+    # exactly at the threshold with a CI above 0: reproduced (boundary is inclusive)
+    rep, _, stat = decide_generalisation(np.full((3, 500), 0.55), np.full((3, 500), 0.5))
+    assert rep and stat["mean"] == pytest.approx(0.05)
+    # one seed: inconclusive whatever the gap
+    rep, notrep, stat = decide_generalisation(*_units(0.3, n_seeds=1))
+    assert (rep, notrep) == (False, False) and stat["gate"]
+    with pytest.raises(ValueError, match="paired"):
+        decide_generalisation(np.zeros((3, 5)), np.zeros((3, 6)))
+
+
+def test_config_scales_validate_and_default_is_the_budgeted_grid():
+    from icml25.core.config import build, load_yaml, merge_scale
+    from icml25.studies.pid.config import Config, settings_of
+    y = load_yaml(PKG.parents[3] / "config/studies/pid.yaml")
+    cfgs = {s: build(Config, merge_scale(y, s)) for s in ("smoke", "default", "paper")}
+    assert cfgs["default"].seeds == (0, 1, 2) and cfgs["default"].residual.bound_random is None
+    assert cfgs["smoke"].residual.bound_random == 100_000 and len(cfgs["smoke"].seeds) == 1
+    assert cfgs["paper"].data.dataset == "genimage" and cfgs["paper"].detector.backbone == "resnet50"
+    s = settings_of(cfgs["default"])
+    assert s["det_epochs"] == 4 and s["max_crops"] == 64 and s["ae_seed"] == 0 and s["batch"] == 64
+
+
+def test_smoke_pipeline_claims(smoke_run):
+    import json
+
+    from icml25.core.claims import load_claims
+    r = smoke_run / "results/smoke/pid"
+    doc = load_claims(r / "claims.json")
+    by = {c["id"]: c for c in doc["claims"]}
+    assert list(by) == ["residual_bound", "pixelwise_invariance", "heldout_generalisation", "robustness_report"]
+    assert doc["seeds"] == [0]
+    for cid in ("residual_bound", "pixelwise_invariance"):
+        assert by[cid]["kind"] == "check" and by[cid]["holds"] is True and by[cid]["verdict"] == "reproduced"
+    assert by["residual_bound"]["statistic"]["n_colours"] == 100_000
+    assert max(by["residual_bound"]["statistic"]["max_excess"]) < 0
+    assert by["pixelwise_invariance"]["statistic"]["resize_commutes"] is False
+    for cid in ("heldout_generalisation", "robustness_report"):  # one seed: inconclusive
+        assert by[cid]["kind"] == "claim" and by[cid]["verdict"] == "inconclusive"
+        assert by[cid]["evidence"] == {"n": 1, "unit": "seeds", "paper_data": None}
+    assert by["heldout_generalisation"]["statistic"]["gate"] == "fewer than 3 seeds"
+    ev = json.loads((r / "metrics/eval.json").read_text())
+    assert set(ev["arms"]) == {"rgb", "pid", "pid_noise", "npr"}
+    for m in ev["arms"].values():
+        assert 0.0 <= m["test/acc_heldout"] <= 1.0 and 0.0 <= m["test/auc_A"] <= 1.0
+    assert (r / "figures/residual_examples.png").stat().st_size > 1000
+    assert (r / "figures/acc_by_generator.png").stat().st_size > 1000
