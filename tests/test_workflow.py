@@ -72,7 +72,7 @@ def smoke(smoke_run):
 def test_smoke_pipeline_writes_computed_claims(smoke):
     work, _ = smoke
     md = (work / "results" / "smoke" / "claims.md").read_text()
-    assert md.splitlines()[2].startswith("**paper claims: 0 reproduced · ")
+    assert md.splitlines()[2].startswith("**paper claims: ")
     failed = []
     for slug in STUDIES:
         doc = load_claims(work / "results" / "smoke" / slug / "claims.json")
@@ -80,10 +80,12 @@ def test_smoke_pipeline_writes_computed_claims(smoke):
         # smoke runs have < 3 seeds: every seed-based claim is inconclusive; checks still hold or fail
         assert all(c["verdict"] == INCONCLUSIVE for c in doc["claims"]
                    if c["kind"] == "claim" and c["evidence"]["unit"] == "seeds"), doc["claims"]
+        # a claim counted in other units (functions, prompts) is decided only on >= 3 of them
+        assert all(c["evidence"]["n"] >= 3 for c in doc["claims"]
+                   if c["kind"] == "claim" and c["verdict"] != INCONCLUSIVE), doc["claims"]
         failed += [c["id"] for c in doc["claims"] if c["kind"] == "check" and c["holds"] is False]
         assert f"## {slug} — {doc['paper']['title']}" in md
-    # known: on smoke's tiny chunks the fixed overhead of the streaming statistics exceeds the 4-chunk memory bound
-    assert failed in ([], ["ingest_memory"]), failed
+    assert failed == [], failed
     csv = (work / "results" / "smoke" / "claims.csv").read_text().splitlines()
     assert csv[0].startswith("study,kind,claim,source,title,verdict,holds")
     assert len(csv) - 1 == sum(len(load_claims(work / "results" / "smoke" / s / "claims.json")["claims"])
