@@ -74,3 +74,14 @@ def test_claims_roundtrip_and_schema(tmp_path):
     write_json(tmp_path / "bad.json", bad)
     with pytest.raises(ValueError, match=r"claims\.0\.source"):
         load_claims(tmp_path / "bad.json")
+
+
+def test_collect_seed_records_and_common_seeds():
+    from icml25.core.claims import collect_seed_records, common_seeds
+
+    docs = [{"arm": "a", "records": {"0": 1, "1": 2}}, {"arm": "a", "records": {"2": 3}}, {"arm": "b", "records": {"1": 4}}]
+    records = collect_seed_records(docs)
+    assert records == {"a": {0: 1, 1: 2, 2: 3}, "b": {1: 4}}
+    assert common_seeds(records, ["a", "b"]) == [1] and common_seeds(records, ["a", "c"]) == []
+    with pytest.raises(ValueError, match="arm a seed 1 appears in two train outputs"):
+        collect_seed_records([*docs, {"arm": "a", "records": {"1": 5}}])

@@ -17,7 +17,7 @@ import pytest
 import torch
 from hypothesis import given, settings as hsettings, strategies as st
 
-from icml25.core.claims import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, load_claims
+from icml25.core.claims import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, collect_seed_records, load_claims
 from icml25.core.config import ConfigError, build, load_yaml, merge_scale, to_dict
 from icml25.core.datasets import MNIST5K, MNIST5K_SHA256, load_mnist5k, packaged_bytes
 from icml25.studies import fedecado
@@ -659,7 +659,7 @@ def test_claims_without_their_arms_are_not_computed_and_one_seed_is_inconclusive
     two = E.claim_accuracy(_records(acc_fedecado=(0.99, 0.98), acc_fedavg=(0.5, 0.5), quad=False))
     assert two.verdict == INCONCLUSIVE and two.evidence.n == 2 and "evidence rule" in two.note
     with pytest.raises(ValueError, match="two train outputs"):
-        E.collect([{"arm": "fedavg", "records": {"0": {}}}, {"arm": "fedavg", "records": {"0": {}}}])
+        collect_seed_records([{"arm": "fedavg", "records": {"0": {}}}, {"arm": "fedavg", "records": {"0": {}}}])
 
 
 # --------------------------------------------------------------------------------------- stage CLI

@@ -11,7 +11,7 @@ import pytest
 import torch
 from hypothesis import given, settings as hsettings, strategies as st
 
-from icml25.core.claims import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, load_claims, verdict
+from icml25.core.claims import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, collect_seed_records, load_claims, verdict
 from icml25.core.config import ConfigError, build, load_yaml, merge_scale, to_dict
 from icml25.studies import ntk_dfl
 from icml25.studies.ntk_dfl import data as D
@@ -587,7 +587,7 @@ def test_claims_without_their_arms_are_not_computed():
     assert [c.verdict for c in claims] == [INCONCLUSIVE] * 5 and [c.holds for c in claims[3:]] == [None, None]
     assert "not computed" in claims[0].note and claims[1].evidence.n == 1
     with pytest.raises(ValueError, match="two train outputs"):
-        ev.collect([{"arm": "dpsgd", "records": {"0": {}}}, {"arm": "dpsgd", "records": {"0": {}}}])
+        collect_seed_records([{"arm": "dpsgd", "records": {"0": {}}}, {"arm": "dpsgd", "records": {"0": {}}}])
 
 
 # ------------------------------------------------------------------------------------------------ stage CLI

@@ -21,7 +21,7 @@ verdict other than ``inconclusive``.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -286,3 +286,24 @@ def _clean(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return [_clean(v) for v in obj]
     return obj
+
+
+def collect_seed_records(docs: Iterable[Mapping[str, Any]]) -> dict[str, dict[int, Any]]:
+    """Train outputs of a study ({"arm": str, "records": {seed: record}} documents, one per arm × seed chunk) →
+    {arm: {seed: record}}; a seed that two outputs of one arm both hold raises ``ValueError``."""
+    out: dict[str, dict[int, Any]] = {}
+    for doc in docs:
+        by_seed = out.setdefault(doc["arm"], {})
+        for seed, rec in doc["records"].items():
+            if int(seed) in by_seed:
+                raise ValueError(f"evaluate: arm {doc['arm']} seed {seed} appears in two train outputs")
+            by_seed[int(seed)] = rec
+    return out
+
+
+def common_seeds(records: Mapping[str, Mapping[int, Any]], arms: Sequence[str]) -> list[int]:
+    """Seeds present for every arm of ``arms`` in ``{arm: {seed: ...}}`` (empty if an arm is missing): the
+    paired units of a comparison between arms."""
+    if not all(a in records for a in arms):
+        return []
+    return sorted(set.intersection(*(set(records[a]) for a in arms)))

@@ -13,12 +13,12 @@ the reconstruction, claim 3 a claim); :func:`summaries` gives the per-arm summar
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from icml25.core.claims import INCONCLUSIVE, Claim, Evidence, check, summarize, verdict
+from icml25.core.claims import INCONCLUSIVE, Claim, Evidence, check, common_seeds, summarize, verdict
 
 # claim 1
 C1_ITER_TOL = 1e-8            # relative difference iterate vs closed-form fixed point
@@ -127,25 +127,6 @@ def verdict_accuracy(acc_fedecado: Any, acc_fedavg: Any,
 
 # ------------------------------------------------------------------------------------------ claims.json
 
-def collect(docs: Iterable[Mapping[str, Any]]) -> dict[str, dict[int, dict[str, Any]]]:
-    """Train outputs (metrics/{arm}/chunk{k}.json documents) → {arm: {seed: record}}; a seed seen twice raises."""
-    out: dict[str, dict[int, dict[str, Any]]] = {}
-    for doc in docs:
-        by_seed = out.setdefault(doc["arm"], {})
-        for seed, rec in doc["records"].items():
-            if int(seed) in by_seed:
-                raise ValueError(f"evaluate: arm {doc['arm']} seed {seed} appears in two train outputs")
-            by_seed[int(seed)] = rec
-    return out
-
-
-def _paired(records: Mapping[str, Mapping[int, Any]], arms: Sequence[str]) -> list[int]:
-    """Seeds present for every arm of ``arms`` (empty if an arm is missing)."""
-    if not all(a in records for a in arms):
-        return []
-    return sorted(set.intersection(*(set(records[a]) for a in arms)))
-
-
 def _col(records: Mapping[str, Mapping[int, Any]], arm: str, key: str, seeds: Sequence[int]) -> np.ndarray:
     return np.array([float(records[arm][s]["metrics"][key]) for s in seeds])
 
@@ -173,7 +154,7 @@ def _missing_note(arms: Sequence[str], seeds: Sequence[int]) -> str:
 def claim_objective_inconsistency(records: Mapping[str, Mapping[int, Any]], n_resamples: int = 2000) -> Claim:
     """Claim 1 as a check (:func:`check_objective_inconsistency`)."""
     arms = ("quad_fedavg", "quad_fednova")
-    seeds = _paired(records, arms)
+    seeds = common_seeds(records, arms)
     holds, stat, key = None, None, {}
     if seeds:
         holds, stat = check_objective_inconsistency(
@@ -204,7 +185,7 @@ def claim_fedecado_reaches_optimum(records: Mapping[str, Mapping[int, Any]], n_r
     """Claim 2 as a check of the reconstruction (:func:`verdict_fedecado_reaches_optimum`): holds when reproduced,
     fails when not reproduced (an error > 1), and is undecided (holds null) in the spec's middle band."""
     arms = ("quad_fedecado",)
-    seeds = _paired(records, arms)
+    seeds = common_seeds(records, arms)
     holds, stat, key, note = None, None, {}, _missing_note(arms, seeds)
     if seeds:
         rep, nrep, stat = verdict_fedecado_reaches_optimum(
@@ -234,7 +215,7 @@ def claim_accuracy(records: Mapping[str, Mapping[int, Any]], dataset: str = "mni
                    n_resamples: int = 2000) -> Claim:
     """Claim 3 (:func:`verdict_accuracy`), paired by seed; the other image arms are reported beside it."""
     arms = ("fedecado", "fedavg")
-    seeds = _paired(records, arms)
+    seeds = common_seeds(records, arms)
     others = ("fedprox", "fednova", "fedexp", "fedecado_lte", "fedecado_noflow")
     v, stat, key = INCONCLUSIVE, None, {}
     if seeds:

@@ -203,7 +203,9 @@ def _key(curve: str) -> str:
 def evaluate(stage: Stage, run: Any) -> None:
     """Every claim and check from the train records (inputs: metrics/{arm}/chunk{k}.json)."""
     from . import PAPER
-    from .evaluate import collect, evaluate_claims, summaries
+    from icml25.core.claims import collect_seed_records as collect
+
+    from .evaluate import evaluate_claims, summaries
 
     _label(run)
     cfg = stage.config

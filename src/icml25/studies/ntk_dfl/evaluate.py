@@ -20,12 +20,12 @@ Claims return ``(reproduced, not_reproduced, statistic)``; checks return ``(hold
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from icml25.core.claims import INCONCLUSIVE, Claim, Evidence, bootstrap_ci, check, summarize, verdict
+from icml25.core.claims import INCONCLUSIVE, Claim, Evidence, bootstrap_ci, check, common_seeds, summarize, verdict
 
 # The spec's thresholds (never config keys).
 C1_TARGET_FRAC = 0.95    # target = this × DFedAvg's final aggregated accuracy
@@ -163,24 +163,6 @@ def check_mixing_mean(gaps: Sequence[float], tol: float = 1e-6) -> tuple[bool, d
 
 # ------------------------------------------------------------------------------------------ claims.json
 
-def collect(docs: Iterable[Mapping[str, Any]]) -> dict[str, dict[int, dict[str, Any]]]:
-    """Train outputs (metrics/{arm}/chunk{k}.json documents) → {arm: {seed: record}}; a seed seen twice raises."""
-    out: dict[str, dict[int, dict[str, Any]]] = {}
-    for doc in docs:
-        by_seed = out.setdefault(doc["arm"], {})
-        for seed, rec in doc["records"].items():
-            if int(seed) in by_seed:
-                raise ValueError(f"evaluate: arm {doc['arm']} seed {seed} appears in two train outputs")
-            by_seed[int(seed)] = rec
-    return out
-
-
-def _common_seeds(records: Mapping[str, Mapping[int, Any]], arms: Sequence[str]) -> list[int]:
-    if not all(a in records for a in arms):
-        return []
-    return sorted(set.intersection(*(set(records[a]) for a in arms)))
-
-
 def _final(records: Mapping[str, Mapping[int, Any]], arm: str, key: str, seeds: Sequence[int]) -> np.ndarray:
     return np.array([float(records[arm][s]["final"][key]) for s in seeds])
 
@@ -199,7 +181,7 @@ def entry_rounds_to_target(records: Mapping[str, Mapping[int, Any]], n_resamples
                            source: str = "mnist5k") -> Claim:
     """Claim 1 entry (:func:`claim_rounds_to_target` with the spec's thresholds)."""
     arms = ("ntk_dfl", "dfedavg", "dpsgd")
-    seeds = _common_seeds(records, arms)
+    seeds = common_seeds(records, arms)
     v, stat, key = INCONCLUSIVE, None, {}
     if seeds:
         curves = {a: [records[a][s]["curves"]["agg_acc"] for s in seeds] for a in arms}
@@ -225,7 +207,7 @@ def entry_averaging_gain(records: Mapping[str, Mapping[int, Any]], n_resamples: 
                          source: str = "mnist5k") -> Claim:
     """Claim 2 entry (:func:`claim_averaging_gain`)."""
     arms = ("ntk_dfl",)
-    seeds = _common_seeds(records, arms)
+    seeds = common_seeds(records, arms)
     v, stat, key = INCONCLUSIVE, None, {}
     if seeds:
         rep, nrep, stat = claim_averaging_gain(_final(records, "ntk_dfl", "agg_acc", seeds),
@@ -250,7 +232,7 @@ def entry_accuracy(records: Mapping[str, Mapping[int, Any]], n_resamples: int = 
                    source: str = "mnist5k") -> Claim:
     """Claim 3 entry (:func:`claim_accuracy`, bootstrap over seeds with ``n_resamples``)."""
     arms = ("ntk_dfl", "dfedavg", "dpsgd")
-    seeds = _common_seeds(records, arms)
+    seeds = common_seeds(records, arms)
     v, stat, key = INCONCLUSIVE, None, {}
     if seeds:
         rep, nrep, stat = claim_accuracy(_final(records, "ntk_dfl", "agg_acc", seeds),

@@ -180,7 +180,9 @@ def train(stage: Stage, run: Any) -> None:
 def evaluate(stage: Stage, run: Any) -> None:
     """Every claim and check (inputs: metrics/{arm}/chunk{k}.json); checks 4-5 are computed here per seed."""
     from . import PAPER
-    from .evaluate import collect, evaluate_claims, rounds_to_target
+    from icml25.core.claims import collect_seed_records as collect
+
+    from .evaluate import evaluate_claims, rounds_to_target
     from .experiment import run_checks
 
     cfg = stage.config
