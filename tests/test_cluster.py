@@ -140,7 +140,8 @@ def test_gpu_rule_got_the_fake_gpu(slurm_smoke):
     assert "JobState=COMPLETED" in info
 
 
-_MEASURED = ("memory", "memory_ratio", "runtime_s", "seconds", "peak_traced_bytes", "ratio")  # traced memory, run times
+_MEASURED = ("memory", "memory_ratio", "runtime_s", "seconds", "peak_traced_bytes", "ratio",
+             "wall_ratio")  # traced memory, run times, wall-clock ratios
 
 
 def _computed(doc):

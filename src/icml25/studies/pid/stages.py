@@ -88,14 +88,20 @@ def preprocess(stage: Stage, run: Any) -> None:
         torch.save({g: m.state_dict() for g, m in data["ae_models"].items()}, tmp)
     for g, curve in data["ae_curves"].items():
         for ep, v in enumerate(curve, 1):
-            run.log_metrics({f"ae/{g}/train_mse": v}, step=ep)
-        run.log_metrics({f"ae/{g}/val_psnr": data["ae_psnr"][g]})
+            run.log_metrics({f"preprocess/ae_{g}_train_mse": v}, step=ep)
+        run.log_metrics({f"preprocess/ae_{g}_val_psnr": data["ae_psnr"][g]})
     run.log_metrics({"preprocess/train_crops": len(data["train_real"]),
                      "preprocess/test_crops": len(data["test_real"])})
 
 
+def _train_key(key: str) -> str:
+    """MLflow key of a train-stage metric under docs/DESIGN.md's ``<stage group>/<metric>`` rule:
+    ``val/acc`` -> ``train/val_acc``, ``test/acc_A`` -> ``train/test_acc_A``; ``train/bce`` stays."""
+    return key if key.startswith("train/") else "train/" + key.replace("/", "_")
+
+
 def train(stage: Stage, run: Any) -> None:
-    """Train one arm for every seed of the chunk (one nested run per seed, ``train/bce`` and ``val/acc`` per epoch);
+    """Train one arm for every seed of the chunk (one nested run per seed, ``train/bce`` and ``train/val_acc`` per epoch, see _train_key);
     --in crops.npz; --out chunk json, chunk pt."""
     import torch
 
@@ -119,8 +125,9 @@ def train(stage: Stage, run: Any) -> None:
         with run.seed_run(seed) as srun:
             res = run_experiment(s, arm, seed, data)
             for ep in range(len(res["curves"]["train/bce"])):
-                srun.log_metrics({k: v[ep] for k, v in res["curves"].items() if np.isfinite(v[ep])}, step=ep + 1)
-            srun.log_metrics({k: v for k, v in res["metrics"].items() if np.isfinite(v)})
+                srun.log_metrics({_train_key(k): v[ep] for k, v in res["curves"].items() if np.isfinite(v[ep])},
+                                 step=ep + 1)
+            srun.log_metrics({_train_key(k): v for k, v in res["metrics"].items() if np.isfinite(v)})
         states[f"seed{seed}"] = res["model"].state_dict()
         records.append({"arm": arm, "seed": int(seed), "metrics": res["metrics"], "curves": res["curves"],
                         "units": res["units"].tolist()})
