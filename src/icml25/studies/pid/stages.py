@@ -101,8 +101,8 @@ def _train_key(key: str) -> str:
 
 
 def train(stage: Stage, run: Any) -> None:
-    """Train one arm for every seed of the chunk (one nested run per seed, ``train/bce`` and ``train/val_acc`` per epoch, see _train_key);
-    --in crops.npz; --out chunk json, chunk pt."""
+    """Train one arm for every seed of the chunk (one nested run per seed, ``train/bce`` and ``train/val_acc`` per
+    epoch, see _train_key); --in crops.npz; --out chunk json, chunk pt."""
     import torch
 
     from .experiment import run as run_experiment
