@@ -28,7 +28,8 @@ from icml25.studies.morphing_flow.evaluate import segment_mask
 from icml25.studies.morphing_flow.experiment import run
 from icml25.studies.morphing_flow.identities import flow_identities, morph_one_bitwise
 from icml25.studies.morphing_flow.method import Morph, SplineFlow, instance_norm, nll_finetune
-from icml25.studies.morphing_flow.model import DLinearBackbone, MoFForecaster, PatchMambaBackbone, selective_scan
+from icml25.studies.morphing_flow.model import (DLinearBackbone, MambaBlock, MoFForecaster, PatchMambaBackbone,
+                                                selective_scan, selective_scan_sequential)
 
 MIRROR = Path(__file__).resolve().parents[2].parent.parent / "shared" / "mirror"
 if not MIRROR.is_dir():  # worktrees live one level deeper than the main checkout
@@ -211,23 +212,90 @@ def test_nll_finetune_lowers_the_window_nll_and_is_per_instance():
     assert flow.a.grad is None  # the test-time steps leave the outer gradients alone
 
 
-def test_dlinear_constant_input_and_mamba_causality():
+def test_dlinear_constant_input():
     torch.manual_seed(0)
     dl = DLinearBackbone(12, 5, kernel=5)
     c = torch.full((2, 3, 12), 1.5)
     torch.testing.assert_close(dl(c), dl.trend(c) + dl.season(torch.zeros_like(c)))
-    N, Dm, T, S_ = 2, 3, 7, 4
-    u, delta = torch.randn(N, Dm, T), torch.rand(N, Dm, T)
-    A, Bm, Cm, Dv = -torch.rand(Dm, S_), torch.randn(N, S_, T), torch.randn(N, S_, T), torch.randn(Dm)
+
+
+def _scan_inputs(N=3, Dm=5, T=42, S=16, dtype=torch.float32, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    u = torch.randn(N, Dm, T, generator=g, dtype=dtype)
+    delta = torch.nn.functional.softplus(torch.randn(N, Dm, T, generator=g, dtype=dtype))  # as in the block
+    A = -torch.exp(torch.log(torch.arange(1, S + 1, dtype=dtype)).repeat(Dm, 1)
+                   + 0.1 * torch.randn(Dm, S, generator=g, dtype=dtype))
+    Bm, Cm = torch.randn(N, S, T, generator=g, dtype=dtype), torch.randn(N, S, T, generator=g, dtype=dtype)
+    return u, delta, A, Bm, Cm, torch.randn(Dm, generator=g, dtype=dtype)
+
+
+@pytest.mark.parametrize("T", [1, 2, 7, 16, 42, 43])
+def test_parallel_scan_equals_the_step_by_step_recurrence(T):
+    args = _scan_inputs(T=T)
+    y = selective_scan(*args)
+    assert y.shape == (3, 5, T)
+    torch.testing.assert_close(y, selective_scan_sequential(*args), rtol=1e-6, atol=1e-6)  # float32: |y| ~ 20
+    args64 = _scan_inputs(T=T, dtype=torch.float64)
+    torch.testing.assert_close(selective_scan(*args64), selective_scan_sequential(*args64), rtol=0, atol=1e-12)
+
+
+def test_parallel_scan_gradients_equal_the_recurrence_and_known_values():
+    args = [t.requires_grad_() for t in _scan_inputs(N=2, Dm=3, T=11, S=4, dtype=torch.float64)]
+    g_par = torch.autograd.grad(selective_scan(*args).square().sum(), args)
+    g_seq = torch.autograd.grad(selective_scan_sequential(*args).square().sum(), args)
+    for gp, gs in zip(g_par, g_seq):
+        torch.testing.assert_close(gp, gs, rtol=0, atol=1e-10)
+    # two steps by hand for one (n, d): h_0 = d0 u0 B0; h_1 = exp(d1 A) h_0 + d1 u1 B1; y_t = C_t.h_t + D u_t
+    u, delta, A, Bm, Cm, Dv = (t.detach() for t in args)
     y = selective_scan(u, delta, A, Bm, Cm, Dv)
-    u2 = u.clone()
-    u2[..., 4:] += 10.0  # later inputs do not change earlier outputs
-    torch.testing.assert_close(selective_scan(u2, delta, A, Bm, Cm, Dv)[..., :4], y[..., :4])
-    # one step by hand: h_0 = dB u_0, y_0 = C h_0 + D u_0
-    h0 = (delta[..., 0] * u[..., 0]).unsqueeze(-1) * Bm[:, None, :, 0]
-    torch.testing.assert_close(y[..., 0], (h0 * Cm[:, None, :, 0]).sum(-1) + Dv * u[..., 0])
-    pm = PatchMambaBackbone(32, 8, patch_len=16, stride=8, d_model=16, n_layers=1)
-    assert pm(torch.randn(2, 3, 32)).shape == (2, 3, 8) and pm.n_patches == 4
+    n, d = 1, 2
+    h0 = delta[n, d, 0] * u[n, d, 0] * Bm[n, :, 0]
+    h1 = torch.exp(delta[n, d, 1] * A[d]) * h0 + delta[n, d, 1] * u[n, d, 1] * Bm[n, :, 1]
+    assert math.isclose(float(y[n, d, 0]), float(Cm[n, :, 0] @ h0 + Dv[d] * u[n, d, 0]), abs_tol=1e-13)
+    assert math.isclose(float(y[n, d, 1]), float(Cm[n, :, 1] @ h1 + Dv[d] * u[n, d, 1]), abs_tol=1e-13)
+
+
+def test_scan_and_mamba_block_are_causal():
+    u, delta, A, Bm, Cm, Dv = _scan_inputs(T=20)
+    y = selective_scan(u, delta, A, Bm, Cm, Dv)
+    u2, d2, B2, C2 = u.clone(), delta.clone(), Bm.clone(), Cm.clone()
+    for t in (u2, d2, B2, C2):
+        t[..., 9:] += 5.0  # every input after step 8 changes
+    y2 = selective_scan(u2, d2.abs(), A, B2, C2, Dv)
+    assert torch.equal(y2[..., :9], y[..., :9]) and not torch.allclose(y2[..., 9:], y[..., 9:])
+    torch.manual_seed(0)
+    block = MambaBlock(8, d_state=4, d_conv=4, expand=2)
+    h = torch.randn(2, 12, 8)
+    h2 = h.clone()
+    h2[:, 7:] = torch.randn(2, 5, 8)  # the causal conv and the scan never look ahead
+    out, out2 = block(h), block(h2)
+    torch.testing.assert_close(out2[:, :7], out[:, :7], rtol=0, atol=1e-6)
+    assert not torch.allclose(out2[:, 7:], out[:, 7:])
+
+
+def test_patch_mamba_backbone_shapes_and_scans_agree():
+    torch.manual_seed(0)
+    pm = PatchMambaBackbone(32, 8, patch_len=16, stride=8, d_model=16, n_layers=2)
+    z = torch.randn(2, 3, 32)
+    out = pm(z)
+    assert out.shape == (2, 3, 8) and pm.n_patches == 4
+    seq = PatchMambaBackbone(32, 8, patch_len=16, stride=8, d_model=16, n_layers=2, scan="sequential")
+    seq.load_state_dict(pm.state_dict())
+    torch.testing.assert_close(seq(z), out, rtol=0, atol=1e-6)
+    # channel independence: a channel's forecast depends on that channel only
+    z2 = z.clone()
+    z2[:, 1] += 1.0
+    out2 = pm(z2)
+    assert torch.equal(out2[:, 0], out[:, 0]) and torch.equal(out2[:, 2], out[:, 2])
+    with pytest.raises(ValueError, match="scan must be one of"):
+        MambaBlock(8, scan="fused")
+    # the paper-scale forecaster: MoF around the patch-Mamba backbone (L = 336: 42 patches), gradients flow
+    f = MoFForecaster("patch_mamba", 2, 336, 24, {"d_model": 16})
+    x = torch.randn(4, 336, 2)
+    y = f(x)
+    assert y.shape == (4, 24, 2) and f.backbone.n_patches == 42
+    y.square().mean().backward()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in f.backbone.parameters())
 
 
 # ----------------------------------------------------------------------------------- splits and scaler
@@ -549,6 +617,7 @@ def test_config_scales_and_bad_keys():
                                                           "weekly_amp": (0.5, 1.5), "garch": (0.05, 0.10, 0.85)}
     assert paper.train.device == "cuda" and paper.pred_lens == (96, 192, 336, 720) and paper.seeds_per_job == 1
     assert set(paper.datasets) == set(REMOTE_DATASETS)
+    assert paper.backbones == ("linear", "patch_mamba") and paper.model.scan == "parallel"
     with pytest.raises(ConfigError, match=r"morphing_flow\.train\.epochs: Input should be greater"):
         _config("default", train={"epochs": 0})
     with pytest.raises(ConfigError, match=r"morphing_flow\.model\.bins: unknown key"):

@@ -110,6 +110,9 @@ class Model(Section):
     d_state: int = Field(16, ge=1, description="patch_mamba: SSM state size [R]")
     d_conv: int = Field(4, ge=1, description="patch_mamba: causal conv width [R]")
     expand: int = Field(2, ge=1, description="patch_mamba: inner expansion [R]")
+    scan: Literal["parallel", "sequential"] = Field(
+        "parallel", description="patch_mamba: selective scan in plain PyTorch, log-depth parallel or step by step "
+                                "(equal up to rounding)")
 
 
 class Train(Section):
