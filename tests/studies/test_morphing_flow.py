@@ -433,13 +433,118 @@ def ett_mirror():
 
 def test_manifest_pins_the_ett_commit_and_every_hash():
     entries = D.remote_manifest()
-    assert set(entries) == {"ETTh1", "ETTh2", "ETTm1", "ETTm2"}
-    for e in entries.values():
+    assert set(entries) == set(REMOTE_DATASETS)
+    for name in ("ETTh1", "ETTh2", "ETTm1", "ETTm2"):
+        e = entries[name]
         assert "/1d16c8f4f943005d613b5bc962e9eeb06058cf07/" in e.url
         assert e.mirror_path == f"zhouhaoyi/ETDataset/ETT-small/{e.name}.csv"
         assert len(e.sha256) == 64 and int(e.sha256, 16) >= 0
     assert entries["ETTh1"].sha256 == ETTH1_SHA
     assert entries["ETTm2"].sha256 == "db973ca252c6410a30d0469b13d696cf919648d0f3fd588c60f03fdbdbadd1fd"
+    for name, (file, _) in D.AUTOFORMER.items():  # no revision could be pinned offline: explicit UNPINNED rows
+        e = entries[name]
+        assert e.url == f"https://huggingface.co/datasets/AutonLab/Timeseries-PILE/resolve/main/forecasting/autoformer/{file}"
+        assert e.sha256 == "" and e.mirror_path == f"AutonLab/Timeseries-PILE/forecasting/autoformer/{file}"
+    for e in entries.values():  # every mirror path follows the spec's rewriting rule
+        assert e.mirror_path == D.mirror_path_for(e.url)
+
+
+def test_mirror_path_rewriting_rules():
+    assert D.mirror_path_for("https://raw.githubusercontent.com/o/r/0123abc/a/b.csv") == "o/r/a/b.csv"
+    assert D.mirror_path_for("https://huggingface.co/datasets/o/r/resolve/9f8e/x/y/z.csv") == "o/r/x/y/z.csv"
+    for url in ("https://example.org/o/r/x.csv", "http://raw.githubusercontent.com/o/r/ref/x.csv",
+                "https://huggingface.co/o/r/resolve/main/x.csv"):
+        with pytest.raises(ValueError, match="no mirror rule"):
+            D.mirror_path_for(url)
+
+
+WEATHER_HEADER = ["p (mbar)", "T (degC)", "Tpot (K)", "Tdew (degC)", "rh (%)", "VPmax (mbar)", "VPact (mbar)",
+                  "VPdef (mbar)", "sh (g/kg)", "H2OC (mmol/mol)", "rho (g/m**3)", "wv (m/s)", "max. wv (m/s)",
+                  "wd (deg)", "rain (mm)", "raining (s)", "SWDR (W/m\xb2)", "PAR (\xb5mol/m\xb2/s)",
+                  "max. PAR (\xb5mol/m\xb2/s)", "Tlog (degC)", "OT"]
+
+
+def _autoformer_bytes(name: str, n_rows: int = 6, seed: int = 0) -> tuple[bytes, np.ndarray]:
+    """A tiny file in the bundle's format (header, date style, latin-1 units of Weather) and its values."""
+    n = D.AUTOFORMER[name][1]
+    cols = WEATHER_HEADER if name == "Weather" else [*map(str, range(n - 1)), "OT"]
+    values = np.round(np.random.default_rng(seed).normal(size=(n_rows, n)), 6)
+    if name == "Exchange":
+        dates = [f"1990/1/{d + 1} 0:00" for d in range(n_rows)]  # the bundle's exchange_rate.csv date style
+    else:
+        dates = pd.date_range("2016-07-01 02:00", periods=n_rows, freq="10min" if name == "Weather" else "h")
+        dates = dates.strftime("%Y-%m-%d %H:%M:%S").tolist()
+    lines = [",".join(["date", *cols])] + [",".join([d, *map(repr, row.tolist())]) for d, row in zip(dates, values)]
+    return ("\n".join(lines) + "\n").encode("latin-1"), values
+
+
+@pytest.fixture()
+def autoformer_mirror(tmp_path):
+    root = tmp_path / "mirror"
+    folder = root / "AutonLab" / "Timeseries-PILE" / "forecasting" / "autoformer"
+    folder.mkdir(parents=True)
+    values = {}
+    for name, (file, _) in D.AUTOFORMER.items():
+        blob, values[name] = _autoformer_bytes(name)
+        (folder / file).write_bytes(blob)
+    return root, folder, values
+
+
+def test_autoformer_bundle_through_loopback_http_and_directory_mirrors(autoformer_mirror, http_server, tmp_path):
+    root, folder, values = autoformer_mirror
+    base = http_server(root)
+    for mirror, raw in ((base, tmp_path / "raw_http"), (root, tmp_path / "raw_dir")):
+        for name, (file, n) in D.AUTOFORMER.items():
+            dest = raw / f"{name}.csv"
+            with pytest.raises(DownloadError, match="UNPINNED"):  # no hash pinned: refused without the opt-in
+                D.fetch_remote(name, dest, mirror)
+            D.fetch_remote(name, dest, mirror, trust_unpinned=True)
+            assert dest.read_bytes() == (folder / file).read_bytes()
+            pin = (raw / f"{name}.csv.sha256").read_text().strip()
+            assert pin == hashlib.sha256(dest.read_bytes()).hexdigest()
+            got = D.read_raw(name, dest, min_rows=6)
+            assert got.shape == (6, n)
+            np.testing.assert_array_equal(got, values[name])
+    assert D.autoformer_columns(tmp_path / "raw_dir" / "Weather.csv", "Weather")[16] == "SWDR (W/m\xb2)"
+    # after the first download the pin holds: a changed file on the mirror is refused and leaves nothing
+    blob = bytearray((folder / "exchange_rate.csv").read_bytes())
+    blob[-3] = ord("9") if blob[-3] != ord("9") else ord("8")
+    (folder / "exchange_rate.csv").write_bytes(bytes(blob))
+    dest = tmp_path / "raw_http" / "Exchange.csv"
+    dest.unlink()
+    with pytest.raises(DownloadError, match="sha256 mismatch"):
+        D.fetch_remote("Exchange", dest, base, trust_unpinned=True)
+    assert not dest.exists() and not list(dest.parent.glob(".*part"))
+
+
+def test_autoformer_download_rejects_a_page_that_is_not_the_csv(autoformer_mirror, http_server, tmp_path):
+    root, folder, _ = autoformer_mirror
+    (folder / "traffic.csv").write_text("<!DOCTYPE html><html><body>Access denied</body></html>\n")
+    (folder / "weather.csv").write_bytes(_autoformer_bytes("Weather")[0].split(b"\n")[0] + b"\n")
+    raw = tmp_path / "raw"
+    with pytest.raises(DownloadError, match="first column must be 'date'"):
+        D.fetch_remote("Traffic", raw / "Traffic.csv", http_server(root), trust_unpinned=True)
+    with pytest.raises(DownloadError, match="no data row"):
+        D.fetch_remote("Weather", raw / "Weather.csv", root, trust_unpinned=True)
+    assert not raw.exists() or list(raw.iterdir()) == []  # neither a file nor a pin
+
+
+@pytest.mark.parametrize("name, edit, message", [
+    ("Exchange", lambda t: t.replace(",OT\n", ",7\n", 1), "the last column must be 'OT', got '7'"),
+    ("Exchange", lambda t: t.replace("date,0,1,", "date,0,2,", 1), "column 3 must be named '1', got '2'"),
+    ("Electricity", lambda t: t.replace(",319,OT", ",OT", 1), "Electricity has 321 value columns .* header has 320"),
+    ("Weather", lambda t: t.replace("date,", "time,", 1), "first column must be 'date'"),
+    ("Exchange", lambda t: t.replace("1990/1/3 0:00,", "1990/1/2 0:00,", 1), "row 4: duplicated timestamp"),
+    ("Traffic", lambda t: t.rsplit(",", 1)[0] + ",n/a\n", "column 'OT', row 7: non-numeric value 'n/a'"),
+])
+def test_bad_autoformer_csv_is_named(tmp_path, name, edit, message):
+    path = tmp_path / f"{name}.csv"
+    path.write_bytes(edit(_autoformer_bytes(name)[0].decode("latin-1")).encode("latin-1"))
+    with pytest.raises(ValueError, match=rf"{name}.csv: .*{message}"):
+        D.read_raw(name, path, min_rows=6)
+    path.write_bytes(_autoformer_bytes(name)[0])
+    with pytest.raises(ValueError, match="6 rows, need at least 10"):
+        D.read_raw(name, path, min_rows=10)
 
 
 def test_download_through_loopback_http_mirror(ett_mirror, http_server, tmp_path):

@@ -44,7 +44,7 @@ rule morphing_flow__preprocess:
         "../../envs/morphing_flow.yaml"
     threads: 1
     resources:
-        mem_mb=4000 if _MF_PAPER else 2000,
+        mem_mb=16000 if _MF_PAPER else 2000,
         runtime=30 if _MF_PAPER else 10,
     params:
         **stage_params(_MF, "preprocess"),

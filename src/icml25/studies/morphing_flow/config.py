@@ -17,14 +17,18 @@ from pydantic import Field, model_validator
 from icml25.core.config import Section, StudyConfig
 
 Arm = Literal["revin_linear", "mof_flow", "mof_linear", "mof_linear_nonll"]
-DatasetName = Literal["synth", "msft", "taylor", "ETTh1", "ETTh2", "ETTm1", "ETTm2"]
+DatasetName = Literal["synth", "msft", "taylor", "ETTh1", "ETTh2", "ETTm1", "ETTm2", "Electricity", "Traffic",
+                      "Weather", "Exchange"]
 Backbone = Literal["linear", "dlinear", "patch_mamba"]
 Split = Literal["ratio", "etth", "ettm"]
 
 #: Every dataset the study knows, in a fixed order (``data.<name>`` holds its window settings).
-DATASETS: tuple[str, ...] = ("synth", "msft", "taylor", "ETTh1", "ETTh2", "ETTm1", "ETTm2")
-#: Remote datasets (paper scale): fetched through ``manifest.csv``, never available offline.
-REMOTE_DATASETS: tuple[str, ...] = ("ETTh1", "ETTh2", "ETTm1", "ETTm2")
+DATASETS: tuple[str, ...] = ("synth", "msft", "taylor", "ETTh1", "ETTh2", "ETTm1", "ETTm2", "Electricity", "Traffic",
+                             "Weather", "Exchange")
+#: Remote datasets (paper scale): fetched through ``manifest.csv``, never available offline. The Autoformer bundle
+#: (the last four) has no revision pinned offline: its manifest rows are UNPINNED (downloads need trust_unpinned).
+REMOTE_DATASETS: tuple[str, ...] = ("ETTh1", "ETTh2", "ETTm1", "ETTm2", "Electricity", "Traffic", "Weather",
+                                    "Exchange")
 
 
 class Generator(Section):
@@ -71,6 +75,10 @@ def _ett(split: str) -> Series:
     return Series(split=split, seq_len=336, pred_len=96)
 
 
+def _autoformer() -> Series:
+    return Series(split="ratio", seq_len=336, pred_len=96)
+
+
 class Data(Section):
     """Per-dataset settings; ``datasets`` selects the ones a run uses."""
 
@@ -81,6 +89,10 @@ class Data(Section):
     ETTh2: Series = Field(_ett("etth"), description="ETTh2 (paper; remote)")
     ETTm1: Series = Field(_ett("ettm"), description="ETTm1 (paper; remote)")
     ETTm2: Series = Field(_ett("ettm"), description="ETTm2 (paper; remote)")
+    Electricity: Series = Field(_autoformer(), description="Autoformer bundle, 321 clients (paper; remote)")
+    Traffic: Series = Field(_autoformer(), description="Autoformer bundle, 862 sensors (paper; remote)")
+    Weather: Series = Field(_autoformer(), description="Autoformer bundle, 21 weather quantities (paper; remote)")
+    Exchange: Series = Field(_autoformer(), description="Autoformer bundle, 8 exchange rates (paper; remote)")
 
 
 class Model(Section):
