@@ -16,7 +16,8 @@ from pydantic import Field, model_validator
 
 from icml25.core.config import Section, StudyConfig
 
-Arm = Literal["revin_linear", "mof_flow", "mof_linear", "mof_linear_nonll"]
+Arm = Literal["revin_linear", "mof_flow", "mof_linear", "mof_linear_nonll", "dishts_linear", "san_linear",
+              "fan_linear"]
 DatasetName = Literal["synth", "msft", "taylor", "ETTh1", "ETTh2", "ETTm1", "ETTm2", "Electricity", "Traffic",
                       "Weather", "Exchange"]
 Backbone = Literal["linear", "dlinear", "patch_mamba"]
@@ -122,6 +123,10 @@ class Model(Section):
     d_state: int = Field(16, ge=1, description="patch_mamba: SSM state size [R]")
     d_conv: int = Field(4, ge=1, description="patch_mamba: causal conv width [R]")
     expand: int = Field(2, ge=1, description="patch_mamba: inner expansion [R]")
+    san_period: int = Field(12, ge=1, description="san_linear arm: SAN slice length, dividing L and H [R]")
+    fan_top_k: int = Field(4, ge=1, description="fan_linear arm: FAN's number of dominant frequencies removed [R]")
+    norm_hidden: int = Field(64, ge=1, description="san_linear, fan_linear: hidden width of the SAN statistics and "
+                                                   "FAN non-stationary-part MLPs [R]")
     scan: Literal["parallel", "sequential"] = Field(
         "parallel", description="patch_mamba: selective scan in plain PyTorch, log-depth parallel or step by step "
                                 "(equal up to rounding)")
@@ -155,7 +160,9 @@ class Config(StudyConfig):
     """morphing_flow study configuration (merged common keys + one scale)."""
 
     arms: tuple[Arm, ...] = Field(min_length=1, description="revin_linear (baseline), mof_flow (Flow), mof_linear "
-                                                            "(Flow + Morph), mof_linear_nonll (lambda = 0)")
+                                                            "(Flow + Morph), mof_linear_nonll (lambda = 0); "
+                                                            "dishts_linear, san_linear, fan_linear (the normalisation "
+                                                            "wrappers the paper compares with)")
     datasets: tuple[DatasetName, ...] = Field(min_length=1, description="datasets of the run")
     backbones: tuple[Backbone, ...] = Field(("linear",), min_length=1, description="backbones crossed with arms")
     pred_lens: tuple[int, ...] | None = Field(

@@ -14,10 +14,15 @@ from torch import nn
 from torch.nn import functional as F
 
 from .method import Morph, SplineFlow, instance_norm, nll_finetune
+from .normalizers import make_normalizer
 
 #: Defaults of the forecaster's ``cfg`` (every key [R] except where the README says otherwise).
 FORECASTER_DEFAULTS: dict[str, Any] = {
     "flow": True,               # False = RevIN only (the revin_linear baseline)
+    "norm": "revin",            # revin | dishts | san | fan: the normalisation around the backbone without Flow
+    "san_period": 12,           # san: slice length (divides L and H)
+    "fan_top_k": 4,             # fan: frequencies removed before the backbone
+    "norm_hidden": 64,          # san, fan: hidden width of their statistics / non-stationary-part MLPs
     "n_bins": 16,               # K
     "bound": 3.0,               # T
     "tails": "linear",          # linear | identity
@@ -53,6 +58,10 @@ def forecaster_cfg(cfg: Mapping[str, Any] | None) -> dict[str, Any]:
         out.update(cfg)
     if out["morph_mode"] not in ("ttt_layer", "nll_finetune", "off"):
         raise ValueError(f"MoFForecaster cfg: morph_mode must be ttt_layer | nll_finetune | off, got {out['morph_mode']!r}")
+    if out["norm"] not in ("revin", "dishts", "san", "fan"):
+        raise ValueError(f"MoFForecaster cfg: norm must be revin | dishts | san | fan, got {out['norm']!r}")
+    if out["norm"] != "revin" and out["flow"]:
+        raise ValueError(f"MoFForecaster cfg: norm {out['norm']!r} replaces instance norm and needs flow=False")
     return out
 
 
@@ -225,13 +234,22 @@ class MoFForecaster(nn.Module):
         use_morph = c["flow"] and c["morph_mode"] == "ttt_layer"
         self.morph = Morph(n_channels, seq_len, c["rank"], c["inner_steps"], c["inner_lr"], c["mask_seed"]) \
             if use_morph else None
+        self.norm = None if c["norm"] == "revin" else make_normalizer(c["norm"], n_channels, seq_len, pred_len, c)
 
     def parts(self, x: torch.Tensor) -> dict[str, torch.Tensor | None]:
         """Every intermediate of one forward pass: ``x_norm`` (B, C, L), ``z`` (backbone input, B, C, L),
-        ``logdet`` (B, C, L; zeros without Flow), ``mod`` (B, 2) or None, ``z_hat`` (B, C, H), ``y_hat`` (B, H, C)."""
+        ``logdet`` (B, C, L; zeros without Flow), ``mod`` (B, 2) or None, ``z_hat`` (B, C, H), ``y_hat`` (B, H, C);
+        with a Dish-TS / SAN / FAN wrapper (``norm``), ``x_norm`` = ``z`` is its output and ``norm_state`` its state
+        (for :meth:`aux_loss`)."""
         if x.dim() != 3 or x.shape[1] != self.seq_len or x.shape[2] != self.n_channels:
             raise ValueError(f"MoFForecaster: expected x of shape (B, {self.seq_len}, {self.n_channels}), "
                              f"got {tuple(x.shape)}")
+        if self.norm is not None:
+            z, state = self.norm.normalize(x.transpose(1, 2))
+            z_hat = self.backbone(z)
+            y_hat = self.norm.denormalize(z_hat, state).transpose(1, 2)
+            return {"x_norm": z, "z": z, "logdet": torch.zeros_like(z), "mod": None, "z_hat": z_hat, "y_hat": y_hat,
+                    "norm_state": state}
         xn, mu, sd = instance_norm(x.transpose(1, 2), self.cfg["eps"])
         mod = None
         if self.flow is None:
@@ -257,3 +275,9 @@ class MoFForecaster(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """y_hat (B, H, C) from x (B, L, C)."""
         return self.parts(x)["y_hat"]
+
+    def aux_loss(self, parts: Mapping[str, Any], y: torch.Tensor) -> torch.Tensor:
+        """The normalisation wrapper's own training term for targets y (B, H, C); 0 without one."""
+        if self.norm is None:
+            return torch.zeros((), dtype=y.dtype, device=y.device)
+        return self.norm.aux_loss(parts["norm_state"], y.transpose(1, 2))
