@@ -820,7 +820,8 @@ def test_config_scales_and_bad_keys():
                                                           "weekly_amp": (0.5, 1.5), "garch": (0.05, 0.10, 0.85)}
     assert paper.train.device == "cuda" and paper.pred_lens == (96, 192, 336, 720) and paper.seeds_per_job == 1
     assert set(paper.datasets) == set(REMOTE_DATASETS)
-    assert paper.backbones == ("linear", "patch_mamba") and paper.model.scan == "parallel"
+    assert paper.backbones == ("linear", "patch_mamba") and paper.model.scan == "sequential"
+    assert default.model.scan == "parallel" and len(paper.arms) == 7
     with pytest.raises(ConfigError, match=r"morphing_flow\.train\.epochs: Input should be greater"):
         _config("default", train={"epochs": 0})
     with pytest.raises(ConfigError, match=r"morphing_flow\.model\.bins: unknown key"):
