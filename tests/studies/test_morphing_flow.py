@@ -541,7 +541,8 @@ def test_manifest_pins_the_ett_commit_and_every_hash():
     assert entries["ETTm2"].sha256 == "db973ca252c6410a30d0469b13d696cf919648d0f3fd588c60f03fdbdbadd1fd"
     for name, (file, _) in D.AUTOFORMER.items():  # no revision could be pinned offline: explicit UNPINNED rows
         e = entries[name]
-        assert e.url == f"https://huggingface.co/datasets/AutonLab/Timeseries-PILE/resolve/main/forecasting/autoformer/{file}"
+        assert e.url == ("https://huggingface.co/datasets/AutonLab/Timeseries-PILE/resolve/main/forecasting/"
+                         f"autoformer/{file}")
         assert e.sha256 == "" and e.mirror_path == f"AutonLab/Timeseries-PILE/forecasting/autoformer/{file}"
     for e in entries.values():  # every mirror path follows the spec's rewriting rule
         assert e.mirror_path == D.mirror_path_for(e.url)
