@@ -430,6 +430,9 @@ def test_config_scales_and_bad_keys():
         _config("default", train={"epochs": 10, "eta": 5})
     with pytest.raises(ConfigError, match=r"lfss\.augment\.flip: unknown key"):
         _config("default", augment={"flip": True})
+    with pytest.raises(ConfigError, match="n_classes: tiny_imagenet has 200 classes, got 10"):
+        _config("paper", data={"dataset": "tiny_imagenet"})
+    assert _config("paper", data={"dataset": "imagenet_dogs", "n_classes": 15}).data.image_size == 96
 
 
 # ------------------------------------------------------------------------------------ claim verdicts, the gate
