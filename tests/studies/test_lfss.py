@@ -547,29 +547,9 @@ def test_stability_correctness_statistics():
 
 
 # ------------------------------------------------------------------------------------- stages (smoke)
-def _run_stages(tmp: Path) -> Path:
-    """Every stage of the smoke scale through the stage CLI (what the Snakemake rules run)."""
-    r = tmp / "results"
-    common = ["--scale", "smoke", "--results", str(r), "--config", str(YAML)]
-    raw, images, ref = r / "raw/mnist5k.npz", r / "processed/images.npz", r / "processed/pca50_kmeans_acc.json"
-    assert stage_cli(["download", *common, "--out", str(raw)]) == 0
-    assert stage_cli(["preprocess", *common, "--in", str(raw), "--out", str(images), str(ref)]) == 0
-    trained = []
-    for arm in _config("smoke").arms:
-        out = [str(r / f"models/{arm}/chunk0.{ext}") for ext in ("pt", "npz", "json")]
-        assert stage_cli(["train", *common, "--arm", arm, "--seeds", "0", "--in", str(images), "--out", *out]) == 0
-        trained += out[1:]
-    assert stage_cli(["evaluate", *common, "--in", str(images), str(ref), *trained, "--out",
-                      str(r / "claims.json"), str(r / "metrics/eval.json")]) == 0
-    assert stage_cli(["report", *common, "--in", str(r / "metrics/eval.json"), *trained, "--out",
-                      str(r / "figures/stability_hist.png"), str(r / "figures/acc_curves.png"),
-                      str(r / "report.md")]) == 0
-    return r
-
-
-def test_smoke_all_stages(tmp_path, monkeypatch):
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")
-    r = _run_stages(tmp_path)
+def test_smoke_all_stages(smoke_run):
+    """Every stage at smoke through Snakemake: the session's smoke run of every study (tests/conftest.py)."""
+    r = smoke_run / "results/smoke/lfss"
     # preprocess: seed 0's 512-image subset and its gate reference
     arrays = np.load(r / "processed/images.npz")
     idx = arrays["subset/0"]
@@ -608,8 +588,8 @@ def test_smoke_all_stages(tmp_path, monkeypatch):
     # MLflow: the train job of one seed is that seed's run, with the per-epoch curves; per-arm evaluate runs
     from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
-    runs = client.search_runs([client.get_experiment_by_name("icml25/lfss").experiment_id])
+    client = MlflowClient(tracking_uri=f"sqlite:///{smoke_run}/results/mlflow.db")
+    runs = client.search_runs([client.get_experiment_by_name("icml25/lfss").experiment_id], max_results=1000)
     (job,) = [x for x in runs if x.data.tags.get("stage") == "train" and x.data.tags.get("arm") == "lfss"
               and x.data.tags["run_level"] == "job"]
     assert job.data.tags["seed"] == "0"
