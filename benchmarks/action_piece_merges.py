@@ -1,0 +1,93 @@
+"""ActionPiece vocabulary construction on corpora of growing size: the cost of a merge follows the sequences it
+touches, not the corpus size.
+
+    PYTHONPATH=src python benchmarks/action_piece_merges.py [--sizes 500 1000 2000 4000 8000] [--merges 200]
+
+Each corpus is the train prefixes of a Markov feature world (600 items, ``--sizes`` users, generator seed 0);
+:func:`build_vocabulary_with_stats` makes ``--merges`` merges with no brute-force checks and records, per merge, the
+sequences it updated and its wall time (selection from the lazy heap + update of the affected sequences). Printed:
+
+1. per corpus: merges/s, mean affected sequences per merge, time per affected sequence, the median time of the
+   merges that touch 10-50 sequences (flat across sizes if the cost does not depend on the corpus size), and the
+   time of one brute-force recount of the whole corpus (what a merge would cost without the pair -> sequences
+   index; it grows with the corpus);
+2. a least-squares fit over every merge of every corpus, ``seconds = a + b * affected + c * corpus_size``: ``b``
+   is the cost per affected sequence, ``c`` what the corpus size adds with the affected count held fixed.
+
+Timings are wall clock on one thread: run it on a quiet machine and compare ratios within one run.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from icml25.studies.action_piece.data import generate_world, split
+from icml25.studies.action_piece.tokenizer import (ActionPieceTokenizer, brute_force_totals,
+                                                   build_vocabulary_with_stats, scale_L)
+
+
+def world_corpus(n_users: int, n_items: int, seed: int = 0) -> tuple[list[tuple[int, ...]], list[list[tuple]]]:
+    """Item tuples and the vocabulary corpus (train prefixes: all but the last two actions) of one world."""
+    items_df, seqs_df = generate_world(n_items, n_users, seed)
+    items = [tuple(int(v) for v in row) for row in items_df.drop(columns="item_id").itertuples(index=False)]
+    train = split(list(seqs_df["item_ids"]))["train"]
+    return items, [[items[i] for i in s] for s in train]
+
+
+def recount_seconds(items, corpus) -> float:
+    """Wall time of one brute-force recount of every pair weight of the (unmerged) corpus."""
+    m = len(items[0])
+    tok = ActionPieceTokenizer(m, sorted({(k, v) for it in items for k, v in enumerate(it)}))
+    states = [tok.initial_state(s) for s in corpus]
+    t0 = time.perf_counter()
+    brute_force_totals(states, scale_L(m))
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", type=int, nargs="+", default=[500, 1000, 2000, 4000, 8000],
+                    help="corpus sizes (users = sequences)")
+    ap.add_argument("--merges", type=int, default=200, help="merges per corpus")
+    ap.add_argument("--items", type=int, default=600, help="items of the world")
+    args = ap.parse_args()
+
+    rows, xs, ys = [], [], []
+    print("| sequences | merges | merges/s | mean affected / merge | µs / affected seq | median ms / merge "
+          "(10-50 affected) | ms / full recount |")
+    print("|---|---|---|---|---|---|---|")
+    for n in args.sizes:
+        items, corpus = world_corpus(n, args.items)
+        n_init = len({(k, v) for it in items for k, v in enumerate(it)}) + 1
+        tok, st = build_vocabulary_with_stats(corpus, n_init + args.merges, items=items)
+        sec = np.asarray(st.merge_seconds)
+        aff = np.asarray(st.affected, dtype=float)
+        band = sec[(aff >= 10) & (aff <= 50)]
+        rec = recount_seconds(items, corpus)
+        total = float(sec.sum())
+        rows.append((n, len(tok.merges), len(tok.merges) / total, aff.mean(), 1e6 * total / aff.sum(),
+                     1e3 * float(np.median(band)) if band.size else float("nan"), 1e3 * rec))
+        print("| {} | {} | {:.0f} | {:.1f} | {:.1f} | {:.3f} (n={}) | {:.1f} |".format(
+            *rows[-1][:5], rows[-1][5], band.size, rows[-1][6]))
+        xs.append(np.column_stack([np.ones_like(aff), aff, np.full_like(aff, n)]))
+        ys.append(sec)
+    X, y = np.vstack(xs), np.concatenate(ys)
+    coef, *_ = np.linalg.lstsq(X, y, rcond=None)
+    a, b, c = coef
+    resid = y - X @ coef
+    r2 = 1 - float(resid @ resid) / float(((y - y.mean()) ** 2).sum())
+    small, large = rows[0], rows[-1]
+    print()
+    print(f"least squares over {len(y)} merges: seconds/merge = {a * 1e6:.1f} µs + {b * 1e6:.2f} µs x affected "
+          f"+ {c * 1e9:.3f} ns x corpus_size (R² = {r2:.3f})")
+    print(f"at the mean affected count of the largest corpus ({large[3]:.0f}) the affected term is "
+          f"{b * large[3] * 1e6:.0f} µs, the corpus-size term at {large[0]} sequences {c * large[0] * 1e6:.0f} µs")
+    print(f"corpus x{large[0] / small[0]:.0f}: mean affected x{large[3] / small[3]:.1f}, time/merge "
+          f"x{small[2] / large[2]:.1f}, time/affected seq x{large[4] / small[4]:.2f}, full recount "
+          f"x{large[6] / small[6]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
