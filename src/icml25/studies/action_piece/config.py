@@ -32,6 +32,8 @@ class MovieLensSection(Section):
     vocab_actions: int = Field(30, ge=2, description="last train actions per user feeding the vocabulary [R]")
     max_targets: int = Field(20, ge=1, description="last train targets per user used as training examples [R]")
     epochs: int = Field(2, ge=1, description="training epochs on MovieLens")
+    seeds: tuple[int, ...] = Field((0,), min_length=1, description="training seeds of the MovieLens arms (reported "
+                                   "at one seed; those not in the study's seeds are not run)")
 
 
 class ModelSection(Section):
