@@ -5,7 +5,7 @@ touches, not the corpus size.
 
 Each corpus is the train prefixes of a Markov feature world (600 items, ``--sizes`` users, generator seed 0);
 :func:`build_vocabulary_with_stats` makes ``--merges`` merges with no brute-force checks and records, per merge, the
-sequences it updated and its wall time (selection from the lazy heap + update of the affected sequences). Printed:
+sequences it updated and its CPU time (selection from the lazy heap + update of the affected sequences). Printed:
 
 1. per corpus: merges/s, mean affected sequences per merge, time per affected sequence, the median time of the
    merges that touch 10-50 sequences (flat across sizes if the cost does not depend on the corpus size), and the
@@ -14,7 +14,8 @@ sequences it updated and its wall time (selection from the lazy heap + update of
 2. a least-squares fit over every merge of every corpus, ``seconds = a + b * affected + c * corpus_size``: ``b``
    is the cost per affected sequence, ``c`` what the corpus size adds with the affected count held fixed.
 
-Timings are wall clock on one thread: run it on a quiet machine and compare ratios within one run.
+Timings are CPU time of this process (``time.process_time``), which a loaded machine inflates less than wall time;
+still compare ratios within one run.
 """
 from __future__ import annotations
 
@@ -37,13 +38,13 @@ def world_corpus(n_users: int, n_items: int, seed: int = 0) -> tuple[list[tuple[
 
 
 def recount_seconds(items, corpus) -> float:
-    """Wall time of one brute-force recount of every pair weight of the (unmerged) corpus."""
+    """CPU time of one brute-force recount of every pair weight of the (unmerged) corpus."""
     m = len(items[0])
     tok = ActionPieceTokenizer(m, sorted({(k, v) for it in items for k, v in enumerate(it)}))
     states = [tok.initial_state(s) for s in corpus]
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     brute_force_totals(states, scale_L(m))
-    return time.perf_counter() - t0
+    return time.process_time() - t0
 
 
 def main() -> None:
@@ -62,7 +63,7 @@ def main() -> None:
         items, corpus = world_corpus(n, args.items)
         n_init = len({(k, v) for it in items for k, v in enumerate(it)}) + 1
         tok, st = build_vocabulary_with_stats(corpus, n_init + args.merges, items=items)
-        sec = np.asarray(st.merge_seconds)
+        sec = np.asarray(st.merge_cpu_seconds)
         aff = np.asarray(st.affected, dtype=float)
         band = sec[(aff >= 10) & (aff <= 50)]
         rec = recount_seconds(items, corpus)
