@@ -7,10 +7,9 @@ Each corpus is the train prefixes of a Markov feature world (600 items, ``--size
 :func:`build_vocabulary_with_stats` makes ``--merges`` merges with no brute-force checks and records, per merge, the
 sequences it updated and its CPU time (selection from the lazy heap + update of the affected sequences). Printed:
 
-1. per corpus: merges/s, mean affected sequences per merge, time per affected sequence, the median time of the
-   merges that touch 10-50 sequences (flat across sizes if the cost does not depend on the corpus size), and the
-   time of one brute-force recount of the whole corpus (what a merge would cost without the pair -> sequences
-   index; it grows with the corpus);
+1. per corpus: merges/s, mean affected sequences per merge (and their share of the corpus), time per affected
+   sequence (flat across sizes if the corpus size adds nothing), and the time of one brute-force recount of the
+   whole corpus (what every merge would cost without the pair -> sequences index) relative to a mean merge;
 2. a least-squares fit over every merge of every corpus, ``seconds = a + b * affected + c * corpus_size``: ``b``
    is the cost per affected sequence, ``c`` what the corpus size adds with the affected count held fixed.
 
@@ -56,22 +55,20 @@ def main() -> None:
     args = ap.parse_args()
 
     rows, xs, ys = [], [], []
-    print("| sequences | merges | merges/s | mean affected / merge | µs / affected seq | median ms / merge "
-          "(10-50 affected) | ms / full recount |")
-    print("|---|---|---|---|---|---|---|")
+    print("| sequences | merges | merges/s | mean affected / merge | affected share | µs / affected seq "
+          "| ms / full recount | recount / merge |")
+    print("|---|---|---|---|---|---|---|---|")
     for n in args.sizes:
         items, corpus = world_corpus(n, args.items)
         n_init = len({(k, v) for it in items for k, v in enumerate(it)}) + 1
         tok, st = build_vocabulary_with_stats(corpus, n_init + args.merges, items=items)
         sec = np.asarray(st.merge_cpu_seconds)
         aff = np.asarray(st.affected, dtype=float)
-        band = sec[(aff >= 10) & (aff <= 50)]
         rec = recount_seconds(items, corpus)
         total = float(sec.sum())
-        rows.append((n, len(tok.merges), len(tok.merges) / total, aff.mean(), 1e6 * total / aff.sum(),
-                     1e3 * float(np.median(band)) if band.size else float("nan"), 1e3 * rec))
-        print("| {} | {} | {:.0f} | {:.1f} | {:.1f} | {:.3f} (n={}) | {:.1f} |".format(
-            *rows[-1][:5], rows[-1][5], band.size, rows[-1][6]))
+        rows.append((n, len(tok.merges), len(tok.merges) / total, aff.mean(), 1e6 * total / aff.sum(), 1e3 * rec))
+        print(f"| {n} | {len(tok.merges)} | {rows[-1][2]:.0f} | {aff.mean():.1f} | {aff.mean() / len(corpus):.3f} "
+              f"| {rows[-1][4]:.1f} | {1e3 * rec:.1f} | {rec * len(tok.merges) / total:.1f} |")
         xs.append(np.column_stack([np.ones_like(aff), aff, np.full_like(aff, n)]))
         ys.append(sec)
     X, y = np.vstack(xs), np.concatenate(ys)
@@ -81,13 +78,13 @@ def main() -> None:
     r2 = 1 - float(resid @ resid) / float(((y - y.mean()) ** 2).sum())
     small, large = rows[0], rows[-1]
     print()
-    print(f"least squares over {len(y)} merges: seconds/merge = {a * 1e6:.1f} µs + {b * 1e6:.2f} µs x affected "
-          f"+ {c * 1e9:.3f} ns x corpus_size (R² = {r2:.3f})")
+    print(f"least squares over {len(y)} merges: CPU s/merge = {a * 1e6:.0f} µs + {b * 1e6:.1f} µs x affected "
+          f"+ {c * 1e9:.0f} µs x (corpus size / 1000) (R² = {r2:.3f})")
     print(f"at the mean affected count of the largest corpus ({large[3]:.0f}) the affected term is "
           f"{b * large[3] * 1e6:.0f} µs, the corpus-size term at {large[0]} sequences {c * large[0] * 1e6:.0f} µs")
     print(f"corpus x{large[0] / small[0]:.0f}: mean affected x{large[3] / small[3]:.1f}, time/merge "
           f"x{small[2] / large[2]:.1f}, time/affected seq x{large[4] / small[4]:.2f}, full recount "
-          f"x{large[6] / small[6]:.1f}")
+          f"x{large[5] / small[5]:.1f}")
 
 
 if __name__ == "__main__":
