@@ -107,6 +107,13 @@ def test_heap_equals_brute_force_greedy(seed):
     assert stats.checks and all(c["heap_weight"] == c["brute_weight"] == c["brute_max"]
                                 and c["heap_pair"] == c["brute_pair"] for c in stats.checks)
     assert stats.mass_ok
+    # the pair -> sequences index: each merge updates exactly the sequences holding the pair (a brute-force replay)
+    states = [tok.initial_state(s) for s in corpus]
+    held = []
+    for i, (a, b) in enumerate(tok.merges):
+        held.append(sum((a, b) in T.state_weights(n, s, 36) for n, s in states))
+        states = [T.apply_merge(n, s, a, b, tok.n_init + i) for n, s in states]
+    assert stats.affected == held and len(stats.merge_cpu_seconds) == len(tok.merges)
 
 
 def test_ties_go_to_smallest_pair_and_ids():
