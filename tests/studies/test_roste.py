@@ -304,6 +304,25 @@ def test_build_claims_kinds_and_evidence_rule():
     assert c1.verdict == INCONCLUSIVE and "evidence rule" in c1.note  # one seed: never a claim verdict
 
 
+def test_build_claims_pairs_common_seeds_and_names_a_missing_arm():
+    """Claims pair arms on the seeds they share (core.claims.common_seeds); an arm that did not run gives no
+    seeds, zero evidence, an inconclusive verdict and a note naming it."""
+    rec = {"token_acc": 0.5, "rougeL": 0.5}
+    per_seed = {"ste": {s: {**rec, "test_loss": 1.5} for s in (0, 1, 2, 3)},
+                "roste": {s: {**rec, "test_loss": 1.5 - 0.1 * s} for s in (1, 2, 3)},
+                "fp_sft": {s: {**rec, "test_loss": 1.0} for s in (0, 1, 2)}}
+    by = {c.id: c for c in build_claims(per_seed, [{"max_abs_diff": 0.0}], [], {}, 200, {})}
+    c1 = by["c1_roste_beats_ste"]
+    assert c1.statistic["seeds"] == [1, 2, 3] and c1.evidence.n == 3
+    assert np.allclose(c1.statistic["d"], [0.1, 0.2, 0.3]) and c1.verdict == REPRODUCED  # seed 0 unpaired: unused
+    c2 = by["c2_qasft_beats_ptq"]  # rtn absent
+    assert c2.statistic["seeds"] == [] and c2.evidence.n == 0 and c2.verdict == INCONCLUSIVE
+    assert "['rtn']" in c2.note and "not run" in c2.note
+    c4 = by["c4_control_and_reported"]
+    assert c4.statistic["seeds"] == [] and "'ste_a1', 'roste_a1'" in c4.note
+    assert c4.statistic["reported"]["ste_rot_all_minus_roste"] is None
+
+
 # -------------------------------------------------------------------------------------------- smoke
 
 
