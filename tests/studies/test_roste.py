@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -144,6 +145,31 @@ def test_prop44_rotated_bound_fails_in_at_most_delta_of_sign_draws():
 
 
 # ------------------------------------------------------------------------------------- invariances
+
+
+def test_outlier_injection_follows_the_spec(tokens):
+    """Default model: a fixed (non-trainable) vector scales embedding channels {3, 17} by α = 30 (control α = 1);
+    folding moves it into the embedding; the first block input is RMSNorm(emb * scale)."""
+    m = Model()
+    want = torch.ones(64)
+    want[[3, 17]] = 30.0
+    assert m.cfg.alpha == 30.0 and m.cfg.outlier_channels == (3, 17) and torch.equal(m.scale, want)
+    assert "scale" not in dict(m.named_parameters()) and "scale" in dict(m.named_buffers())
+    params, _ = deploy(m, "none")
+    assert torch.allclose(params["emb"], m.p["emb"].detach() * want)
+    rec: dict[str, torch.Tensor] = {}
+    with torch.no_grad():
+        decoder_forward(m.params(), tokens, m.cfg, record=rec)
+        h = m.p["emb"][tokens] * want
+        assert torch.allclose(rec["attn_in.0"], h * torch.rsqrt((h * h).mean(-1, keepdim=True) + 1e-5) * m.p["l0_ga"])
+    raw = yaml.safe_load((ROOT / "config/studies/roste.yaml").read_text())
+    raw.pop("scales")
+    cfg = build(Config, raw, "roste")
+    from icml25.studies.roste.experiment import model_config
+
+    assert [model_config(cfg, cfg.arm_alpha(a)).alpha for a in ("roste", "ste", "fp_sft", "ste_a1", "roste_a1")] \
+        == [30.0, 30.0, 30.0, 1.0, 1.0]
+    assert Model(model_config(cfg, 1.0)).scale.eq(1.0).all()
 
 
 def test_norm_folding_exact(model64, tokens):
