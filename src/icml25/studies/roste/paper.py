@@ -40,5 +40,5 @@ def paper_stage_error(stage: str, paper: Any) -> str:
     lacking = missing_stack()
     return (f"roste {stage}: the paper scale fine-tunes {paper.model} on {paper.dataset} with {paper.gpus} GPUs "
             f"(transformers + fast-hadamard-transform, weights from the model hub); it is planned by Snakemake; the "
-            f"model side is icml25.studies.roste.hf (extra roste-paper), but these stages are not wired to it" + (f", and this machine lacks {', '.join(lacking)}" if lacking else "")
-            + ". Run the smoke or default scale (generated data, tiny decoder) instead.")
+            f"model side is icml25.studies.roste.hf (extra roste-paper), but these stages are not wired to it"
+            + (f", and this machine lacks {', '.join(lacking)}" if lacking else "") + ". Run the smoke or default scale (generated data, tiny decoder) instead.")
