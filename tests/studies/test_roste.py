@@ -115,6 +115,22 @@ def test_hadamard_rejects_non_power_of_two(d):
         random_hadamard(d, 0)
 
 
+def test_fwht_backward_is_autograds_chain_bit_for_bit():
+    """fwht's one-node backward (reverse-order butterflies) gives exactly autograd's gradient through the
+    butterflies, so training numbers do not depend on which is used."""
+    from icml25.studies.roste.method import _butterflies, sylvester_hadamard
+
+    g = torch.Generator().manual_seed(5)
+    for d in (1, 2, 16, 128):
+        for dt in (torch.float32, torch.float64):
+            x = torch.randn(7, 5, d, dtype=dt, generator=g, requires_grad=True)
+            gy = torch.randn(7, 5, d, dtype=dt, generator=g)
+            (want,) = torch.autograd.grad(_butterflies(x), x, gy)
+            (got,) = torch.autograd.grad(fwht(x), x, gy)
+            assert torch.equal(fwht(x), _butterflies(x)) and torch.equal(got, want), (d, dt)
+    assert torch.allclose(got, gy @ sylvester_hadamard(128), atol=1e-9)  # the gradient is g H (H symmetric)
+
+
 def test_fast_transform_equals_dense():
     x = torch.randn(7, 3, 256, dtype=torch.float64)
     assert torch.allclose(rotate(x, hadamard_signs(256, 4)), x @ random_hadamard(256, 4), atol=1e-12)
