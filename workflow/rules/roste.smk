@@ -2,8 +2,8 @@
 # Method and reconstructions: src/icml25/studies/roste/README.md.
 # smoke/default: prepare (generated data) -> pretrain (one tiny decoder per alpha) -> preprocess (rotation search
 # per alpha and seed) -> train (one job per trained arm and seed chunk) -> evaluate (claims.json) -> report.
-# paper: download (TL;DR / Tulu 3 from the manifest) -> preprocess -> train (8 GPUs per job) -> evaluate -> report;
-# planned here, its stages stop with an error naming what they need (GPUs, transformers).
+# paper: prepare (the dataset's manifest files; the model into the HF cache) -> pretrain (tokenise; the hub model is
+# the SFT start) -> preprocess (rotation search) -> train (GPU jobs) -> evaluate -> report (roste/paper_stages.py).
 
 import icml25.studies.roste as _roste_pkg
 from icml25.core.download import read_manifest as _roste_read_manifest
@@ -29,7 +29,11 @@ _ROSTE_MANIFEST = _roste_read_manifest(
     Path(_roste_pkg.__file__).with_name("manifest.csv")
 )
 _ROSTE_DATA = (
-    [res("roste", "raw", "paper", f"{n}.parquet") for n in _ROSTE_MANIFEST]
+    [
+        res("roste", "raw", "paper", f"{n}.parquet")
+        for n in _ROSTE_MANIFEST
+        if n.startswith(f"{_ROSTE['paper']['dataset']}_")
+    ]
     if _ROSTE_PAPER
     else [res("roste", "raw", "data.pt")]
 )

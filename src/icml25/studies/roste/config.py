@@ -91,18 +91,48 @@ class EvalSection(Section):
 
 
 class PaperSection(Section):
-    """Paper-scale setting (GPU cluster; not runnable on this machine): models, data, optimiser."""
+    """Paper-scale setting (GPU nodes, weights in the Hugging Face cache): model, data, optimiser, evaluation."""
 
-    model: Literal["EleutherAI/pythia-1b-deduped", "EleutherAI/pythia-6.9b-deduped", "Qwen/Qwen2.5-0.5B",
-                   "Qwen/Qwen2.5-7B", "meta-llama/Llama-3.1-8B"] = Field(
-        "EleutherAI/pythia-6.9b-deduped", description="the paper model fine-tuned by this run")
+    model: str = Field(
+        "EleutherAI/pythia-6.9b-deduped",
+        description="the model fine-tuned by this run: one of the paper's five hub ids (EleutherAI/pythia-1b-deduped, "
+                    "EleutherAI/pythia-6.9b-deduped, Qwen/Qwen2.5-0.5B, Qwen/Qwen2.5-7B, meta-llama/Llama-3.1-8B) "
+                    "or a local save_pretrained directory (absolute or ./ path, e.g. a test model)")
+    revision: str | None = Field(None, description="hub commit of the model; null: the pin in roste.hf.REVISIONS "
+                                                   "(UNPINNED models need trust_unpinned: true)")
     dataset: Literal["tldr", "tulu3"] = Field("tldr", description="SFT data: TL;DR (trl-lib/tldr) or the Tulu 3 "
-                                                                  "mixture (100k subsample)")
+                                                                  "mixture (allenai/tulu-3-sft-mixture)")
+    train_examples: int | None = Field(None, ge=1, description="seeded subsample of the training rows (null: all; "
+                                                               "the paper's Tulu 3 runs use 100000)")
+    tulu3_test_examples: int = Field(1000, ge=1, description="Tulu 3 rows held out for evaluation (the mixture has "
+                                                             "no test split) [R]")
     lr: float = Field(3e-5, gt=0, description="AdamW learning rate (paper: Pythia 3e-5/6e-6/3e-6, Qwen 5e-5/1e-5/"
-                                              "5e-6, Llama 5e-6/1e-6/5e-7)")
+                                              "5e-6, Llama 5e-6/1e-6/5e-7), cosine decay to 0")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW decoupled weight decay [R]")
+    batch: int = Field(8, ge=1, description="sequences per optimiser step on one device [R] (the paper's global "
+                                            "batch over 8 GPUs is not stated in the spec)")
     epochs: int = Field(1, ge=1, description="SFT epochs (paper: 1)")
     max_length: int = Field(2048, ge=16, description="maximum sequence length (paper: 2048, Llama 1024)")
-    gpus: int = Field(8, ge=1, description="GPUs per training job (paper: 8xA100)")
+    e_every: int = Field(500, ge=1, description="steps between logs of E(W), the weight quantization error (Fig. 4)")
+    eval_examples: int | None = Field(None, ge=1, description="test examples scored (loss, accuracy, ROUGE-L); null: "
+                                                              "the whole test split")
+    max_new_tokens: int = Field(64, ge=1, description="greedy tokens generated per test prompt for ROUGE-L [R]")
+    dtype: Literal["bfloat16", "float32", "float64"] = Field(
+        "bfloat16", description="dtype of the weights while training and evaluating [R]")
+    search_dtype: Literal["bfloat16", "float32", "float64"] = Field(
+        "float32", description="dtype of the calibration passes of the rotation search and of check 3a")
+    invariance_tokens: int = Field(128, ge=8, description="check 3a: leading tokens of each of 4 test sequences")
+    device: Literal["auto", "cuda", "cpu"] = Field("auto", description="torch device (auto: cuda when available)")
+    gpus: int = Field(8, ge=1, description="GPUs requested per training job (paper: 8xA100; a job uses one device)")
+
+    @model_validator(mode="after")
+    def _known_model(self):
+        from .paper import MODELS
+
+        if self.model not in MODELS and not self.model.startswith(("/", "./")):
+            raise ValueError(f"paper.model: {self.model!r} is neither one of {list(MODELS)} nor a local directory "
+                             "path (starting with / or ./)")
+        return self
 
 
 class Config(StudyConfig):
@@ -159,7 +189,7 @@ class Config(StudyConfig):
 #: Config keys each stage reads (dotted paths; a section name covers all its keys). The stage sees only these.
 STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "prepare": ("data", "pretrain.steps", "pretrain.batch", "model.context", "paper"),
-    "pretrain": ("model", "pretrain", "data.n_states", "threads", "paper"),
+    "pretrain": ("model", "pretrain", "data.n_states", "data.data_seed", "threads", "paper"),
     "preprocess": ("seeds", "model", "quant", "search", "data.input_len", "threads", "paper"),
     "train": ("arms", "seeds", "alpha", "control_alpha", "model", "data.input_len", "sft", "quant", "threads",
               "paper"),

@@ -9,7 +9,7 @@ check; thresholds are the spec's and are constants here, not configuration.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -81,14 +81,20 @@ def bound_check_rows(params: Mapping[str, Tensor], cfg: ModelConfig, bits: int) 
 
     Returns ``{"rows", "violations", "max_ratio"}`` where ratio = error / bound (symmetric, c = 1).
     """
+    # (out, in): one row per output channel
+    return bound_check_weights((params[f"l{i}_{n}"].T for i in range(cfg.n_layers) for n in LINEARS), bits)
+
+
+def bound_check_weights(weights: Iterable[Tensor], bits: int) -> dict[str, Any]:
+    """Prop. 4.4's no-rotation bound on every row of every ``(out, in)`` weight of ``weights`` (float64):
+    ``{"rows", "violations", "max_ratio"}``."""
     rows, viol, ratio = 0, 0, 0.0
-    for i in range(cfg.n_layers):
-        for n in LINEARS:
-            w = params[f"l{i}_{n}"].detach().to(torch.float64).T  # (out, in): one row per output channel
-            err, bnd = row_errors_symmetric(w, bits), no_rotation_bound(w, bits)
-            rows += w.shape[0]
-            viol += int((err > bnd * (1 + REL_TOL) + 1e-300).sum())
-            ratio = max(ratio, float((err / bnd.clamp_min(1e-300)).max()))
+    for w in weights:
+        w = w.detach().to(torch.float64)
+        err, bnd = row_errors_symmetric(w, bits), no_rotation_bound(w, bits)
+        rows += w.shape[0]
+        viol += int((err > bnd * (1 + REL_TOL) + 1e-300).sum())
+        ratio = max(ratio, float((err / bnd.clamp_min(1e-300)).max()))
     return {"rows": rows, "violations": viol, "max_ratio": ratio}
 
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +110,23 @@ def load_causal_lm(model_id: str, revision: str | None = None, *, trust_unpinned
     return tf.AutoModelForCausalLM.from_pretrained(model_id, **kwargs)
 
 
+def load_tokenizer(model_id: str, revision: str | None = None, *, trust_unpinned: bool = False,
+                   local_files_only: bool = True, cache_dir: str | Path | None = None) -> Any:
+    """``AutoTokenizer.from_pretrained`` of a paper model (or a local directory) at the revision
+    :func:`load_causal_lm` uses; a tokenizer without a pad token pads with its EOS token."""
+    tf = _transformers()
+    rev = resolve_revision(model_id, revision, trust_unpinned)
+    kwargs: dict[str, Any] = {"local_files_only": local_files_only}
+    if rev is not None:
+        kwargs["revision"] = rev
+    if cache_dir is not None:
+        kwargs["cache_dir"] = str(cache_dir)
+    tok = tf.AutoTokenizer.from_pretrained(model_id, **kwargs)
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
 # ------------------------------------------------------------------------------------------- quantized linear
 
 
@@ -147,6 +164,9 @@ def roste_attention(module: nn.Module, query: Tensor, key: Tensor, value: Tensor
     q = getattr(module, "roste_qcfg", None) or QuantConfig(None, None, None)
     if r3 is not None:
         query, key = rotate(query, r3), rotate(key, r3)
+    record = getattr(module, "roste_record", None)
+    if record is not None:  # the rotation search's calibration pass (hf_search): K, V as the cache quantizer sees them
+        record(key, value)
     hd = key.shape[-1]
     key = quantize(key, q.kv_bits, q.symmetric, hd, q.clip)
     value = quantize(value, q.kv_bits, q.symmetric, hd, q.clip)
@@ -199,7 +219,7 @@ def resolve_choices(model: nn.Module, rotations: Mapping[str, bool] | str) -> di
 
 def _matrix(signs: Tensor) -> Tensor:
     d = signs.shape[0]
-    return sylvester_hadamard(d) * signs / math.sqrt(d)
+    return sylvester_hadamard(d).to(signs.device) * signs / math.sqrt(d)
 
 
 @torch.no_grad()
@@ -208,16 +228,26 @@ def _set(p: nn.Parameter | None, value: Tensor | None) -> None:
         p.copy_(value.to(p.dtype))
 
 
+def untie(model: nn.Module) -> nn.Module:
+    """Give ``lm_head`` its own copy of a tied embedding matrix (R1 and the final-norm folding change them
+    differently), in place; a model already untied is left as is."""
+    inner = _decoder(model)
+    if model.lm_head.weight is inner.embed_tokens.weight:
+        model.lm_head.weight = nn.Parameter(inner.embed_tokens.weight.detach().clone())
+        model.config.tie_word_embeddings = False
+    return model
+
+
 @torch.no_grad()
 def fold_and_rotate(model: nn.Module, choices: Mapping[str, bool], seed: int = 0) -> dict[str, Tensor | None]:
     """Untie lm_head, fold the RMSNorm gains and merge R1, R2 and the weight side of R4 into ``model`` (in place,
     computed in float64). Returns the online signs ``{"r3.{l}", "r4.{l}": signs or None}``."""
     inner = _decoder(model)
     dims = slot_dims(model)
-    signs = {s: hadamard_signs(dims[s.split(".")[0]], slot_seed(seed, s)) if on else None for s, on in choices.items()}
-    if model.lm_head.weight is inner.embed_tokens.weight:
-        model.lm_head.weight = nn.Parameter(inner.embed_tokens.weight.detach().clone())
-        model.config.tie_word_embeddings = False
+    dev = inner.embed_tokens.weight.device
+    signs = {s: hadamard_signs(dims[s.split(".")[0]], slot_seed(seed, s)).to(dev) if on else None
+             for s, on in choices.items()}
+    untie(model)
     f64 = torch.float64
     r1 = _matrix(signs["r1"]) if signs.get("r1") is not None else None
     emb = inner.embed_tokens.weight.to(f64)
@@ -285,28 +315,32 @@ def prepare_for_roste(model: nn.Module, rotations: Mapping[str, bool] | str, qcf
 
 
 def sft_steps(model: nn.Module, batches: Iterable[Mapping[str, Tensor]], lr: float, weight_decay: float = 0.0,
-              steps: int | None = None) -> list[float]:
+              steps: int | None = None, on_step: Callable[[int, float], None] | None = None) -> list[float]:
     """STE fine-tuning (paper Algorithm 1, K = 1): AdamW on the latent rotated weights, cosine decay over
     ``steps`` (default: the number of batches). Each batch holds ``input_ids`` (B, T) and ``labels`` (B, T), with
-    -100 on the prompt tokens. Returns the per-step loss."""
+    -100 on the prompt and padding tokens; it is moved to the model's device. ``on_step(k, loss)`` runs after each
+    update. Returns the per-step loss."""
     batches = list(batches)
     n = steps or len(batches)
+    dev = next(model.parameters()).device
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: 0.5 * (1 + math.cos(math.pi * min(k, n) / n)))
     model.train()
     losses = []
     for k in range(n):
         b = batches[k % len(batches)]
-        loss = model(input_ids=b["input_ids"], labels=b["labels"], use_cache=False).loss
+        loss = model(input_ids=b["input_ids"].to(dev), labels=b["labels"].to(dev), use_cache=False).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
         sched.step()
         losses.append(float(loss.detach()))
+        if on_step is not None:
+            on_step(k, losses[-1])
     model.eval()
     return losses
 
 
 __all__ = ["REVISIONS", "UNPINNED", "EXTRA", "QuantLinear", "roste_attention", "register_attention",
-           "resolve_revision", "load_causal_lm", "slot_dims", "resolve_choices", "fold_and_rotate",
+           "resolve_revision", "load_causal_lm", "load_tokenizer", "untie", "slot_dims", "resolve_choices", "fold_and_rotate",
            "prepare_for_roste", "sft_steps", "transformers_available"]

@@ -13,7 +13,7 @@ decided first, the others then with R1 fixed at its choice.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import torch
 from torch import Tensor
@@ -82,11 +82,16 @@ def search_rotation_config(model: Model, calib_tokens: Tensor, qcfg: QuantConfig
         errors["r1"] = (off, on)
     e_i = config_errors(model, calib_tokens, qcfg, {"r1": r1_on, **{s: False for s in slots}}, seed)
     e_h = config_errors(model, calib_tokens, qcfg, {"r1": r1_on, **{s: True for s in slots}}, seed)
-    choices = {s: bool(e_h[s] < e_i[s]) for s in slots}  # ties -> I [R]
+    choices = choose(e_i, e_h, slots)
     errors.update({s: (e_i[s], e_h[s]) for s in slots})
     if r1 == "search":
         choices = {"r1": r1_on, **choices}
     return choices, errors
+
+
+def choose(e_i: Mapping[str, float], e_h: Mapping[str, float], slots: Iterable[str]) -> dict[str, bool]:
+    """Per-slot argmin of ``(E_i(I), E_i(H))``: True (H) iff ``E_i(H) < E_i(I)`` (ties → I [R])."""
+    return {s: bool(e_h[s] < e_i[s]) for s in slots}
 
 
 def total_error(errors: Mapping[str, tuple[float, float]], choices: Mapping[str, bool]) -> dict[str, float]:
@@ -97,4 +102,4 @@ def total_error(errors: Mapping[str, tuple[float, float]], choices: Mapping[str,
             "sum_min": sum(min(errors[s]) for s in slots)}
 
 
-__all__ = ["search_rotation_config", "slot_errors", "config_errors", "total_error", "resolve_rotations"]
+__all__ = ["search_rotation_config", "choose", "slot_errors", "config_errors", "total_error", "resolve_rotations"]

@@ -8,8 +8,9 @@ train      → models/{arm}/chunk{k}.pt: per seed the trained deployed weights, 
 evaluate   → claims.json + metrics/eval.json (test_loss, token_acc, rougeL per arm × seed; checks 3a-3c)
 report     → figures/e_w.png (E(W) during SFT, paper Fig. 4), figures/test_loss.png, report.md
 
-At paper scale (Pythia/Qwen/Llama on TL;DR or Tulu 3, 8 GPUs) every stage stops with an error naming what it
-needs: that path is planned by Snakemake but not implemented on this CPU-only project.
+At paper scale (a Hugging Face Llama/Qwen2 model on TL;DR or Tulu 3) the same rules run the stages of
+:mod:`.paper_stages` (manifest downloads, tokenisation, the rotation search, STE fine-tuning and evaluation of the
+transformers model of :mod:`.hf`).
 """
 from __future__ import annotations
 
@@ -44,11 +45,20 @@ def alpha_tag(alpha: float) -> str:
 
 
 def _setup(stage: Stage) -> None:
-    if stage.scale == "paper":
-        from .paper import paper_stage_error
-
-        raise SystemExit(paper_stage_error(stage.name, stage.config.paper))
     torch.set_num_threads(int(stage.config.threads) if "threads" in _declared(stage) else 1)
+
+
+def _scaled(fn: Any) -> Any:
+    """Run ``fn`` at smoke/default scale, and the stage of the same name of :mod:`.paper_stages` at paper scale."""
+    def stage_fn(stage: Stage, run: Any) -> None:
+        if stage.scale == "paper":
+            from .paper_stages import STAGES as PAPER_STAGES
+
+            return PAPER_STAGES[fn.__name__](stage, run)
+        return fn(stage, run)
+
+    stage_fn.__name__, stage_fn.__doc__ = fn.__name__, fn.__doc__
+    return stage_fn
 
 
 def _declared(stage: Stage) -> frozenset[str]:
@@ -281,7 +291,7 @@ def report(stage: Stage, run: Any) -> None:
         run.log_artifact(p)
 
 
-STAGES = {"prepare": prepare, "pretrain": pretrain, "preprocess": preprocess, "train": train,
-          "evaluate": evaluate, "report": report}
+STAGES = {"prepare": _scaled(prepare), "pretrain": _scaled(pretrain), "preprocess": _scaled(preprocess),
+          "train": _scaled(train), "evaluate": _scaled(evaluate), "report": report}
 
 __all__ = ["STAGES", "alpha_tag", "invariance_errors", "resolve_rotations", "CONTROL_ARMS", "json"]

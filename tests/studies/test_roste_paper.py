@@ -1,0 +1,171 @@
+"""The roste paper-scale stages end to end on CPU: a tiny random Llama saved locally stands in for the hub model and a
+20-row synthetic TL;DR file for the data (skipped without transformers)."""
+from __future__ import annotations
+
+import copy
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from icml25.core.download import DownloadError
+from icml25.studies.roste.claims import CLAIM_IDS
+
+tf = pytest.importorskip("transformers")
+
+YAML = Path(__file__).resolve().parents[2] / "config" / "studies" / "roste.yaml"
+WORDS = ("cat dog bird fish tree house car road river town food water sun rain snow wind red blue green small big "
+         "old new my the a is was and to").split()
+
+
+def _tokenizer(path: Path) -> None:
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2, "tl;dr:": 3, **{w: 4 + i for i, w in enumerate(WORDS)}}
+    tk = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tk.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    fast = tf.PreTrainedTokenizerFast(tokenizer_object=tk, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+    fast.save_pretrained(path)
+
+
+def _tldr_rows(n: int, seed: int) -> dict[str, list[str]]:
+    """TL;DR-format rows: a post of 10 words ending in 'tl;dr:'; the summary is its first 3 words."""
+    rng = np.random.default_rng(seed)
+    prompts, completions = [], []
+    for _ in range(n):
+        post = list(rng.choice(WORDS, 10))
+        prompts.append(" ".join(post) + " tl;dr:")
+        completions.append(" " + " ".join(post[:3]))
+    return {"prompt": prompts, "completion": completions}
+
+
+@pytest.fixture(scope="module")
+def paper_setup(tmp_path_factory):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root = tmp_path_factory.mktemp("roste_paper")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    cfg = tf.LlamaConfig(vocab_size=64, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                         tie_word_embeddings=True, bos_token_id=1, eos_token_id=2, pad_token_id=2)
+    torch.manual_seed(0)
+    tf.LlamaForCausalLM(cfg).save_pretrained(root / "tiny")
+    _tokenizer(root / "tiny")
+    rows = _tldr_rows(20, 0)  # 16 train + 4 test rows
+    mirror = root / "mirror" / "trl-lib" / "tldr" / "data"
+    mirror.mkdir(parents=True)
+    pq.write_table(pa.table({k: v[:16] for k, v in rows.items()}), mirror / "train-00000-of-00001.parquet")
+    pq.write_table(pa.table({k: v[16:] for k, v in rows.items()}), mirror / "test-00000-of-00001.parquet")
+    doc = yaml.safe_load(YAML.read_text())
+    doc["scales"]["paper"] = {
+        "seeds": [0], "seeds_per_job": 1, "arms": ["fp_sft", "rtn", "quarot_lite", "ste", "ste_rot_all", "roste"],
+        "search": {"calib_examples": 8}, "eval": {"invariance_configs": 2, "bootstrap_resamples": 200},
+        "paper": {"model": str(root / "tiny"), "dataset": "tldr", "lr": 3e-3, "batch": 4, "epochs": 6,
+                  "max_length": 64, "e_every": 4, "eval_examples": 4, "max_new_tokens": 6, "dtype": "float64",
+                  "search_dtype": "float64", "invariance_tokens": 8, "device": "cpu"}}
+    (root / "roste.yaml").write_text(yaml.safe_dump(doc))
+    yield root
+    torch.set_num_threads(threads)
+
+
+def _stage(root: Path, *argv: str) -> None:
+    from icml25.studies.roste.__main__ import main
+
+    assert main([argv[0], "--scale", "paper", "--no-track", "--config", str(root / "roste.yaml"), *argv[1:]]) == 0
+
+
+def test_rouge_l_of_identical_strings_is_one():
+    from icml25.studies.roste.evaluate import rouge_l
+
+    assert rouge_l(["the cat sat"], ["the cat sat"]) == 1.0
+    assert rouge_l(["dog"], ["the cat sat"]) == 0.0
+
+
+def test_tldr_reader_names_file_and_column(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from icml25.studies.roste.paper_data import read_tldr, split_messages
+
+    bad = tmp_path / "bad.parquet"
+    pq.write_table(pa.table({"prompt": ["a tl;dr:"], "summary": ["b"]}), bad)
+    with pytest.raises(ValueError, match=r"bad.parquet: missing column\(s\) \['completion'\]"):
+        read_tldr(bad)
+    pq.write_table(pa.table({"prompt": ["a tl;dr:", "c"], "completion": ["b", " "]}), bad)
+    with pytest.raises(ValueError, match=r"bad.parquet: column 'completion' row 1"):
+        read_tldr(bad)
+    with pytest.raises(ValueError, match="x.parquet: column 'messages' row 3: no assistant turn"):
+        split_messages([{"role": "user", "content": "hi"}], "x.parquet: column 'messages' row 3")
+    turns, reply = split_messages([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}], "x")
+    assert turns == [{"role": "user", "content": "hi"}] and reply == "yo"
+
+
+def test_paper_stage_chain_on_a_tiny_local_llama(paper_setup):
+    """prepare (manifest files from a mirror, trust_unpinned) -> pretrain (tokenise) -> preprocess (rotation search)
+    -> train (every trained arm) -> evaluate (claims.json) on CPU, with values asserted at each step."""
+    root = paper_setup
+    res = root / "results"
+    raw = [res / "raw" / "paper" / "tldr_train.parquet", res / "raw" / "paper" / "tldr_test.parquet"]
+    remote = ["--data-source", "remote", "--mirror", str(root / "mirror")]
+    with pytest.raises(DownloadError, match="UNPINNED"):  # the manifest pins no hash: refused without the opt-in
+        _stage(root, "prepare", *remote, "--out", *map(str, raw))
+    assert not any(p.exists() for p in raw)
+    _stage(root, "prepare", *remote, "--trust-unpinned", "--out", *map(str, raw))
+    assert all(p.exists() and Path(f"{p}.sha256").exists() for p in raw)
+
+    start = res / "models" / "pretrain_a30.pt"
+    _stage(root, "pretrain", "--set", "alpha=30", "--in", *map(str, raw), "--out", str(start))
+    rec = torch.load(start, weights_only=True)
+    assert len(rec["train"]) == 16 and len(rec["test"]) == 4 and rec["revision"] is None
+    ex = rec["test"][0]
+    n_prompt = len(ex["prompt_ids"])
+    assert n_prompt == 11 and ex["labels"][:n_prompt] == [-100] * n_prompt  # 10 words + "tl;dr:" masked
+    assert ex["labels"][n_prompt:] == ex["input_ids"][n_prompt:] and ex["input_ids"][-1] == 2  # 3 words + EOS
+    assert len(ex["input_ids"]) == n_prompt + 4
+
+    rotcfg = res / "processed" / "rotcfg_a30_seed0.json"
+    _stage(root, "preprocess", "--set", "alpha=30", "--in", *map(str, raw), str(start), "--out", str(rotcfg))
+    search = json.loads(rotcfg.read_text())
+    slots = [f"r{k}.{l}" for l in range(2) for k in (2, 3, 4)]
+    assert sorted(search["choices"]) == sorted(slots)
+    for s in slots:  # the per-slot argmin of positive errors
+        e_i, e_h = search["errors"][s]
+        assert e_i > 0 and e_h > 0 and search["choices"][s] == (e_h < e_i)
+    assert search["measured"] == pytest.approx(search["totals"]["sum_min"], rel=1e-9)
+
+    chunks = {}
+    for arm in ("fp_sft", "ste", "ste_rot_all", "roste"):
+        chunks[arm] = res / "models" / arm / "chunk0.pt"
+        extra = [str(rotcfg)] if arm == "roste" else []
+        _stage(root, "train", "--arm", arm, "--seeds", "0", "--in", *map(str, raw), str(start), *extra,
+               "--out", str(chunks[arm]))
+        run = torch.load(chunks[arm], weights_only=True)["runs"]["0"]
+        loss = run["loss"]
+        assert len(loss) == 6 * 4 and all(math.isfinite(v) for v in loss)  # 6 epochs x 16 rows / batch 4
+        assert np.mean(loss[-4:]) < 0.8 * np.mean(loss[:4]), (arm, loss)  # the last epoch fits better than the first
+        assert [k for k, _ in run["e_w"]] == [0, 4, 8, 12, 16, 20, 24]
+        assert run["rotations"]["r1"] == (arm in ("ste_rot_all", "roste"))
+    roste_rot = torch.load(chunks["roste"], weights_only=True)["runs"]["0"]["rotations"]
+    assert {s: roste_rot[s] for s in slots} == search["choices"]
+
+    claims, metrics = res / "claims.json", res / "metrics" / "eval.json"
+    _stage(root, "evaluate", "--in", *map(str, raw), str(start), str(rotcfg), *map(str, chunks.values()),
+           "--out", str(claims), str(metrics))
+    doc = json.loads(claims.read_text())
+    assert sorted(c["id"] for c in doc["claims"]) == sorted(CLAIM_IDS) and doc["scale"] == "paper"
+    m = json.loads(metrics.read_text())
+    assert sorted(m["per_seed"]) == sorted(["fp_sft", "rtn", "quarot_lite", "ste", "ste_rot_all", "roste"])
+    for arm, by_seed in m["per_seed"].items():
+        v = by_seed["0"]
+        assert math.isfinite(v["test_loss"]) and 0 <= v["token_acc"] <= 1 and 0 <= v["rougeL"] <= 1, arm
+    # float64, quantizers off: rotations exact up to the float32 variance of HF's RMSNorm (R1)
+    assert max(r["max_abs_diff"] for r in m["invariance"]) < 1e-6
+    c3 = {c["id"]: c for c in doc["claims"]}
+    assert c3["c3a_rotation_invariance"]["holds"] is True and c3["c3b_search_optimal"]["holds"] is True
+    assert m["bounds"]["rows"] == 2 * (64 * 3 + 32 * 2 + 128 * 2)  # q,o,down: 64 rows; k,v: 32; gate,up: 128
