@@ -169,3 +169,38 @@ def test_paper_stage_chain_on_a_tiny_local_llama(paper_setup):
     c3 = {c["id"]: c for c in doc["claims"]}
     assert c3["c3a_rotation_invariance"]["holds"] is True and c3["c3b_search_optimal"]["holds"] is True
     assert m["bounds"]["rows"] == 2 * (64 * 3 + 32 * 2 + 128 * 2)  # q,o,down: 64 rows; k,v: 32; gate,up: 128
+
+
+@pytest.mark.parametrize("d", [12, 20, 28, 76, 148, 28 * 16, 896, 64])
+def test_hadamard_of_the_paper_widths_is_orthonormal_and_fast(d):
+    """H_m ⊗ H_2^k (Paley H_m) for the paper models' widths: R R^T = I, and the fast rotation equals x @ R."""
+    from icml25.studies.roste import hadamard_any as HA
+
+    r = HA.signs(d, 3)
+    R = HA.matrix(r)
+    assert torch.allclose(R @ R.T, torch.eye(d, dtype=torch.float64), atol=1e-12)
+    assert set(HA.hadamard(d).unique().tolist()) == {-1.0, 1.0}
+    x = torch.randn(5, d, dtype=torch.float64, generator=torch.Generator().manual_seed(d))
+    assert torch.allclose(HA.rotate(x, r), x @ R, atol=1e-12)
+    for m, w in ((28, 14336), (148, 18944), (76, 4864), (28, 3584)):  # Llama 3.1 8B, Qwen2.5-7B, -0.5B
+        assert HA.split(w)[0] == m
+    with pytest.raises(ValueError, match="rotation size 3"):
+        HA.split(3)
+
+
+def test_hf_rotations_exact_for_non_power_of_2_widths():
+    """A tiny Llama with hidden 96 = 12 * 8 and intermediate 224 = 28 * 8 (the paper models' kind of widths): every
+    rotation with quantizers off reproduces the logits; W4A4KV4 changes them."""
+    from icml25.studies.roste import hf
+    from icml25.studies.roste.method import QuantConfig
+
+    cfg = tf.LlamaConfig(vocab_size=64, hidden_size=96, intermediate_size=224, num_hidden_layers=2,
+                         num_attention_heads=3, num_key_value_heads=3, max_position_embeddings=64)
+    torch.manual_seed(1)
+    base = tf.LlamaForCausalLM(cfg).double().eval()
+    x = torch.randint(0, 64, (2, 10), generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        ref = base(x).logits
+        got = hf.prepare_for_roste(copy.deepcopy(base), "all", QuantConfig(None, None, None), seed=2)(x).logits
+        q = hf.prepare_for_roste(copy.deepcopy(base), "all", QuantConfig(), seed=2)(x).logits
+    assert float((got - ref).abs().max()) < 1e-6 and float((q - ref).abs().max()) > 1e-3

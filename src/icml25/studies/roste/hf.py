@@ -18,6 +18,9 @@ What :func:`prepare_for_roste` does, in place, with the same conventions as the 
 * R3 (head_dim, per layer): online on Q and K after RoPE, inside the registered attention function ``"roste"``;
 * R4 (intermediate size, per layer): ``W_down R4`` merged, ``x R4`` online (fast Walsh–Hadamard transform) on the
   down_proj input;
+* sizes that are not powers of 2 (Llama 3.1 8B's intermediate 14336 = 28 * 2^9, Qwen2.5's hidden and intermediate
+  sizes) use ``H_m ⊗ H_{2^k}`` with a Paley ``H_m`` (:mod:`.hadamard_any`), as the paper's fast-hadamard-transform
+  kernels do;
 * every decoder linear becomes a :class:`QuantLinear`: per-token activation and per-output-channel weight fake
   quantization with STE (``x + (Q(x) - x).detach()``); K and V are fake-quantized per token and head in the
   attention function. Embedding, lm_head, norms and softmax stay in full precision.
@@ -41,7 +44,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from .method import QuantConfig, hadamard_signs, quantize, rotate, slot_seed, sylvester_hadamard
+from .hadamard_any import matrix as _matrix
+from .hadamard_any import rotate
+from .hadamard_any import signs as hadamard_signs
+from .method import QuantConfig, quantize, slot_seed
 
 UNPINNED = "UNPINNED"
 #: Hub revision (commit) of each paper model. The paper names no revision and none could be verified offline,
@@ -217,11 +223,6 @@ def resolve_choices(model: nn.Module, rotations: Mapping[str, bool] | str) -> di
     return {"r1": bool(rotations.get("r1", True)), **{s: bool(rotations[s]) for s in slots}}
 
 
-def _matrix(signs: Tensor) -> Tensor:
-    d = signs.shape[0]
-    return sylvester_hadamard(d).to(signs.device) * signs / math.sqrt(d)
-
-
 @torch.no_grad()
 def _set(p: nn.Parameter | None, value: Tensor | None) -> None:
     if p is not None and value is not None:
@@ -342,5 +343,5 @@ def sft_steps(model: nn.Module, batches: Iterable[Mapping[str, Tensor]], lr: flo
 
 
 __all__ = ["REVISIONS", "UNPINNED", "EXTRA", "QuantLinear", "roste_attention", "register_attention",
-           "resolve_revision", "load_causal_lm", "load_tokenizer", "untie", "slot_dims", "resolve_choices", "fold_and_rotate",
-           "prepare_for_roste", "sft_steps", "transformers_available"]
+           "resolve_revision", "load_causal_lm", "load_tokenizer", "untie", "slot_dims", "resolve_choices",
+           "fold_and_rotate", "prepare_for_roste", "sft_steps", "transformers_available"]

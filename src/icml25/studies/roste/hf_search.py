@@ -19,7 +19,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from .method import QuantConfig, quant_error, rotate
+from .hadamard_any import rotate
+from .method import QuantConfig, quant_error
 from .search import choose, total_error
 
 OFF = QuantConfig(None, None, None)
