@@ -204,3 +204,27 @@ def test_hf_rotations_exact_for_non_power_of_2_widths():
         got = hf.prepare_for_roste(copy.deepcopy(base), "all", QuantConfig(None, None, None), seed=2)(x).logits
         q = hf.prepare_for_roste(copy.deepcopy(base), "all", QuantConfig(), seed=2)(x).logits
     assert float((got - ref).abs().max()) < 1e-6 and float((q - ref).abs().max()) > 1e-3
+
+
+def test_hf_qwen2_prepared_generation_matches_uncached_greedy():
+    """A tiny Qwen2 (q/k/v biases, GQA, hidden 112 = 28 * 4): rotations exact with quantizers off, and under W4A4KV4
+    the KV-cached generate() of the evaluation equals greedy decoding that recomputes the whole prefix."""
+    from icml25.studies.roste import hf
+    from icml25.studies.roste.method import QuantConfig
+
+    cfg = tf.Qwen2Config(vocab_size=64, hidden_size=112, intermediate_size=152, num_hidden_layers=2,
+                         num_attention_heads=7, num_key_value_heads=1, max_position_embeddings=64,
+                         tie_word_embeddings=True)
+    torch.manual_seed(0)
+    base = tf.Qwen2ForCausalLM(cfg).double().eval()
+    x = torch.randint(0, 64, (1, 10), generator=torch.Generator().manual_seed(6))
+    with torch.no_grad():
+        got = hf.prepare_for_roste(copy.deepcopy(base), "all", QuantConfig(None, None, None), seed=1)(x).logits
+        assert float((got - base(x).logits).abs().max()) < 1e-6
+        m = hf.prepare_for_roste(copy.deepcopy(base), "all", QuantConfig(), seed=1)
+        gen = m.generate(input_ids=x, attention_mask=torch.ones_like(x), max_new_tokens=6, do_sample=False,
+                         pad_token_id=0, eos_token_id=None)
+        y = x
+        for _ in range(6):
+            y = torch.cat([y, m(input_ids=y, use_cache=False).logits[:, -1].argmax(-1, keepdim=True)], 1)
+    assert gen.tolist() == y.tolist()

@@ -94,8 +94,8 @@ class PaperSection(Section):
     """Paper-scale setting (GPU nodes, weights in the Hugging Face cache): model, data, optimiser, evaluation."""
 
     model: str = Field(
-        "EleutherAI/pythia-6.9b-deduped",
-        description="the model fine-tuned by this run: one of the paper's five hub ids (EleutherAI/pythia-1b-deduped, "
+        "Qwen/Qwen2.5-0.5B",
+        description="the model fine-tuned by this run (Llama/Qwen2 layout; Pythia is refused): one of the paper's five hub ids (EleutherAI/pythia-1b-deduped, "
                     "EleutherAI/pythia-6.9b-deduped, Qwen/Qwen2.5-0.5B, Qwen/Qwen2.5-7B, meta-llama/Llama-3.1-8B) "
                     "or a local save_pretrained directory (absolute or ./ path, e.g. a test model)")
     revision: str | None = Field(None, description="hub commit of the model; null: the pin in roste.hf.REVISIONS "
@@ -106,7 +106,7 @@ class PaperSection(Section):
                                                                "the paper's Tulu 3 runs use 100000)")
     tulu3_test_examples: int = Field(1000, ge=1, description="Tulu 3 rows held out for evaluation (the mixture has "
                                                              "no test split) [R]")
-    lr: float = Field(3e-5, gt=0, description="AdamW learning rate (paper: Pythia 3e-5/6e-6/3e-6, Qwen 5e-5/1e-5/"
+    lr: float = Field(5e-5, gt=0, description="AdamW learning rate (paper: Pythia 3e-5/6e-6/3e-6, Qwen 5e-5/1e-5/"
                                               "5e-6, Llama 5e-6/1e-6/5e-7), cosine decay to 0")
     weight_decay: float = Field(0.0, ge=0, description="AdamW decoupled weight decay [R]")
     batch: int = Field(8, ge=1, description="sequences per optimiser step on one device [R] (the paper's global "
@@ -118,7 +118,8 @@ class PaperSection(Section):
                                                               "the whole test split")
     max_new_tokens: int = Field(64, ge=1, description="greedy tokens generated per test prompt for ROUGE-L [R]")
     dtype: Literal["bfloat16", "float32", "float64"] = Field(
-        "bfloat16", description="dtype of the weights while training and evaluating [R]")
+        "float32", description="dtype of the latent weights while training and evaluating [R] (the paper trains in "
+                               "mixed precision; pure bf16 AdamW updates at lr <= 5e-5 round away)")
     search_dtype: Literal["bfloat16", "float32", "float64"] = Field(
         "float32", description="dtype of the calibration passes of the rotation search and of check 3a")
     invariance_tokens: int = Field(128, ge=8, description="check 3a: leading tokens of each of 4 test sequences")

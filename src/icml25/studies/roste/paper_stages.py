@@ -119,6 +119,12 @@ def prepare(stage: Any, run: Any) -> None:
         else:
             check(by_name[n])
     model = _load(stage, local_only=stage.data_source != "remote")
+    from .hf import _decoder
+
+    try:
+        _decoder(model)  # the Llama/Qwen2 layout prepare_for_roste needs, checked before any GPU hour is spent
+    except NotImplementedError as err:
+        raise SystemExit(f"{SLUG} prepare: paper.model {p.model}: {err}") from err
     n_params = sum(t.numel() for t in model.parameters())
     run.log_metrics({"prepare/model_parameters": float(n_params)})
     run.set_tags({"paper_model": p.model, "paper_dataset": p.dataset})
