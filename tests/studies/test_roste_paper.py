@@ -228,3 +228,29 @@ def test_hf_qwen2_prepared_generation_matches_uncached_greedy():
         for _ in range(6):
             y = torch.cat([y, m(input_ids=y, use_cache=False).logits[:, -1].argmax(-1, keepdim=True)], 1)
     assert gen.tolist() == y.tolist()
+
+
+def test_tulu3_examples_hold_out_rows_and_mask_the_prompt(paper_setup, tmp_path):
+    """Tulu 3 rows: the answer is the last assistant turn, everything before it the (masked) prompt; a seeded
+    held-out split of tulu3_test_examples rows; train_examples subsamples the rest."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from icml25.studies.roste.paper_data import sft_examples
+
+    tok = tf.AutoTokenizer.from_pretrained(paper_setup / "tiny", local_files_only=True)
+    msgs = [[{"role": "user", "content": f"cat {'dog ' * k}"}, {"role": "assistant", "content": "sun rain"},
+             {"role": "user", "content": "more"}, {"role": "assistant", "content": "red " * (k % 3 + 1)}]
+            for k in range(10)]
+    pq.write_table(pa.table({"messages": msgs}), tmp_path / "t.parquet")
+    data = sft_examples("tulu3", {"tulu3_00000": tmp_path / "t.parquet"}, tok, 64, 5, 3, seed=0)
+    assert len(data["train"]) == 5 and len(data["test"]) == 3
+    again = sft_examples("tulu3", {"tulu3_00000": tmp_path / "t.parquet"}, tok, 64, 5, 3, seed=0)
+    assert again == data  # seeded
+    for ex in data["test"]:
+        n = len(ex["prompt_ids"])
+        answer = ex["input_ids"][n:]
+        assert ex["labels"][:n] == [-100] * n and ex["labels"][n:] == answer
+        assert tok.decode(answer[:-1]) == ex["reference"].strip() and answer[-1] == tok.eos_token_id
+    with pytest.raises(ValueError, match="leaves no training rows"):
+        sft_examples("tulu3", {"tulu3_00000": tmp_path / "t.parquet"}, tok, 64, None, 10)
