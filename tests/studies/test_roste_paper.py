@@ -169,6 +169,9 @@ def test_paper_stage_chain_on_a_tiny_local_llama(paper_setup):
     c3 = {c["id"]: c for c in doc["claims"]}
     assert c3["c3a_rotation_invariance"]["holds"] is True and c3["c3b_search_optimal"]["holds"] is True
     assert m["bounds"]["rows"] == 2 * (64 * 3 + 32 * 2 + 128 * 2)  # q,o,down: 64 rows; k,v: 32; gate,up: 128
+    figs = [res / "figures" / "e_w.png", res / "figures" / "test_loss.png", res / "report.md"]
+    _stage(root, "report", "--in", str(metrics), "--out", *map(str, figs))
+    assert all(f.stat().st_size > 0 for f in figs) and "| roste | 1 |" in figs[2].read_text()
 
 
 @pytest.mark.parametrize("d", [12, 20, 28, 76, 148, 28 * 16, 896, 64])
