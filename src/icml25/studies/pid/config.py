@@ -64,6 +64,10 @@ class Detector(Section):
     epochs: int = Field(8, ge=1, description="training epochs (BCE, Adam)")
     lr: float = Field(1e-3, gt=0, description="Adam learning rate")
     batch: int = Field(64, ge=1, description="batch size")
+    threshold: Literal["val", "zero"] = Field(
+        "val", description="decision threshold on the logit for every accuracy: val = the one maximising accuracy "
+                           "on the held-out validation pairs (train images, real vs fake-A), never test crops; "
+                           "zero = logit 0 [R]")
     threads: int = Field(1, ge=1, description="torch threads per train job")
 
 
@@ -81,6 +85,7 @@ class Config(StudyConfig):
 #: Config keys each stage reads (dotted paths; a section name covers all its keys).
 STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "download": ("data.dataset", "data.train_images", "data.test_images"),
+    "unpack": ("data.dataset",),
     "preprocess": ("data", "generators"),
     "train": ("arms", "seeds", "data.dataset", "residual.colour_space", "residual.step", "residual.noise_amp",
               "detector"),
@@ -96,7 +101,7 @@ def settings_of(cfg) -> dict:
                                             "train_images", "test_images"), ""),
                                   ("residual", ("colour_space", "step", "noise_amp", "bound_steps", "bound_random"), ""),
                                   ("generators", ("epochs", "lr", "seed"), "ae_"),
-                                  ("detector", ("epochs", "lr", "batch"), "det_")):
+                                  ("detector", ("epochs", "lr", "batch", "threshold"), "det_")):
         try:
             sec = getattr(cfg, section)
         except (AttributeError, KeyError, ValueError):

@@ -73,6 +73,15 @@ def psnr(a: np.ndarray, b: np.ndarray) -> float:
     return float("inf") if mse == 0 else 10.0 * np.log10(255.0 ** 2 / mse)
 
 
+def split_pairs(rng: np.random.Generator, n: int, val_frac: float = 0.1) -> tuple[np.ndarray, np.ndarray]:
+    """(validation, training) indices of ``n`` content-aligned (real, fake) pairs: a seeded permutation whose first
+    round(val_frac·n) entries are held out. :func:`train_detector` calls it first on ``default_rng(seed)``, so
+    ``split_pairs(np.random.default_rng(seed), n, val_frac)`` reproduces its split."""
+    perm = rng.permutation(n)
+    n_val = int(round(val_frac * n))
+    return perm[:n_val], perm[n_val:]
+
+
 def train_detector(real: np.ndarray, fake: np.ndarray, arm: str, epochs: int, seed: int, lr: float = 1e-3,
                    batch: int = 64, step: float = 1.0, colour_space: str = "yuv601", noise_amp: float = 1.0,
                    val_frac: float = 0.1) -> tuple[nn.Module, dict[str, list[float]]]:
@@ -83,9 +92,8 @@ def train_detector(real: np.ndarray, fake: np.ndarray, arm: str, epochs: int, se
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     n = len(real)
-    perm = rng.permutation(n)
-    n_val = int(round(val_frac * n))
-    val_idx, tr_idx = perm[:n_val], perm[n_val:]
+    val_idx, tr_idx = split_pairs(rng, n, val_frac)
+    n_val = len(val_idx)
     x_tr = np.concatenate([real[tr_idx], fake[tr_idx]])
     y_tr = np.concatenate([np.zeros(len(tr_idx)), np.ones(len(tr_idx))]).astype(np.float32)
     x_val = np.concatenate([real[val_idx], fake[val_idx]])
