@@ -253,8 +253,10 @@ def test_calibrate_threshold_maximises_validation_accuracy():
     assert accuracy(s, y) == 0.5
     t = calibrate_threshold(s, y)
     assert t == 16.0 and accuracy(s, y, t) == 1.0
-    # a detector already separating at 0 keeps a threshold as close to 0 as the optimum allows
-    assert calibrate_threshold([-3.0, -2, -1, 5, 6, 7], [0, 0, 0, 1, 1, 1]) == 2.0
+    # a detector already separating at 0 keeps 0 (not the midpoint of the gap, 2.0)
+    assert calibrate_threshold([-3.0, -2, -1, 5, 6, 7], [0, 0, 0, 1, 1, 1]) == 0.0
+    # a gap not containing 0: the point of the best candidates closest to 0
+    assert calibrate_threshold([1.0, 2, 3, 5, 6, 7], [0, 0, 0, 1, 1, 1]) == 4.0
     # ties between equally accurate thresholds: the one closest to 0
     assert calibrate_threshold([1.0, 2.0], [1, 0]) == 0.0
     # one overlapping pair: the best achievable accuracy (5/6), not perfect
@@ -281,7 +283,11 @@ def test_config_scales_validate_and_default_is_the_budgeted_grid():
     assert cfgs["smoke"].residual.bound_random == 100_000 and len(cfgs["smoke"].seeds) == 1
     assert cfgs["paper"].data.dataset == "genimage" and cfgs["paper"].detector.backbone == "resnet50"
     s = settings_of(cfgs["default"])
-    assert s["det_epochs"] == 4 and s["max_crops"] == 64 and s["ae_seed"] == 0 and s["batch"] == 64
+    assert s["det_epochs"] == 4 and s["max_crops"] == 32 and s["det_train_crop"] == 32 and s["ae_seed"] == 0
+    assert s["batch"] == 64 and s["det_threshold"] == "val"
+    from icml25.studies.pid.experiment import SCALES
+    for sc in ("smoke", "default"):  # the driver's scales are the pipeline's
+        assert settings_of(cfgs[sc]).items() <= SCALES[sc].items()
 
 
 def test_smoke_pipeline_claims(smoke_run):
@@ -380,3 +386,38 @@ def test_genimage_unpack_refuses_traversal_unrecorded_and_corrupt_archives(tmp_p
     with pytest.raises(ArchiveError, match="neither a zip nor a tar"):
         archive_check(tmp_path / "notzip.zip")
     assert not (tmp_path / "g").exists()
+
+
+def test_genimage_download_stage_verifies_archives_from_a_mirror(tmp_path):
+    from types import SimpleNamespace
+
+    from icml25.core.cli import Stage
+    from icml25.core.download import DownloadError, record_path
+    from icml25.studies.pid.stages import download, genimage_archives
+    entries = genimage_archives()
+    assert len(entries) == 8 and all(e.sha256 == "" for e in entries.values())  # UNPINNED until first download
+    mirror, raw = tmp_path / "mirror", tmp_path / "raw"
+    for e in entries.values():
+        (mirror / e.mirror_path).parent.mkdir(parents=True, exist_ok=True)
+        _zip(mirror / e.mirror_path, {f"{e.name}/train/ai/0.png": b"fake", f"{e.name}/train/nature/0.JPEG": b"real"})
+    logged = {}
+    run = SimpleNamespace(log_metrics=lambda m, **_: logged.update(m))
+
+    def stage(mirror_dir, trust=True):
+        return Stage("pid", "download", SimpleNamespace(data=SimpleNamespace(dataset="genimage")), "paper", "offline",
+                     mirror_dir, (), tuple(raw / n for n in entries), trust_unpinned=trust)
+
+    with pytest.raises(SystemExit, match="mirror"):
+        download(stage(None), run)
+    with pytest.raises(DownloadError, match="UNPINNED"):
+        download(stage(str(mirror), trust=False), run)
+    download(stage(str(mirror)), run)
+    assert logged["download/archives"] == 8 and all(record_path(raw / n).exists() for n in entries)
+    # an archive with a path-traversal member is not accepted (nothing left at its destination)
+    first = next(iter(entries.values()))
+    for p in (raw / first.name, record_path(raw / first.name)):
+        p.unlink()
+    _zip(mirror / first.mirror_path, {"../../x.png": b"1"})
+    with pytest.raises(DownloadError, match="outside the target"):
+        download(stage(str(mirror)), run)
+    assert not (raw / first.name).exists()

@@ -64,6 +64,10 @@ class Detector(Section):
     epochs: int = Field(8, ge=1, description="training epochs (BCE, Adam)")
     lr: float = Field(1e-3, gt=0, description="Adam learning rate")
     batch: int = Field(64, ge=1, description="batch size")
+    train_crop: int | None = Field(
+        None, ge=8, description="side of a random window cut from each training batch's crops (null: whole crops); "
+                                "test crops are always whole (random crops are the design's only geometric "
+                                "augmentation besides flips) [R]")
     threshold: Literal["val", "zero"] = Field(
         "val", description="decision threshold on the logit for every accuracy: val = the one maximising accuracy "
                            "on the held-out validation pairs (train images, real vs fake-A), never test crops; "
@@ -101,7 +105,7 @@ def settings_of(cfg) -> dict:
                                             "train_images", "test_images"), ""),
                                   ("residual", ("colour_space", "step", "noise_amp", "bound_steps", "bound_random"), ""),
                                   ("generators", ("epochs", "lr", "seed"), "ae_"),
-                                  ("detector", ("epochs", "lr", "batch", "threshold"), "det_")):
+                                  ("detector", ("epochs", "lr", "batch", "threshold", "train_crop"), "det_")):
         try:
             sec = getattr(cfg, section)
         except (AttributeError, KeyError, ValueError):

@@ -22,16 +22,17 @@ def calibrate_threshold(scores: np.ndarray, labels: np.ndarray) -> float:
     """Decision threshold on logits that maximises accuracy on validation ``scores`` (n,) with ``labels`` (n,)
     (1 = fake; a crop is called fake when its logit > threshold) [R].
 
-    Candidates are the midpoints between consecutive distinct scores and one unit below the smallest / above the
-    largest; among equally accurate candidates the one closest to 0 wins (so a detector already calibrated at
-    logit 0 keeps it). Used on the held-out validation pairs of the training generator, never on test crops.
+    Logit 0 is kept whenever it is among the most accurate thresholds (a detector already calibrated at 0 keeps
+    it); otherwise the candidates are the midpoints between consecutive distinct scores and one unit below the
+    smallest / above the largest, and among equally accurate ones the one closest to 0 wins. Used on the held-out
+    validation pairs of the training generator, never on test crops.
     """
     s = np.asarray(scores, float).ravel()
     y = np.asarray(labels).ravel() > 0.5
     if s.size == 0 or s.shape != y.shape:
         raise ValueError(f"calibrate_threshold: scores {s.shape} and labels {y.shape} must be equal, non-empty")
     u = np.unique(s)
-    cand = np.r_[u[0] - 1.0, (u[:-1] + u[1:]) / 2, u[-1] + 1.0]
+    cand = np.r_[0.0, u[0] - 1.0, (u[:-1] + u[1:]) / 2, u[-1] + 1.0]
     acc = ((s[None, :] > cand[:, None]) == y[None, :]).mean(axis=1)
     best = np.flatnonzero(acc == acc.max())
     return float(cand[best[np.argmin(np.abs(cand[best]))]])

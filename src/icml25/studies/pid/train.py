@@ -84,11 +84,14 @@ def split_pairs(rng: np.random.Generator, n: int, val_frac: float = 0.1) -> tupl
 
 def train_detector(real: np.ndarray, fake: np.ndarray, arm: str, epochs: int, seed: int, lr: float = 1e-3,
                    batch: int = 64, step: float = 1.0, colour_space: str = "yuv601", noise_amp: float = 1.0,
-                   val_frac: float = 0.1) -> tuple[nn.Module, dict[str, list[float]]]:
+                   val_frac: float = 0.1, train_crop: int | None = None) -> tuple[nn.Module, dict[str, list[float]]]:
     """Train TinyDetector (BCE, Adam) to tell ``real`` (label 0) from ``fake`` (label 1), (n, H, W, 3) uint8 each,
     content-aligned. A ``val_frac`` of the pairs (seeded) is held out for ``val/acc``; random horizontal/vertical
     flips are the only augmentation (applied to the uint8 crop before the residual, which commutes with flips).
-    Returns (model in eval mode, {"train/bce": per epoch, "val/acc": per epoch})."""
+    ``train_crop`` [R]: when set (and smaller than the crops), each training batch is a random ``train_crop`` x
+    ``train_crop`` window of its crops (one seeded offset per batch; a crop commutes with the residual, so the window
+    is cut from the detector input); validation and test always see the whole crops (the global average pool makes
+    the detector size-agnostic). Returns (model in eval mode, {"train/bce": per epoch, "val/acc": per epoch})."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     n = len(real)
@@ -119,6 +122,10 @@ def train_detector(real: np.ndarray, fake: np.ndarray, arm: str, epochs: int, se
                 b = b[..., ::-1]
             if flip_v:
                 b = b[..., ::-1, :]
+            h, w = b.shape[-2:]
+            if train_crop and train_crop < min(h, w):
+                y0, x0 = int(rng.integers(0, h - train_crop + 1)), int(rng.integers(0, w - train_crop + 1))
+                b = b[..., y0:y0 + train_crop, x0:x0 + train_crop]
             logits = det(torch.from_numpy(np.ascontiguousarray(b)))
             loss = lossf(logits, torch.from_numpy(y_tr[idx]))
             opt.zero_grad()
