@@ -41,6 +41,7 @@ class Generators(Section):
 
     epochs: int = Field(6, ge=1, description="training epochs of each autoencoder (MSE, Adam)")
     lr: float = Field(1e-3, gt=0, description="Adam learning rate")
+    batch: int = Field(64, ge=1, description="batch size of the autoencoder training (not given by the design) [R]")
     seed: int = Field(0, ge=0, description="seed of the generators (fixed across detector seeds)")
 
 
@@ -104,7 +105,7 @@ def settings_of(cfg) -> dict:
     for section, keys, prefix in (("data", ("crop", "stride", "min_std", "max_crops", "crop_seed", "jpeg_qualities",
                                             "train_images", "test_images"), ""),
                                   ("residual", ("colour_space", "step", "noise_amp", "bound_steps", "bound_random"), ""),
-                                  ("generators", ("epochs", "lr", "seed"), "ae_"),
+                                  ("generators", ("epochs", "lr", "batch", "seed"), "ae_"),
                                   ("detector", ("epochs", "lr", "batch", "threshold", "train_crop"), "det_")):
         try:
             sec = getattr(cfg, section)

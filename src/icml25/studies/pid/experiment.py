@@ -14,7 +14,7 @@ from .train import (detector_input, generate_fakes, predict_scores, psnr, split_
 
 GENERATORS = {"A": "tconv", "B": "nearest", "C": "bilinear"}  #: A trains the detectors; B and C are held out
 
-_COMMON = {"crop": 64, "stride": 32, "min_std": 2.0, "crop_seed": 0, "ae_seed": 0, "ae_lr": 1e-3,
+_COMMON = {"crop": 64, "stride": 32, "min_std": 2.0, "crop_seed": 0, "ae_seed": 0, "ae_lr": 1e-3, "ae_batch": 16,
            "det_lr": 1e-3, "det_threshold": "val", "batch": 64, "step": 1.0, "colour_space": "yuv601", "noise_amp": 1.0,
            "arms": ("rgb", "pid", "pid_noise", "npr"), "jpeg_qualities": (95, 75), "bootstrap_resamples": 2000,
            "bound_steps": (0.5, 1.0, 2.0, 4.0, 8.0)}
@@ -42,7 +42,7 @@ def prepare(settings: Mapping, paths: Mapping | None = None, keep_models: bool =
     tr, te = real_crops(s["train_images"], paths=paths, **kw), real_crops(s["test_images"], paths=paths, **kw)
     out = {"train_real": tr["x"], "test_real": te["x"], "test_is_jpeg": te["is_jpeg"], "ae_curves": {}, "ae_psnr": {}}
     for g, dec in GENERATORS.items():
-        ae, curve = train_autoencoder(tr["x"], dec, s["ae_epochs"], s["ae_seed"], s["ae_lr"], s.get("ae_batch", 64))
+        ae, curve = train_autoencoder(tr["x"], dec, s["ae_epochs"], s["ae_seed"], s["ae_lr"], s["ae_batch"])
         out[f"train_fake{g}"] = generate_fakes(ae, tr["x"])
         out[f"test_fake{g}"] = generate_fakes(ae, te["x"])
         out["ae_curves"][g] = curve
