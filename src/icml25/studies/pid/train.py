@@ -89,9 +89,10 @@ def train_detector(real: np.ndarray, fake: np.ndarray, arm: str, epochs: int, se
     content-aligned. A ``val_frac`` of the pairs (seeded) is held out for ``val/acc``; random horizontal/vertical
     flips are the only augmentation (applied to the uint8 crop before the residual, which commutes with flips).
     ``train_crop`` [R]: when set (and smaller than the crops), each training batch is a random ``train_crop`` x
-    ``train_crop`` window of its crops (one seeded offset per batch; a crop commutes with the residual, so the window
-    is cut from the detector input); validation and test always see the whole crops (the global average pool makes
-    the detector size-agnostic). Returns (model in eval mode, {"train/bce": per epoch, "val/acc": per epoch})."""
+    ``train_crop`` window of its crops (one seeded offset per batch, even in both axes: every arm's input commutes
+    with such a crop -- pid/rgb with any crop, NPR only with crops that keep its 2x2 grid -- so the window is cut from
+    the detector input); validation and test always see the whole crops (the global average pool makes the detector
+    size-agnostic). Returns (model in eval mode, {"train/bce": per epoch, "val/acc": per epoch})."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     n = len(real)
@@ -123,8 +124,9 @@ def train_detector(real: np.ndarray, fake: np.ndarray, arm: str, epochs: int, se
             if flip_v:
                 b = b[..., ::-1, :]
             h, w = b.shape[-2:]
-            if train_crop and train_crop < min(h, w):
-                y0, x0 = int(rng.integers(0, h - train_crop + 1)), int(rng.integers(0, w - train_crop + 1))
+            if train_crop and train_crop < min(h, w):  # even offsets: NPR's 2x2 grid stays aligned
+                y0 = 2 * int(rng.integers(0, (h - train_crop) // 2 + 1))
+                x0 = 2 * int(rng.integers(0, (w - train_crop) // 2 + 1))
                 b = b[..., y0:y0 + train_crop, x0:x0 + train_crop]
             logits = det(torch.from_numpy(np.ascontiguousarray(b)))
             loss = lossf(logits, torch.from_numpy(y_tr[idx]))
