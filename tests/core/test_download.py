@@ -12,7 +12,8 @@ import pytest
 
 from conftest import MIRROR, mirror_skip
 from icml25.core.download import (DownloadError, IntegrityError, ManifestEntry, check_recorded, csv_check, fetch,
-                                  netcdf_check, parquet_check, read_manifest, sha256_file, source_url)
+                                  md5_file, netcdf_check, obtain, parquet_check, read_manifest, record_path,
+                                  sha256_file, source_url)
 
 ETT = "zhouhaoyi/ETDataset/ETT-small/ETTh1.csv"
 ETT_SHA = "f18de3ad269cef59bb07b5438d79bb3042d3be49bdeecf01c1cd6d29695ee066"
@@ -220,7 +221,13 @@ def test_manifest_parsing_errors_name_row_and_column(tmp_path):
     path = tmp_path / "manifest.csv"
     path.write_text(good)
     assert read_manifest(path)["etth1"].size == 10
-    path.write_text(good.replace("https://", "http://"))
+    path.write_text(good.replace("https://", "http://"))  # plain http on a row that pins a sha256: accepted
+    assert read_manifest(path)["etth1"].url.startswith("http://")
+    path.write_text(good.replace("https://", "http://").replace(ETT_SHA, "UNPINNED"))
+    with pytest.raises(ValueError, match=r"manifest.csv:2: column url must be https \(plain http only on a row "
+                                         r"that pins a sha256 or an md5\)"):
+        read_manifest(path)
+    path.write_text(good.replace("https://", "ftp://"))
     with pytest.raises(ValueError, match=r"manifest.csv:2: column url must be https"):
         read_manifest(path)
     path.write_text(good.replace(ETT_SHA, "abc"))
@@ -250,3 +257,57 @@ def test_existing_verified_file_is_kept(tmp_path):
     before = dest.stat().st_mtime_ns
     fetch(_entry(), dest, mirror="http://127.0.0.1:9/unreachable", progress=False)
     assert dest.stat().st_mtime_ns == before
+
+
+def test_publisher_md5_verifies_first_download_over_http_then_sha256_is_pinned(tmp_path, http_server, caplog):
+    """A row with sha256 UNPINNED and the publisher's md5 (CIFAR, STL-10, Tiny-ImageNet) over plain http: the md5
+    is checked without any opt-in, the sha256 is pinned, and a later changed file fails that pin."""
+    data = b"publisher bytes" * 100
+    md5 = hashlib.md5(data).hexdigest()
+    (tmp_path / "www").mkdir()
+    (tmp_path / "www" / "f.bin").write_bytes(data)
+    manifest = tmp_path / "manifest.csv"
+    manifest.write_text("name,url,sha256,size,licence,mirror_path,md5\n"
+                        f"f,http://example.org/f.bin,UNPINNED,{len(data)},research,f.bin,{md5.upper()}\n")
+    entry = read_manifest(manifest)["f"]
+    assert (entry.sha256, entry.md5) == ("", md5)
+    base = http_server(tmp_path / "www")
+    dest = tmp_path / "raw" / "f.bin"
+    with caplog.at_level("INFO", logger="icml25"):
+        fetch(entry, dest, base, progress=False)  # no trust_unpinned needed
+    assert "publisher md5" in caplog.text and md5_file(dest) == md5
+    assert record_path(dest).read_text().strip() == hashlib.sha256(data).hexdigest()
+    assert fetch(entry, dest, "http://127.0.0.1:9/unreachable", progress=False) == dest  # kept, no transfer
+    dest.unlink()
+    (tmp_path / "www" / "f.bin").write_bytes(data[::-1])  # same size, other bytes
+    with pytest.raises(DownloadError, match="sha256 mismatch"):  # the pin now rules
+        fetch(entry, dest, base, progress=False)
+    assert not dest.exists()
+    record_path(dest).unlink()
+    with pytest.raises(DownloadError, match=f"md5 mismatch for f: the publisher gives {md5}"):
+        fetch(entry, dest, base, progress=False)
+    assert sorted(p.name for p in dest.parent.iterdir()) == []
+    manifest.write_text(manifest.read_text().replace(md5.upper(), "xyz"))
+    with pytest.raises(ValueError, match="manifest.csv:2: column md5 is not an md5"):
+        read_manifest(manifest)
+
+
+def test_obtain_offline_verifies_records_and_leaves_nothing_on_mismatch(tmp_path):
+    """The offline branch of obtain: packaged bytes are checked against the manifest, written with their record
+    (so check_recorded works as after a download); a wrong package version leaves nothing; remote goes to fetch."""
+    data = b"wheel copy"
+    sha = hashlib.sha256(data).hexdigest()
+    entry = ManifestEntry("w", "https://example.org/w.csv", sha, None, "", "w.csv")
+    dest = obtain(entry, tmp_path / "raw" / "w.csv", "offline", lambda: data)
+    assert dest.read_bytes() == data and check_recorded(dest) == sha
+    other = tmp_path / "raw" / "v.csv"
+    with pytest.raises(DownloadError, match=f"w: the packaged copy's sha256 .* differs from the manifest's {sha}"):
+        obtain(entry, other, "offline", lambda: b"another version")
+    with pytest.raises(DownloadError, match="ships in no installed package"):
+        obtain(entry, other, "offline", None)
+    with pytest.raises(ValueError, match="data_source: unknown 'cloud'"):
+        obtain(entry, other, "cloud", lambda: data)
+    assert sorted(p.name for p in other.parent.iterdir()) == ["w.csv", "w.csv.sha256"]
+    (tmp_path / "mirror").mkdir()
+    (tmp_path / "mirror" / "w.csv").write_bytes(data)
+    assert obtain(entry, other, "remote", None, mirror=tmp_path / "mirror").read_bytes() == data

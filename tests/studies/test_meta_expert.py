@@ -392,18 +392,24 @@ def test_paper_download_verifies_hashes(tmp_path):
     assert not out.exists()
 
 
-def test_unpinned_svhn_is_refused_then_md5_checked(tmp_path, monkeypatch):
+def test_unpinned_svhn_is_md5_checked_without_opt_in(tmp_path, monkeypatch):
+    """SVHN's rows pin no sha256 but carry the publisher's md5: a wrong file fails that md5 (no opt-in needed,
+    nothing left behind); the right bytes are accepted and their sha256 pinned."""
+    import hashlib
+
     from icml25.core.cli import Stage
     from icml25.core.config import StageView
+    from icml25.core.download import read_manifest, record_path
     from icml25.studies.meta_expert import stages
 
+    real = read_manifest(stages.MANIFEST)
+    assert real["train_32x32.mat"].md5 == "e26dedcc434d2e4c54c9b2d4a06d8373" and not real["train_32x32.mat"].sha256
     mirror = tmp_path / "mirror"
     (mirror / "h").mkdir(parents=True)
     rows = ["name,url,sha256,size,licence,mirror_path,md5"]
     for name in ("train_32x32.mat", "test_32x32.mat"):  # the real rows' hashes, without the (large) sizes
         (mirror / "h" / name).write_bytes(b"fake " + name.encode())
-        md5 = stages._manifest_md5(name)
-        rows.append(f"{name},https://example.org/{name},UNPINNED,,test,h/{name},{md5}")
+        rows.append(f"{name},https://example.org/{name},UNPINNED,,test,h/{name},{real[name].md5}")
     manifest = tmp_path / "manifest.csv"
     manifest.write_text("\n".join(rows) + "\n")
     monkeypatch.setattr(stages, "MANIFEST", manifest)
@@ -411,12 +417,16 @@ def test_unpinned_svhn_is_refused_then_md5_checked(tmp_path, monkeypatch):
     outs = (tmp_path / "raw/train_32x32.mat", tmp_path / "raw/test_32x32.mat")
     stage = Stage(slug="meta_expert", name="download", config=cfg, scale="paper", data_source="remote",
                   mirror=str(mirror), inputs=(), outputs=outs)
-    with pytest.raises(DownloadError, match="UNPINNED"):
-        stages.download(stage, None)
-    trusting = Stage(**{**stage.__dict__, "trust_unpinned": True})
-    with pytest.raises(DownloadError, match="md5 .* differs from the publisher's e26dedcc"):
-        stages.download(trusting, type("R", (), {"log_metric": lambda *a, **k: None})())
-    assert not outs[0].exists()
+    run = type("R", (), {"log_metric": lambda *a, **k: None, "log_artifact": lambda *a, **k: None})()
+    with pytest.raises(DownloadError, match="md5 mismatch for train_32x32.mat: the publisher gives e26dedcc"):
+        stages.download(stage, run)
+    assert not outs[0].exists() and not list(outs[0].parent.iterdir())
+    data = b"fake train_32x32.mat"
+    manifest.write_text(manifest.read_text().replace(real["train_32x32.mat"].md5, hashlib.md5(data).hexdigest())
+                        .replace(real["test_32x32.mat"].md5, hashlib.md5(b"fake test_32x32.mat").hexdigest()))
+    stages.download(stage, run)
+    assert outs[0].read_bytes() == data
+    assert record_path(outs[0]).read_text().strip() == hashlib.sha256(data).hexdigest()
 
 
 # ------------------------------------------------------------------------------------------ smoke pipeline

@@ -28,7 +28,8 @@ from icml25.studies.morphing_flow.evaluate import segment_mask
 from icml25.studies.morphing_flow.experiment import run
 from icml25.studies.morphing_flow.identities import flow_identities, morph_one_bitwise
 from icml25.studies.morphing_flow.method import Morph, SplineFlow, instance_norm, nll_finetune
-from icml25.studies.morphing_flow.model import DLinearBackbone, MoFForecaster, PatchMambaBackbone, selective_scan
+from icml25.studies.morphing_flow.model import (DLinearBackbone, MambaBlock, MoFForecaster, PatchMambaBackbone,
+                                                selective_scan, selective_scan_sequential)
 
 MIRROR = Path(__file__).resolve().parents[2].parent.parent / "shared" / "mirror"
 if not MIRROR.is_dir():  # worktrees live one level deeper than the main checkout
@@ -211,23 +212,188 @@ def test_nll_finetune_lowers_the_window_nll_and_is_per_instance():
     assert flow.a.grad is None  # the test-time steps leave the outer gradients alone
 
 
-def test_dlinear_constant_input_and_mamba_causality():
+def test_dlinear_constant_input():
     torch.manual_seed(0)
     dl = DLinearBackbone(12, 5, kernel=5)
     c = torch.full((2, 3, 12), 1.5)
     torch.testing.assert_close(dl(c), dl.trend(c) + dl.season(torch.zeros_like(c)))
-    N, Dm, T, S_ = 2, 3, 7, 4
-    u, delta = torch.randn(N, Dm, T), torch.rand(N, Dm, T)
-    A, Bm, Cm, Dv = -torch.rand(Dm, S_), torch.randn(N, S_, T), torch.randn(N, S_, T), torch.randn(Dm)
+
+
+def _scan_inputs(N=3, Dm=5, T=42, S=16, dtype=torch.float32, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    u = torch.randn(N, Dm, T, generator=g, dtype=dtype)
+    delta = torch.nn.functional.softplus(torch.randn(N, Dm, T, generator=g, dtype=dtype))  # as in the block
+    A = -torch.exp(torch.log(torch.arange(1, S + 1, dtype=dtype)).repeat(Dm, 1)
+                   + 0.1 * torch.randn(Dm, S, generator=g, dtype=dtype))
+    Bm, Cm = torch.randn(N, S, T, generator=g, dtype=dtype), torch.randn(N, S, T, generator=g, dtype=dtype)
+    return u, delta, A, Bm, Cm, torch.randn(Dm, generator=g, dtype=dtype)
+
+
+@pytest.mark.parametrize("T", [1, 2, 7, 16, 42, 43])
+def test_parallel_scan_equals_the_step_by_step_recurrence(T):
+    args = _scan_inputs(T=T)
+    y = selective_scan(*args)
+    assert y.shape == (3, 5, T)
+    torch.testing.assert_close(y, selective_scan_sequential(*args), rtol=1e-6, atol=1e-6)  # float32: |y| ~ 20
+    args64 = _scan_inputs(T=T, dtype=torch.float64)
+    torch.testing.assert_close(selective_scan(*args64), selective_scan_sequential(*args64), rtol=0, atol=1e-12)
+
+
+def test_parallel_scan_gradients_equal_the_recurrence_and_known_values():
+    args = [t.requires_grad_() for t in _scan_inputs(N=2, Dm=3, T=11, S=4, dtype=torch.float64)]
+    g_par = torch.autograd.grad(selective_scan(*args).square().sum(), args)
+    g_seq = torch.autograd.grad(selective_scan_sequential(*args).square().sum(), args)
+    for gp, gs in zip(g_par, g_seq):
+        torch.testing.assert_close(gp, gs, rtol=0, atol=1e-10)
+    # two steps by hand for one (n, d): h_0 = d0 u0 B0; h_1 = exp(d1 A) h_0 + d1 u1 B1; y_t = C_t.h_t + D u_t
+    u, delta, A, Bm, Cm, Dv = (t.detach() for t in args)
     y = selective_scan(u, delta, A, Bm, Cm, Dv)
-    u2 = u.clone()
-    u2[..., 4:] += 10.0  # later inputs do not change earlier outputs
-    torch.testing.assert_close(selective_scan(u2, delta, A, Bm, Cm, Dv)[..., :4], y[..., :4])
-    # one step by hand: h_0 = dB u_0, y_0 = C h_0 + D u_0
-    h0 = (delta[..., 0] * u[..., 0]).unsqueeze(-1) * Bm[:, None, :, 0]
-    torch.testing.assert_close(y[..., 0], (h0 * Cm[:, None, :, 0]).sum(-1) + Dv * u[..., 0])
-    pm = PatchMambaBackbone(32, 8, patch_len=16, stride=8, d_model=16, n_layers=1)
-    assert pm(torch.randn(2, 3, 32)).shape == (2, 3, 8) and pm.n_patches == 4
+    n, d = 1, 2
+    h0 = delta[n, d, 0] * u[n, d, 0] * Bm[n, :, 0]
+    h1 = torch.exp(delta[n, d, 1] * A[d]) * h0 + delta[n, d, 1] * u[n, d, 1] * Bm[n, :, 1]
+    assert math.isclose(float(y[n, d, 0]), float(Cm[n, :, 0] @ h0 + Dv[d] * u[n, d, 0]), abs_tol=1e-13)
+    assert math.isclose(float(y[n, d, 1]), float(Cm[n, :, 1] @ h1 + Dv[d] * u[n, d, 1]), abs_tol=1e-13)
+
+
+def test_scan_and_mamba_block_are_causal():
+    u, delta, A, Bm, Cm, Dv = _scan_inputs(T=20)
+    y = selective_scan(u, delta, A, Bm, Cm, Dv)
+    u2, d2, B2, C2 = u.clone(), delta.clone(), Bm.clone(), Cm.clone()
+    for t in (u2, d2, B2, C2):
+        t[..., 9:] += 5.0  # every input after step 8 changes
+    y2 = selective_scan(u2, d2.abs(), A, B2, C2, Dv)
+    assert torch.equal(y2[..., :9], y[..., :9]) and not torch.allclose(y2[..., 9:], y[..., 9:])
+    torch.manual_seed(0)
+    block = MambaBlock(8, d_state=4, d_conv=4, expand=2)
+    h = torch.randn(2, 12, 8)
+    h2 = h.clone()
+    h2[:, 7:] = torch.randn(2, 5, 8)  # the causal conv and the scan never look ahead
+    out, out2 = block(h), block(h2)
+    torch.testing.assert_close(out2[:, :7], out[:, :7], rtol=0, atol=1e-6)
+    assert not torch.allclose(out2[:, 7:], out[:, 7:])
+
+
+def test_patch_mamba_backbone_shapes_and_scans_agree():
+    torch.manual_seed(0)
+    pm = PatchMambaBackbone(32, 8, patch_len=16, stride=8, d_model=16, n_layers=2)
+    z = torch.randn(2, 3, 32)
+    out = pm(z)
+    assert out.shape == (2, 3, 8) and pm.n_patches == 4
+    seq = PatchMambaBackbone(32, 8, patch_len=16, stride=8, d_model=16, n_layers=2, scan="sequential")
+    seq.load_state_dict(pm.state_dict())
+    torch.testing.assert_close(seq(z), out, rtol=0, atol=1e-6)
+    # channel independence: a channel's forecast depends on that channel only
+    z2 = z.clone()
+    z2[:, 1] += 1.0
+    out2 = pm(z2)
+    assert torch.equal(out2[:, 0], out[:, 0]) and torch.equal(out2[:, 2], out[:, 2])
+    with pytest.raises(ValueError, match="scan must be one of"):
+        MambaBlock(8, scan="fused")
+    # the paper-scale forecaster: MoF around the patch-Mamba backbone (L = 336: 42 patches), gradients flow
+    f = MoFForecaster("patch_mamba", 2, 336, 24, {"d_model": 16})
+    x = torch.randn(4, 336, 2)
+    y = f(x)
+    assert y.shape == (4, 24, 2) and f.backbone.n_patches == 42
+    y.square().mean().backward()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in f.backbone.parameters())
+
+
+# ------------------------------------------------------------------------- normalisation wrappers (paper)
+
+
+def test_dishts_levels_scales_and_round_trip():
+    from icml25.studies.morphing_flow.normalizers import DishTS
+
+    torch.manual_seed(0)
+    d = DishTS(2, 8).double()
+    x = torch.randn(3, 2, 8, dtype=torch.float64) * 2 + 1
+    z, st = d.normalize(x)
+    phi_f = torch.nn.functional.gelu((x[1, 0] * d.coef[0, :, 1].detach()).sum())  # GELU of the channel's linear map
+    assert math.isclose(st["phi_f"][1, 0, 0].item(), phi_f.item(), rel_tol=1e-12)
+    assert math.isclose(st["xi_f"][1, 0, 0].item(), (x[1, 0] - phi_f).square().mean().item(), rel_tol=1e-12)
+    phi_b = torch.nn.functional.gelu(torch.einsum("bcl,cl->bc", x, d.coef[..., 0]))[..., None]
+    torch.testing.assert_close(z, (x - phi_b) / torch.sqrt((x - phi_b).square().mean(-1, keepdim=True) + 1e-8))
+    with torch.no_grad():  # equal backcast and forecast maps, L = H: denormalize inverts normalize
+        d.coef[..., 1] = d.coef[..., 0]
+        d.gamma.fill_(1.7)
+        d.beta.fill_(-0.3)
+    z, st = d.normalize(x)
+    torch.testing.assert_close(d.denormalize(z, st), x, rtol=0, atol=1e-12)
+    assert float(d.aux_loss(st, x)) == 0.0
+
+
+def test_san_slices_statistics_and_round_trip():
+    from icml25.studies.morphing_flow.normalizers import SAN, slice_stats
+
+    x = torch.arange(24, dtype=torch.float64).reshape(1, 1, 24) ** 2
+    mu, sd = slice_stats(x, 12)
+    assert mu.shape == (1, 1, 2)
+    assert math.isclose(float(mu[0, 0, 0]), float(np.mean(np.arange(12) ** 2)), rel_tol=1e-12)
+    assert math.isclose(float(sd[0, 0, 1]), float(np.std(np.arange(12, 24) ** 2)), rel_tol=1e-12)
+    torch.manual_seed(0)
+    san = SAN(24, 12, period=6, hidden=8).double()
+    xs = torch.randn(4, 3, 24, dtype=torch.float64) * 3 + 5
+    z, st = san.normalize(xs)
+    zs = z.reshape(4, 3, 4, 6)
+    torch.testing.assert_close(zs.mean(-1), torch.zeros(4, 3, 4, dtype=torch.float64), rtol=0, atol=1e-12)
+    torch.testing.assert_close(zs.std(-1, unbiased=False), torch.ones(4, 3, 4, dtype=torch.float64), rtol=0,
+                               atol=1e-4)  # sd / (sd + eps)
+    assert st["mu_hat"].shape == (4, 3, 2) and bool((st["sd_hat"] > 0).all())
+    y = torch.randn(4, 3, 12, dtype=torch.float64) * 2 - 1  # true future statistics: exact de-normalisation
+    mu_y, sd_y = slice_stats(y, 6)
+    true = {"mu_hat": mu_y, "sd_hat": sd_y}
+    zy = (y - mu_y.repeat_interleave(6, -1)) / (sd_y.repeat_interleave(6, -1) + 1e-5)
+    torch.testing.assert_close(san.denormalize(zy, true), y, rtol=0, atol=1e-12)
+    assert san.aux_loss(true, y).item() == 0.0 and san.aux_loss(st, y).item() > 0
+    with pytest.raises(ValueError, match="multiples of the slice length 5"):
+        SAN(24, 12, period=5)
+
+
+def test_fan_removes_the_dominant_frequencies():
+    from icml25.studies.morphing_flow.normalizers import FAN, dominant_part
+
+    t = torch.arange(64, dtype=torch.float64)
+    x = (3 * torch.sin(2 * math.pi * 3 * t / 64) + 2 * torch.cos(2 * math.pi * 7 * t / 64) + 0.5).reshape(1, 1, 64)
+    noise = 0.01 * torch.randn(1, 1, 64, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(dominant_part(x, 3), x, rtol=0, atol=1e-12)  # exactly 3 frequencies: DC, 3, 7
+    two = dominant_part(x, 2)  # the two largest: frequencies 3 and 7, not the DC level
+    torch.testing.assert_close(two, x - 0.5, rtol=0, atol=1e-12)
+    torch.testing.assert_close(dominant_part(x + noise, 33), x + noise, rtol=0, atol=1e-12)  # all 33 rfft bins
+    fan = FAN(64, 16, top_k=3, hidden=8).double()
+    z, st = fan.normalize(x + noise)
+    assert float(z.abs().max()) < 0.05  # only (most of) the noise reaches the backbone
+    y_hat = fan.denormalize(torch.zeros(1, 1, 16, dtype=torch.float64), st)
+    torch.testing.assert_close(y_hat, st["ns_hat"])
+
+
+@pytest.mark.parametrize("arm", ["dishts_linear", "san_linear", "fan_linear"])
+def test_wrapper_arms_train_and_their_loss_includes_the_wrapper_term(arm):
+    from icml25.studies.morphing_flow.experiment import arm_model
+    from icml25.studies.morphing_flow.train import loss_terms
+
+    torch.manual_seed(0)
+    model, lam = arm_model(arm, {}, 0.01, "linear", 3, 48, 24)
+    assert lam == 0.0 and model.flow is None and model.morph is None
+    x, y = torch.randn(8, 48, 3), torch.randn(8, 24, 3)
+    total, mse = loss_terms(model, x, y, lam)
+    aux = model.aux_loss(model.parts(x), y)
+    assert math.isclose(float(total), float(mse + aux), rel_tol=1e-6)
+    assert (float(aux) == 0.0) == (arm == "dishts_linear")
+    total.backward()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.norm.parameters())
+    with pytest.raises(ValueError, match="needs flow=False"):
+        MoFForecaster("linear", 3, 48, 24, {"norm": "san"})
+
+
+def test_wrapper_arms_forecast_on_the_same_windows_as_revin():
+    cfg = _config("smoke", train={"windows_per_epoch": 128})
+    base = run(cfg, "revin_linear", 0, "synth")
+    for arm in ("dishts_linear", "san_linear", "fan_linear"):
+        rec = run(cfg, arm, 0, "synth")
+        # one short epoch: each wrapper forecasts sensibly (near RevIN's error), on the same windows
+        assert rec["metrics"]["n_test_windows"] == base["metrics"]["n_test_windows"]
+        assert 0 < rec["metrics"]["test_mse"] < 1.5 * base["metrics"]["test_mse"], arm
+        assert rec["identities"] is None and rec["figure"]["flow_curve"] is None
 
 
 # ----------------------------------------------------------------------------------- splits and scaler
@@ -365,13 +531,119 @@ def ett_mirror():
 
 def test_manifest_pins_the_ett_commit_and_every_hash():
     entries = D.remote_manifest()
-    assert set(entries) == {"ETTh1", "ETTh2", "ETTm1", "ETTm2"}
-    for e in entries.values():
+    assert set(entries) == set(REMOTE_DATASETS)
+    for name in ("ETTh1", "ETTh2", "ETTm1", "ETTm2"):
+        e = entries[name]
         assert "/1d16c8f4f943005d613b5bc962e9eeb06058cf07/" in e.url
         assert e.mirror_path == f"zhouhaoyi/ETDataset/ETT-small/{e.name}.csv"
         assert len(e.sha256) == 64 and int(e.sha256, 16) >= 0
     assert entries["ETTh1"].sha256 == ETTH1_SHA
     assert entries["ETTm2"].sha256 == "db973ca252c6410a30d0469b13d696cf919648d0f3fd588c60f03fdbdbadd1fd"
+    for name, (file, _) in D.AUTOFORMER.items():  # no revision could be pinned offline: explicit UNPINNED rows
+        e = entries[name]
+        assert e.url == ("https://huggingface.co/datasets/AutonLab/Timeseries-PILE/resolve/main/forecasting/"
+                         f"autoformer/{file}")
+        assert e.sha256 == "" and e.mirror_path == f"AutonLab/Timeseries-PILE/forecasting/autoformer/{file}"
+    for e in entries.values():  # every mirror path follows the spec's rewriting rule
+        assert e.mirror_path == D.mirror_path_for(e.url)
+
+
+def test_mirror_path_rewriting_rules():
+    assert D.mirror_path_for("https://raw.githubusercontent.com/o/r/0123abc/a/b.csv") == "o/r/a/b.csv"
+    assert D.mirror_path_for("https://huggingface.co/datasets/o/r/resolve/9f8e/x/y/z.csv") == "o/r/x/y/z.csv"
+    for url in ("https://example.org/o/r/x.csv", "http://raw.githubusercontent.com/o/r/ref/x.csv",
+                "https://huggingface.co/o/r/resolve/main/x.csv"):
+        with pytest.raises(ValueError, match="no mirror rule"):
+            D.mirror_path_for(url)
+
+
+WEATHER_HEADER = ["p (mbar)", "T (degC)", "Tpot (K)", "Tdew (degC)", "rh (%)", "VPmax (mbar)", "VPact (mbar)",
+                  "VPdef (mbar)", "sh (g/kg)", "H2OC (mmol/mol)", "rho (g/m**3)", "wv (m/s)", "max. wv (m/s)",
+                  "wd (deg)", "rain (mm)", "raining (s)", "SWDR (W/m\xb2)", "PAR (\xb5mol/m\xb2/s)",
+                  "max. PAR (\xb5mol/m\xb2/s)", "Tlog (degC)", "OT"]
+
+
+def _autoformer_bytes(name: str, n_rows: int = 6, seed: int = 0) -> tuple[bytes, np.ndarray]:
+    """A tiny file in the bundle's format (header, date style, latin-1 units of Weather) and its values."""
+    n = D.AUTOFORMER[name][1]
+    cols = WEATHER_HEADER if name == "Weather" else [*map(str, range(n - 1)), "OT"]
+    values = np.round(np.random.default_rng(seed).normal(size=(n_rows, n)), 6)
+    if name == "Exchange":
+        dates = [f"1990/1/{d + 1} 0:00" for d in range(n_rows)]  # the bundle's exchange_rate.csv date style
+    else:
+        dates = pd.date_range("2016-07-01 02:00", periods=n_rows, freq="10min" if name == "Weather" else "h")
+        dates = dates.strftime("%Y-%m-%d %H:%M:%S").tolist()
+    lines = [",".join(["date", *cols])] + [",".join([d, *map(repr, row.tolist())]) for d, row in zip(dates, values)]
+    return ("\n".join(lines) + "\n").encode("latin-1"), values
+
+
+@pytest.fixture()
+def autoformer_mirror(tmp_path):
+    root = tmp_path / "mirror"
+    folder = root / "AutonLab" / "Timeseries-PILE" / "forecasting" / "autoformer"
+    folder.mkdir(parents=True)
+    values = {}
+    for name, (file, _) in D.AUTOFORMER.items():
+        blob, values[name] = _autoformer_bytes(name)
+        (folder / file).write_bytes(blob)
+    return root, folder, values
+
+
+def test_autoformer_bundle_through_loopback_http_and_directory_mirrors(autoformer_mirror, http_server, tmp_path):
+    root, folder, values = autoformer_mirror
+    base = http_server(root)
+    for mirror, raw in ((base, tmp_path / "raw_http"), (root, tmp_path / "raw_dir")):
+        for name, (file, n) in D.AUTOFORMER.items():
+            dest = raw / f"{name}.csv"
+            with pytest.raises(DownloadError, match="UNPINNED"):  # no hash pinned: refused without the opt-in
+                D.fetch_remote(name, dest, mirror)
+            D.fetch_remote(name, dest, mirror, trust_unpinned=True)
+            assert dest.read_bytes() == (folder / file).read_bytes()
+            pin = (raw / f"{name}.csv.sha256").read_text().strip()
+            assert pin == hashlib.sha256(dest.read_bytes()).hexdigest()
+            got = D.read_raw(name, dest, min_rows=6)
+            assert got.shape == (6, n)
+            np.testing.assert_array_equal(got, values[name])
+    assert D.autoformer_columns(tmp_path / "raw_dir" / "Weather.csv", "Weather")[16] == "SWDR (W/m\xb2)"
+    # after the first download the pin holds: a changed file on the mirror is refused and leaves nothing
+    blob = bytearray((folder / "exchange_rate.csv").read_bytes())
+    blob[-3] = ord("9") if blob[-3] != ord("9") else ord("8")
+    (folder / "exchange_rate.csv").write_bytes(bytes(blob))
+    dest = tmp_path / "raw_http" / "Exchange.csv"
+    dest.unlink()
+    with pytest.raises(DownloadError, match="sha256 mismatch"):
+        D.fetch_remote("Exchange", dest, base, trust_unpinned=True)
+    assert not dest.exists() and not list(dest.parent.glob(".*part"))
+
+
+def test_autoformer_download_rejects_a_page_that_is_not_the_csv(autoformer_mirror, http_server, tmp_path):
+    root, folder, _ = autoformer_mirror
+    (folder / "traffic.csv").write_text("<!DOCTYPE html><html><body>Access denied</body></html>\n")
+    (folder / "weather.csv").write_bytes(_autoformer_bytes("Weather")[0].split(b"\n")[0] + b"\n")
+    raw = tmp_path / "raw"
+    with pytest.raises(DownloadError, match="first column must be 'date'"):
+        D.fetch_remote("Traffic", raw / "Traffic.csv", http_server(root), trust_unpinned=True)
+    with pytest.raises(DownloadError, match="no data row"):
+        D.fetch_remote("Weather", raw / "Weather.csv", root, trust_unpinned=True)
+    assert not raw.exists() or list(raw.iterdir()) == []  # neither a file nor a pin
+
+
+@pytest.mark.parametrize("name, edit, message", [
+    ("Exchange", lambda t: t.replace(",OT\n", ",7\n", 1), "the last column must be 'OT', got '7'"),
+    ("Exchange", lambda t: t.replace("date,0,1,", "date,0,2,", 1), "column 3 must be named '1', got '2'"),
+    ("Electricity", lambda t: t.replace(",319,OT", ",OT", 1), "Electricity has 321 value columns .* header has 320"),
+    ("Weather", lambda t: t.replace("date,", "time,", 1), "first column must be 'date'"),
+    ("Exchange", lambda t: t.replace("1990/1/3 0:00,", "1990/1/2 0:00,", 1), "row 4: duplicated timestamp"),
+    ("Traffic", lambda t: t.rsplit(",", 1)[0] + ",n/a\n", "column 'OT', row 7: non-numeric value 'n/a'"),
+])
+def test_bad_autoformer_csv_is_named(tmp_path, name, edit, message):
+    path = tmp_path / f"{name}.csv"
+    path.write_bytes(edit(_autoformer_bytes(name)[0].decode("latin-1")).encode("latin-1"))
+    with pytest.raises(ValueError, match=rf"{name}.csv: .*{message}"):
+        D.read_raw(name, path, min_rows=6)
+    path.write_bytes(_autoformer_bytes(name)[0])
+    with pytest.raises(ValueError, match="6 rows, need at least 10"):
+        D.read_raw(name, path, min_rows=10)
 
 
 def test_download_through_loopback_http_mirror(ett_mirror, http_server, tmp_path):
@@ -549,6 +821,8 @@ def test_config_scales_and_bad_keys():
                                                           "weekly_amp": (0.5, 1.5), "garch": (0.05, 0.10, 0.85)}
     assert paper.train.device == "cuda" and paper.pred_lens == (96, 192, 336, 720) and paper.seeds_per_job == 1
     assert set(paper.datasets) == set(REMOTE_DATASETS)
+    assert paper.backbones == ("linear", "patch_mamba") and paper.model.scan == "sequential"
+    assert default.model.scan == "parallel" and len(paper.arms) == 7
     with pytest.raises(ConfigError, match=r"morphing_flow\.train\.epochs: Input should be greater"):
         _config("default", train={"epochs": 0})
     with pytest.raises(ConfigError, match=r"morphing_flow\.model\.bins: unknown key"):

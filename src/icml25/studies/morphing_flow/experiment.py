@@ -31,6 +31,10 @@ ARMS: dict[str, dict[str, Any]] = {
     "mof_flow": {"cfg": {"flow": True, "morph_mode": "off"}, "lam": "train"},    # Flow, Morph off
     "mof_linear": {"cfg": {"flow": True}, "lam": "train"},                       # Flow + Morph (model.morph_mode)
     "mof_linear_nonll": {"cfg": {"flow": True}, "lam": 0.0},                     # as mof_linear with lambda = 0
+    # the normalisation wrappers the paper compares with (paper scale; .normalizers)
+    "dishts_linear": {"cfg": {"flow": False, "morph_mode": "off", "norm": "dishts"}, "lam": 0.0},
+    "san_linear": {"cfg": {"flow": False, "morph_mode": "off", "norm": "san"}, "lam": 0.0},
+    "fan_linear": {"cfg": {"flow": False, "morph_mode": "off", "norm": "fan"}, "lam": 0.0},
 }
 N_IDENTITY_WINDOWS = 8   # test windows used for the Morph-modulated identities and the m = 1 bitwise check
 

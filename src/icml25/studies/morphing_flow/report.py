@@ -12,7 +12,7 @@ import numpy as np
 
 from .evaluate import FLOW_GRID, HIST_EDGES, PAPER_CLAIM_DATASET
 
-ARM_ORDER = ("revin_linear", "mof_flow", "mof_linear", "mof_linear_nonll")
+ARM_ORDER = ("revin_linear", "mof_flow", "mof_linear", "mof_linear_nonll", "dishts_linear", "san_linear", "fan_linear")
 
 
 def _plt():

@@ -170,6 +170,7 @@ def train(stage: Stage, run: Any) -> None:
                     log.info("%s %s %s H=%d seed %d: test MSE %.4f, kurtosis in %.3f, %d epochs (best %d), %.1f s",
                              arm, name, backbone, H, seed, m["test_mse"], m["kurtosis_in"], m["epochs_run"],
                              m["best_epoch"], record["seconds"])
+            del win  # the windows are materialised (Traffic, H = 720: ~55 GB float32): never hold two horizons
     multi = crosses_cells(records)
     run.set_tags(FIDELITY)
     for seed in seeds:  # one nested run per seed; step = epoch

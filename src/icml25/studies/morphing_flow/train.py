@@ -24,6 +24,8 @@ def loss_terms(model: MoFForecaster, x: torch.Tensor, y: torch.Tensor, lam: floa
     mse = ((parts["y_hat"] - y) ** 2).mean()
     if lam and model.flow is not None:
         return mse + lam * gaussian_nll(parts["z"], parts["logdet"]), mse
+    if model.norm is not None:  # Dish-TS / SAN / FAN: their own statistics or non-stationary-part loss
+        return mse + model.aux_loss(parts, y), mse
     return mse, mse
 
 

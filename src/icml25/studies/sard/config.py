@@ -49,6 +49,16 @@ class ArmConfig(Section):
     nu: float = Field(1.0, ge=0, allow_inf_nan=False, description="comp-sum exponent ν (1 = cross-entropy) [R]")
     rho: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = Field(
         None, description="ρ of the ramp Φ_ρ in the ρ-margin loss; null: the smooth comp-sum Φ_ν [R]")
+    surrogate: Literal["smooth", "ramp"] = Field(
+        "smooth", description="with a float rho, what an adversarial arm minimises: ramp = the rho-margin comp-sum "
+                              "at the PGD point (the literal reading; flat outside (0, rho), so no gradient towards "
+                              "an agent ranked above, and it collapses to a constant allocation); smooth = its upper "
+                              "bound Phi_nu(r(x)/rho) + (1/rho)||Delta_j(x') - Delta_j(x)||_1 with x' from PGD on the "
+                              "penalty (the smooth adversarial comp-sum of Mao, Mohri & Zhong 2023) [R]")
+    penalty_weight: float = Field(
+        1.0, ge=0, allow_inf_nan=False, description="surrogate smooth: weight of the robustness penalty "
+                                                    "(1/rho)||Delta_j(x') - Delta_j(x)||_1; 1 = the value that makes "
+                                                    "it an upper bound of the rho-margin loss [R]")
     inner: Literal["joint", "per_agent"] = Field(
         "joint", description="inner maximisation: one PGD point for all agents (joint) or one per agent [R]")
     rho_warmup_epochs: int = Field(
@@ -63,8 +73,9 @@ class Arms(Section):
     """Per-arm losses of the three trained arms [R]."""
 
     clean_l2d: ArmConfig = Field(ArmConfig(), description="baseline: clean two-stage surrogate, ν = 1")
-    sard: ArmConfig = Field(ArmConfig(loss="adversarial", rho=1.0),
-                            description="SARD: adversarial ρ-margin comp-sum, ρ = 1, ν = 1, joint inner PGD [R]")
+    sard: ArmConfig = Field(ArmConfig(loss="adversarial", rho=1.0, surrogate="smooth", penalty_weight=0.03),
+                            description="SARD: smooth upper bound of the adversarial ρ-margin comp-sum, ρ = 1, ν = 1, "
+                                        "joint inner PGD [R]")
     sard_ce: ArmConfig = Field(ArmConfig(loss="adversarial"),
                                description="SARD with the comp-sum Φ_ν at x′ (convex in the scores) [R]")
 
@@ -93,6 +104,15 @@ class Attack(Section):
     claim_eps: Budget = Field(0.1, description="budget of claims 1 and 2")
     target: Literal["costliest"] = Field("costliest",
                                          description="targeted agent: the expert with the largest fee [R]")
+
+
+class Adequacy(Section):
+    """Adequacy gate of claims 1–3 (ours: the spec and the paper state none)."""
+
+    collapse_share: float = Field(
+        0.99, gt=0.5, le=1, description="a seed's rejector has collapsed when one agent gets at least this share of "
+                                        "its clean test allocations while the cost-optimal allocation gives no agent "
+                                        "that share; claims comparing a collapsed rejector are inconclusive (ours)")
 
 
 class Bootstrap(Section):
@@ -176,6 +196,7 @@ class Config(StudyConfig):
     train: Train = Field(Train(), description="rejector training [R]")
     attack: Attack = Field(Attack(), description="evaluation attacks [R]")
     bootstrap: Bootstrap = Field(Bootstrap(), description="paired bootstrap of claims 1-3")
+    adequacy: Adequacy = Field(Adequacy(), description="collapse gate of claims 1-3 (ours)")
     identities: Identities = Field(Identities(), description="claim-4 random inputs")
     digits: Digits = Field(Digits(), description="digits agents, costs and rejector [R]")
     diabetes: Diabetes = Field(Diabetes(), description="diabetes agents, costs and rejector [R]")
@@ -201,6 +222,7 @@ STAGE_KEYS: dict[str, tuple[str, ...]] = {
                    "diabetes.cost_scale"),
     "train": ("arms", "seeds", "datasets", "device", "arm_config", "train", "attack", "digits.hidden",
               "digits.epochs", "diabetes.hidden", "diabetes.epochs"),
-    "evaluate": ("arms", "seeds", "datasets", "attack.eps_grid", "attack.claim_eps", "bootstrap", "identities"),
+    "evaluate": ("arms", "seeds", "datasets", "attack.eps_grid", "attack.claim_eps", "bootstrap", "adequacy",
+                 "identities"),
     "report": (),
 }

@@ -16,7 +16,7 @@ pooled across seeds (:data:`N_BOOT` resamples, 95 %).
 to one agent cannot be attacked at all: its adversarial loss equals its clean loss and no targeted attack can move
 it. Claims 1 and 2 would then be "reproduced" for a reason that says nothing about robust learning, and claim 3
 would measure a failed fit, not the method. :func:`collapsed_seeds` flags a seed whose rejector gives at least
-:data:`COLLAPSE_SHARE` of its clean allocations to one agent while the cost-optimal allocation gives no agent that
+:data:`COLLAPSE_SHARE` (config key ``adequacy.collapse_share``) of its clean allocations to one agent while the cost-optimal allocation gives no agent that
 share; :func:`adequacy_gate` turns a claim comparing such a rejector into "inconclusive" and records what the test
 alone gave. The gate is symmetric: it withholds a "not reproduced" as well as a "reproduced".
 """
@@ -35,7 +35,8 @@ C3_MARGIN = 0.03              # claim 3: non-inferiority margin of the clean def
 BOUND_TOL = 1e-12             # claim 4: float64 rounding allowance of the surrogate bound (equality cases)
 GRAD_TOL = 1e-10              # claim 4: |gradient| of the nu = 1 surrogate at r = log tau
 BALL_TOL = 1e-6               # claim 4: float32 rounding of x +- eps (|x| < 16) allowed outside the ball/box
-COLLAPSE_SHARE = 0.99         # adequacy: one agent receiving >= 99 % of a seed's clean test allocations
+COLLAPSE_SHARE = 0.99         # adequacy: default of config key adequacy.collapse_share (one agent >= 99 % of a
+                              # seed's clean test allocations)
 
 
 def _pool(name: str, per_seed: Sequence[Any]) -> tuple[np.ndarray, list[int]]:
@@ -142,18 +143,20 @@ def verdict_clean_noninferiority(clean_loss_sard: Sequence[Any], clean_loss_clea
 
 
 def collapsed_seeds(alloc_rates: Sequence[Sequence[float]], oracle_rates: Sequence[Sequence[float]],
-                    seeds: Sequence[int] | None = None) -> list[int]:
+                    seeds: Sequence[int] | None = None, share: float = COLLAPSE_SHARE) -> list[int]:
     """Seeds whose rejector collapsed: ``alloc_rates[i]`` (J+1 shares of the clean test allocations of seed i, summing
-    to 1) has a share ≥ :data:`COLLAPSE_SHARE`, while the cost-optimal allocation of that seed (``oracle_rates[i]``,
-    shares of argmin_j c_j) has none (then a near-constant rejector would be adequate). Returns the seeds (or the
+    to 1) has a share ≥ ``share`` (default :data:`COLLAPSE_SHARE`), while the cost-optimal allocation of that seed
+    (``oracle_rates[i]``, shares of argmin_j c_j) has none (then a near-constant rejector would be adequate). Returns the seeds (or the
     indices when ``seeds`` is None) in order."""
     a = np.asarray(alloc_rates, dtype=np.float64)
     o = np.asarray(oracle_rates, dtype=np.float64)
     if a.ndim != 2 or a.shape != o.shape:
         raise ValueError(f"collapsed_seeds: alloc_rates and oracle_rates must both be (seeds, J+1), got {a.shape} "
                          f"and {o.shape}")
+    if not 0.5 < share <= 1:
+        raise ValueError(f"collapsed_seeds: share (adequacy.collapse_share) must be in (0.5, 1], got {share}")
     names = list(range(len(a))) if seeds is None else [int(s) for s in seeds]
-    flags = (a.max(axis=1) >= COLLAPSE_SHARE) & (o.max(axis=1) < COLLAPSE_SHARE)
+    flags = (a.max(axis=1) >= share) & (o.max(axis=1) < share)
     return [names[i] for i in np.flatnonzero(flags)]
 
 
@@ -256,7 +259,8 @@ def _word(rep: bool, nrep: bool) -> str:
 
 def claim_outcomes(runs: Mapping[tuple[str, str, int], Mapping[str, Any]], dataset: str, arm: str,
                    seeds: Sequence[int], claim_eps_key: str, target: int, n_boot: int = N_BOOT,
-                   boot_seed: int = 0) -> dict[str, tuple[bool, bool, dict[str, Any]]]:
+                   boot_seed: int = 0, collapse_share: float = COLLAPSE_SHARE
+                   ) -> dict[str, tuple[bool, bool, dict[str, Any]]]:
     """Claims 1–3 for ``arm`` against ``clean_l2d`` on one dataset, adequacy-gated. ``runs[(dataset, arm, seed)]``
     holds ``points`` (per-test-point arrays) and ``metrics`` (``alloc_rate_{j}``, ``agents/oracle_rate_{j}``)."""
     def pts(a: str, key: str) -> list[np.ndarray]:
@@ -267,8 +271,8 @@ def claim_outcomes(runs: Mapping[tuple[str, str, int], Mapping[str, Any]], datas
         n_agents = sum(1 for k in m[0] if k.startswith("alloc_rate_"))
         return [[mi[f"{prefix}{j}"] for j in range(n_agents)] for mi in m]
 
-    collapsed = {a: collapsed_seeds(rates(a, "alloc_rate_"), rates(a, "agents/oracle_rate_"), seeds)
-                 for a in (arm, "clean_l2d")}
+    collapsed = {a: collapsed_seeds(rates(a, "alloc_rate_"), rates(a, "agents/oracle_rate_"), seeds,
+                                    collapse_share) for a in (arm, "clean_l2d")}
     adv = f"def_loss_adv_{claim_eps_key}"
     out = {
         "c1_untargeted": verdict_untargeted(pts(arm, adv), pts("clean_l2d", adv), n_boot, boot_seed),
@@ -288,7 +292,8 @@ def _per_seed(runs: Mapping, dataset: str, arm: str, seeds: Sequence[int], key: 
 def build_claims(runs: Mapping[tuple[str, str, int], Mapping[str, Any]], *, datasets: Sequence[str],
                  primary: str, arms: Sequence[str], seeds: Sequence[int], claim_eps_key: str,
                  eps_keys: Sequence[str], eps_values: Sequence[float], targets: Mapping[str, int],
-                 identities: Mapping[str, float], n_boot: int = N_BOOT, boot_seed: int = 0) -> list:
+                 identities: Mapping[str, float], n_boot: int = N_BOOT, boot_seed: int = 0,
+                 collapse_share: float = COLLAPSE_SHARE) -> list:
     """Every entry of the spec: claims 1–3 per dataset (``sard`` vs ``clean_l2d``; ids get ``_<dataset>`` unless
     ``dataset == primary``), with the same rules applied to ``sard_ce`` in the statistic (secondary analysis, not
     a claim), and the claim-4 check over every evaluated run. Returns :class:`icml25.core.claims.Claim` objects."""
@@ -298,8 +303,9 @@ def build_claims(runs: Mapping[tuple[str, str, int], Mapping[str, Any]], *, data
     for ds in datasets:
         if not all((ds, a, s) in runs for a in ("clean_l2d", "sard") for s in seeds):
             continue
-        main = claim_outcomes(runs, ds, "sard", seeds, claim_eps_key, targets[ds], n_boot, boot_seed)
-        second = (claim_outcomes(runs, ds, "sard_ce", seeds, claim_eps_key, targets[ds], n_boot, boot_seed)
+        main = claim_outcomes(runs, ds, "sard", seeds, claim_eps_key, targets[ds], n_boot, boot_seed, collapse_share)
+        second = (claim_outcomes(runs, ds, "sard_ce", seeds, claim_eps_key, targets[ds], n_boot, boot_seed,
+                                 collapse_share)
                   if all((ds, "sard_ce", s) in runs for s in seeds) else {})
         metric_key = {"c1_untargeted": f"def_loss_adv_{claim_eps_key}",
                       "c2_targeted": f"targeted_success_{targets[ds]}", "c3_clean_noninferiority": "def_loss_clean"}
@@ -316,7 +322,7 @@ def build_claims(runs: Mapping[tuple[str, str, int], Mapping[str, Any]], *, data
             note = ""
             if not stat["adequate"]:
                 note = (f"Adequacy gate: collapsed rejector(s) {stat['collapsed_seeds']} (one agent gets >= "
-                        f"{COLLAPSE_SHARE:.0%} of a seed's clean test allocations while the cost-optimal allocation "
+                        f"{collapse_share:.0%} of a seed's clean test allocations while the cost-optimal allocation "
                         f"does not); the test alone gives {stat['test_alone']!r}.")
             test, threshold = _TESTS[stem]
             entries.append(Claim(

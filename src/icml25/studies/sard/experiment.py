@@ -3,7 +3,7 @@ seed, and what ``benchmarks/sard_default.py`` loops over); the claim-4 identitie
 
 ``settings`` is the plain dict of a validated :class:`.config.Config` (``Config.model_dump(mode="json")``).
 
-Arms: ``clean_l2d`` (clean two-stage surrogate), ``sard`` (adversarial ρ-margin comp-sum, joint inner PGD),
+Arms: ``clean_l2d`` (clean two-stage surrogate), ``sard`` (adversarial ρ-margin comp-sum, by default its smooth bound),
 ``sard_ce`` (adversarial comp-sum, convex in the scores), ``clean_l2d_agents_perturbed`` (the clean_l2d rejector,
 re-trained identically, evaluated with the main model also seeing x′).
 
@@ -32,7 +32,7 @@ ARMS = ("clean_l2d", "sard", "sard_ce", "clean_l2d_agents_perturbed")
 _PREP_CACHE: dict[tuple[str, int, str], dict[str, Any]] = {}
 _MODEL_CACHE: dict[str, tuple[dict, dict]] = {}
 #: arm keys that change training (agents_see_perturbation only changes the evaluation)
-_TRAIN_KEYS = ("loss", "nu", "rho", "inner", "rho_warmup_epochs")
+_TRAIN_KEYS = ("loss", "nu", "rho", "surrogate", "penalty_weight", "inner", "rho_warmup_epochs")
 
 
 def prepared(settings: Mapping[str, Any], dataset: str, seed: int) -> dict[str, Any]:

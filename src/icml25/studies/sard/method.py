@@ -16,6 +16,18 @@ Everything below except the deferral loss is a reconstruction [R] (the paper's m
   Φ^ρ_ν(r_θ, x′, j); the costs stay at the clean input (only the rejector is attacked). The supremum is
   approximated by PGD on the smooth comp-sum objective Σ_j τ_j Φ_ν(r, x′, j) (one joint point, or one point per
   agent); the ramp loss is evaluated at the point found.
+* **Smooth SARD surrogate** (``surrogate="smooth"``, the study's default for the ``sard`` arm): the ramp is flat
+  outside (0, ρ), so an agent's ρ-margin term has no gradient towards any agent ranked above it and training on it
+  collapses to a constant allocation. Mao, Mohri & Zhong (2023, §6) do not train on the ρ-margin supremum either;
+  they minimise a smooth upper bound of it ("smooth adversarial comp-sum" losses). The same two steps apply here,
+  term by term: Φ_ρ(t) ≤ e^{−t/ρ} gives Ψ_ν(Σ_{k≠j} Φ_ρ(Δ_jk(x))) ≤ Φ_ν(r(x)/ρ, x, j), and Φ_ρ is 1/ρ-Lipschitz
+  and Ψ_ν′ ≤ 1 on v ≥ 0 (ν ≥ 0), so for every x′ in the ball
+
+      Φ^ρ_ν(r, x′, j) ≤ Φ_ν(r(x)/ρ, x, j) + (1/ρ) ‖Δ_j(x′) − Δ_j(x)‖₁,   Δ_j(x) = (r_j(x) − r_k(x))_{k≠j}.
+
+  The right side (with the supremum of the penalty approximated by PGD) is what ``surrogate="smooth"`` minimises:
+  a clean comp-sum term that keeps the gradient towards the cheapest agent, plus a robustness penalty with the
+  coefficient 1/ρ that the bound implies (no extra hyper-parameter). :func:`smooth_per_agent_loss`.
 * **Attacks**: ℓ∞ PGD with random start; untargeted maximises the expected cost Σ_j c_j softmax_j(r(x′)),
   targeted (at agent t) maximises log softmax_t(r(x′)).
 
@@ -31,6 +43,7 @@ import torch
 from torch import Tensor
 
 INNER_MODES = ("joint", "per_agent")
+SURROGATES = ("ramp", "smooth")
 
 
 # ------------------------------------------------------------------------------------------- allocation
@@ -96,6 +109,31 @@ def per_agent_loss(scores: Tensor, nu: float = 1.0, rho: float | None = None) ->
     else:
         v = (ramp(-diff, rho) * off).sum(dim=2)  # Φ_ρ(r_j − r_k)
     return psi(v, nu)
+
+
+def margin_penalty(scores_adv: Tensor, scores: Tensor) -> Tensor:
+    """‖Δ_j(x′) − Δ_j(x)‖₁ for every agent j: scores at x′ and at x, (n, J+1) each → (n, J+1).
+
+    Δ_j = (r_j − r_k)_{k≠j}; with d = r(x′) − r(x) the j-th entry is Σ_k |d_j − d_k| (the k = j term is 0)."""
+    if scores_adv.shape != scores.shape or scores.ndim != 2:
+        raise ValueError(f"margin_penalty: scores at x′ and x must both be (n, J+1); got {tuple(scores_adv.shape)} "
+                         f"and {tuple(scores.shape)}")
+    d = scores_adv - scores
+    return (d.unsqueeze(2) - d.unsqueeze(1)).abs().sum(dim=2)
+
+
+def smooth_per_agent_loss(scores_adv: Tensor, scores: Tensor, nu: float = 1.0, rho: float = 1.0,
+                          weight: float = 1.0) -> Tensor:
+    """The smooth adversarial comp-sum for every agent: (n, J+1), (n, J+1) → (n, J+1).
+
+    Φ_ν(r(x)/ρ, x, j) + weight · (1/ρ) ‖Δ_j(x′) − Δ_j(x)‖₁; ``scores`` are r(x) at the clean input, ``scores_adv``
+    r(x′). With ``weight`` ≥ 1 it is ≥ Φ^ρ_ν(r, x′, j) for every x′ (module docstring); a smaller weight trades the
+    bound for less pull towards a constant rejector (Mao et al. tune this regularisation weight)."""
+    if not rho > 0:
+        raise ValueError(f"smooth_per_agent_loss: rho must be > 0, got {rho}")
+    if not weight >= 0:
+        raise ValueError(f"smooth_per_agent_loss: weight must be >= 0, got {weight}")
+    return per_agent_loss(scores / rho, nu=nu, rho=None) + weight * margin_penalty(scores_adv, scores) / rho
 
 
 def two_stage_surrogate(scores: Tensor, costs: Tensor, nu: float = 1.0, rho: float | None = None) -> Tensor:
@@ -197,8 +235,19 @@ def inner_objective(costs: Tensor, nu: float = 1.0, agent: int | None = None) ->
     return lambda scores: tau[:, agent] * per_agent_loss(scores, nu=nu, rho=None)[:, agent]
 
 
+def penalty_objective(costs: Tensor, scores: Tensor, agent: int | None = None) -> Callable[[Tensor], Tensor]:
+    """Inner objective of the smooth surrogate on scores at x′: Σ_j τ_j ‖Δ_j(x′) − Δ_j(x)‖₁ (``agent=None``) or the
+    j-th term alone; ``scores`` = r(x), held fixed (detached). Its gradient vanishes at x′ = x, so PGD needs its
+    random start."""
+    tau = tau_weights(costs.detach())
+    ref = scores.detach()
+    if agent is None:
+        return lambda s: (tau * margin_penalty(s, ref)).sum(dim=1)
+    return lambda s: tau[:, agent] * margin_penalty(s, ref)[:, agent]
+
+
 def sard_loss(model: Callable[[Tensor], Tensor], x: Tensor, costs: Tensor, eps: float, steps: int, nu: float = 1.0,
-              rho: float | None = 1.0, inner: str = "joint", *, alpha: float | None = None,
+              rho: float | None = 1.0, inner: str = "joint", *, surrogate: str = "ramp", penalty_weight: float = 1.0, alpha: float | None = None,
               clip: tuple[float, float] | None = (0.0, 1.0), generator: torch.Generator | None = None) -> Tensor:
     """The SARD training loss on a batch (scalar tensor, differentiable in the model's parameters).
 
@@ -206,14 +255,32 @@ def sard_loss(model: Callable[[Tensor], Tensor], x: Tensor, costs: Tensor, eps: 
     objective of :func:`inner_objective`. ``inner="joint"``: one point per example for all agents;
     ``inner="per_agent"``: one point per (example, agent), the j-th term evaluated at its own point.
     ``rho=None`` evaluates the comp-sum Φ_ν instead (arm ``sard_ce``: convex in the scores).
-    Keyword-only extensions: ``alpha`` (PGD step, default 2.5ε/steps), ``clip`` (box, None for unbounded
-    features), ``generator`` (random start). x: (n, d), costs: (n, J+1)."""
+    Keyword-only extensions: ``surrogate`` (with a float ρ: ``"ramp"``, the ρ-margin loss at x′ as above, or
+    ``"smooth"``, its upper bound mean_i Σ_j τ_j [Φ_ν(r(x_i)/ρ, j) + (1/ρ)‖Δ_j(x′_i) − Δ_j(x_i)‖₁] with x′ from PGD
+    on the penalty, :func:`smooth_per_agent_loss`; ``penalty_weight`` multiplies the penalty, 1 = the bound),
+    ``alpha`` (PGD step, default 2.5ε/steps), ``clip`` (box, None
+    for unbounded features), ``generator`` (random start). x: (n, d), costs: (n, J+1)."""
     if inner not in INNER_MODES:
         raise ValueError(f"sard_loss: inner must be one of {INNER_MODES}, got {inner!r}")
+    if surrogate not in SURROGATES:
+        raise ValueError(f"sard_loss: surrogate must be one of {SURROGATES}, got {surrogate!r}")
     if x.ndim != 2 or costs.ndim != 2 or costs.shape[0] != x.shape[0]:
         raise ValueError(f"sard_loss: x must be (n, d) and costs (n, J+1); got {tuple(x.shape)}, "
                          f"{tuple(costs.shape)}")
     costs = costs.detach()
+    if surrogate == "smooth" and rho is not None:
+        rho, w = float(rho), float(penalty_weight)
+        scores = model(x)
+        tau = tau_weights(costs)
+        if inner == "joint":
+            x_adv = pgd_attack(model, x, penalty_objective(costs, scores), eps, steps, alpha, clip, True, generator)
+            return (tau * smooth_per_agent_loss(model(x_adv), scores, nu=nu, rho=rho, weight=w)).sum(dim=1).mean()
+        total = x.new_zeros(())
+        for j in range(costs.shape[1]):
+            x_adv = pgd_attack(model, x, penalty_objective(costs, scores, agent=j), eps, steps, alpha, clip, True,
+                               generator)
+            total = total + (tau[:, j] * smooth_per_agent_loss(model(x_adv), scores, nu=nu, rho=rho, weight=w)[:, j]).mean()
+        return total
     if inner == "joint":
         x_adv = pgd_attack(model, x, inner_objective(costs, nu), eps, steps, alpha, clip, True, generator)
         return two_stage_surrogate(model(x_adv), costs, nu=nu, rho=rho).mean()

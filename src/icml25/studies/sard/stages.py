@@ -13,6 +13,7 @@ report     → figures/def_loss_vs_eps.png + report.md
 """
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from pathlib import Path
@@ -23,7 +24,7 @@ import numpy as np
 from icml25.core.claims import log_verdicts, write_claims
 from icml25.core.cli import Stage
 from icml25.core.config import config_hash, to_dict
-from icml25.core.download import fetch, read_manifest
+from icml25.core.download import obtain, read_manifest
 from icml25.core.io import atomic_path, load_npz, read_json, save_figure, save_npz, write_json, write_text
 
 from . import data as D
@@ -61,16 +62,9 @@ def download(stage: Stage, run: Any) -> None:
         raise SystemExit(f"{SLUG} download: expected {len(names)} --out paths ({names}), got {len(stage.outputs)}")
     run.log_params({"data_source": stage.data_source})
     for name, dest in zip(names, stage.outputs):
-        if stage.data_source == "remote":
-            fetch(manifest[name], dest, stage.mirror, trust_unpinned=stage.trust_unpinned)
-        elif stage.data_source == "offline":
-            if name not in D.PACKAGE_FILES:
-                raise SystemExit(f"{SLUG} download: {name} is not bundled with a package; the paper-scale data "
-                                 "must be fetched (data_source: remote)")
-            with atomic_path(dest) as tmp:
-                tmp.write_bytes(D.package_bytes(name))  # sha256-checked against the manifest
-        else:
-            raise SystemExit(f"data_source: unknown {stage.data_source!r} (known: offline, remote)")
+        packaged = functools.partial(D.package_bytes, name) if name in D.PACKAGE_FILES else None
+        obtain(manifest[name], dest, stage.data_source, packaged, mirror=stage.mirror,
+               trust_unpinned=stage.trust_unpinned)
         run.log_metric(f"download/{name}_bytes", dest.stat().st_size)
     run.log_artifact(D.MANIFEST)
 
@@ -235,7 +229,8 @@ def evaluate(stage: Stage, run: Any) -> None:
     claims = build_claims(runs, datasets=datasets, primary=primary, arms=arms, seeds=seeds,
                           claim_eps_key=eps_key(cfg.attack.claim_eps), eps_keys=[eps_key(e) for e in eps_values],
                           eps_values=eps_values, targets=targets, identities=identities,
-                          n_boot=cfg.bootstrap.n_resamples, boot_seed=cfg.bootstrap.seed)
+                          n_boot=cfg.bootstrap.n_resamples, boot_seed=cfg.bootstrap.seed,
+                          collapse_share=cfg.adequacy.collapse_share)
     doc = write_claims(stage.output(0), study=SLUG, scale=stage.scale, data_source=stage.data_source, claims=claims,
                        config_hash=config_hash(cfg), paper=PAPER, seeds=seeds)
     summary = summarize_runs(runs, datasets, arms, seeds, eps_values, targets)

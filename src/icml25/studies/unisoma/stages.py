@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from icml25.core.claims import Claim, Evidence, check, log_verdicts, summarize, verdict, write_claims
+from icml25.core.claims import (Claim, Evidence, check, common_seeds, log_verdicts, summarize, verdict,
+                                 write_claims)
 from icml25.core.cli import Stage
 from icml25.core.config import config_hash
 from icml25.core.io import atomic_path, load_npz, read_json, save_figure, save_npz, write_json, write_text
@@ -136,7 +137,7 @@ def evaluate(stage: Stage, run: Any) -> None:
             per.setdefault(doc["arm"], {})[int(seed)] = test_metrics(model, arrays["test"], test, norm)
             models.setdefault(doc["arm"], {})[int(seed)] = model
             params[doc["arm"]] = r["history"]["param_count"]
-    seeds = sorted(set.intersection(*(set(v) for v in per.values())))
+    seeds = common_seeds(per, list(per))  # the seeds every arm has: paired units
     res = cfg.eval.bootstrap_resamples
     summary = {arm: {k: summarize([per[arm][s][k].mean() for s in seeds], n_resamples=res) for k in METRICS
                      if k in per[arm][seeds[0]]} for arm in per}
