@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -114,6 +115,22 @@ def test_hadamard_rejects_non_power_of_two(d):
         random_hadamard(d, 0)
 
 
+def test_fwht_backward_is_autograds_chain_bit_for_bit():
+    """fwht's one-node backward (reverse-order butterflies) gives exactly autograd's gradient through the
+    butterflies, so training numbers do not depend on which is used."""
+    from icml25.studies.roste.method import _butterflies, sylvester_hadamard
+
+    g = torch.Generator().manual_seed(5)
+    for d in (1, 2, 16, 128):
+        for dt in (torch.float32, torch.float64):
+            x = torch.randn(7, 5, d, dtype=dt, generator=g, requires_grad=True)
+            gy = torch.randn(7, 5, d, dtype=dt, generator=g)
+            (want,) = torch.autograd.grad(_butterflies(x), x, gy)
+            (got,) = torch.autograd.grad(fwht(x), x, gy)
+            assert torch.equal(fwht(x), _butterflies(x)) and torch.equal(got, want), (d, dt)
+    assert torch.allclose(got, gy @ sylvester_hadamard(128), atol=1e-9)  # the gradient is g H (H symmetric)
+
+
 def test_fast_transform_equals_dense():
     x = torch.randn(7, 3, 256, dtype=torch.float64)
     assert torch.allclose(rotate(x, hadamard_signs(256, 4)), x @ random_hadamard(256, 4), atol=1e-12)
@@ -144,6 +161,31 @@ def test_prop44_rotated_bound_fails_in_at_most_delta_of_sign_draws():
 
 
 # ------------------------------------------------------------------------------------- invariances
+
+
+def test_outlier_injection_follows_the_spec(tokens):
+    """Default model: a fixed (non-trainable) vector scales embedding channels {3, 17} by α = 30 (control α = 1);
+    folding moves it into the embedding; the first block input is RMSNorm(emb * scale)."""
+    m = Model()
+    want = torch.ones(64)
+    want[[3, 17]] = 30.0
+    assert m.cfg.alpha == 30.0 and m.cfg.outlier_channels == (3, 17) and torch.equal(m.scale, want)
+    assert "scale" not in dict(m.named_parameters()) and "scale" in dict(m.named_buffers())
+    params, _ = deploy(m, "none")
+    assert torch.allclose(params["emb"], m.p["emb"].detach() * want)
+    rec: dict[str, torch.Tensor] = {}
+    with torch.no_grad():
+        decoder_forward(m.params(), tokens, m.cfg, record=rec)
+        h = m.p["emb"][tokens] * want
+        assert torch.allclose(rec["attn_in.0"], h * torch.rsqrt((h * h).mean(-1, keepdim=True) + 1e-5) * m.p["l0_ga"])
+    raw = yaml.safe_load((ROOT / "config/studies/roste.yaml").read_text())
+    raw.pop("scales")
+    cfg = build(Config, raw, "roste")
+    from icml25.studies.roste.experiment import model_config
+
+    assert [model_config(cfg, cfg.arm_alpha(a)).alpha for a in ("roste", "ste", "fp_sft", "ste_a1", "roste_a1")] \
+        == [30.0, 30.0, 30.0, 1.0, 1.0]
+    assert Model(model_config(cfg, 1.0)).scale.eq(1.0).all()
 
 
 def test_norm_folding_exact(model64, tokens):
@@ -304,6 +346,25 @@ def test_build_claims_kinds_and_evidence_rule():
     assert c1.verdict == INCONCLUSIVE and "evidence rule" in c1.note  # one seed: never a claim verdict
 
 
+def test_build_claims_pairs_common_seeds_and_names_a_missing_arm():
+    """Claims pair arms on the seeds they share (core.claims.common_seeds); an arm that did not run gives no
+    seeds, zero evidence, an inconclusive verdict and a note naming it."""
+    rec = {"token_acc": 0.5, "rougeL": 0.5}
+    per_seed = {"ste": {s: {**rec, "test_loss": 1.5} for s in (0, 1, 2, 3)},
+                "roste": {s: {**rec, "test_loss": 1.5 - 0.1 * s} for s in (1, 2, 3)},
+                "fp_sft": {s: {**rec, "test_loss": 1.0} for s in (0, 1, 2)}}
+    by = {c.id: c for c in build_claims(per_seed, [{"max_abs_diff": 0.0}], [], {}, 200, {})}
+    c1 = by["c1_roste_beats_ste"]
+    assert c1.statistic["seeds"] == [1, 2, 3] and c1.evidence.n == 3
+    assert np.allclose(c1.statistic["d"], [0.1, 0.2, 0.3]) and c1.verdict == REPRODUCED  # seed 0 unpaired: unused
+    c2 = by["c2_qasft_beats_ptq"]  # rtn absent
+    assert c2.statistic["seeds"] == [] and c2.evidence.n == 0 and c2.verdict == INCONCLUSIVE
+    assert "['rtn']" in c2.note and "not run" in c2.note
+    c4 = by["c4_control_and_reported"]
+    assert c4.statistic["seeds"] == [] and "'ste_a1', 'roste_a1'" in c4.note
+    assert c4.statistic["reported"]["ste_rot_all_minus_roste"] is None
+
+
 # -------------------------------------------------------------------------------------------- smoke
 
 
@@ -356,3 +417,122 @@ def test_quantize_output_levels_bounded(bits, symmetric, clip):
     x = torch.randn(4, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(bits))
     q = quantize(x, bits, symmetric, clip=clip, ste=False)
     assert all(len(torch.unique(row)) <= 2 ** bits for row in q)
+
+
+# ------------------------------------------------------------------------------ paper path (transformers)
+
+
+@pytest.fixture(scope="module")
+def tiny_llama():
+    """A tiny random Llama (GQA, q/k/v biases, tied embeddings, non-unit norm gains) in float64, built locally."""
+    tf = pytest.importorskip("transformers")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a tiny model: more threads only contend
+    cfg = tf.LlamaConfig(vocab_size=64, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                         tie_word_embeddings=True, attention_bias=True)
+    torch.manual_seed(0)
+    m = tf.LlamaForCausalLM(cfg).double().eval()
+    with torch.no_grad():
+        for n, p in m.named_parameters():
+            if "norm" in n:
+                p.uniform_(0.5, 1.5)
+            elif "bias" in n:
+                p.normal_(0, 0.1)
+    yield m
+    torch.set_num_threads(threads)
+
+
+def _prepared(m, rotations, qcfg, seed=3):
+    import copy
+
+    from icml25.studies.roste import hf
+
+    return hf.prepare_for_roste(copy.deepcopy(m), rotations, qcfg, seed=seed)
+
+
+def test_hf_llama_rotations_exact_with_quantizers_off(tiny_llama):
+    """Folding + R1..R4 on a Hugging Face Llama reproduce its logits with every quantizer off (float64; HF's
+    RMSNorm computes its variance in float32, so R1 is exact to ~1e-7, the other slots to 1e-12)."""
+    x = torch.randint(0, 64, (3, 12), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        ref = tiny_llama(x).logits
+        slots = [f"r{k}.{l}" for l in range(2) for k in (2, 3, 4)]
+        for s in slots:
+            got = _prepared(tiny_llama, {"r1": False, **{t: t == s for t in slots}}, OFF)(x).logits
+            assert float((got - ref).abs().max()) < 1e-12, s
+        for rot in ("none", "all", {"r1": True, **{s: i % 2 == 0 for i, s in enumerate(slots)}}):
+            m = _prepared(tiny_llama, rot, OFF)
+            assert float((m(x).logits - ref).abs().max()) < 1e-6
+        assert m.lm_head.weight is not m.model.embed_tokens.weight  # untied before R1
+        assert all(float(n.weight.sub(1).abs().max()) == 0 for n in m.modules() if type(n).__name__ == "LlamaRMSNorm")
+
+
+def test_hf_llama_fake_quant_and_kv(tiny_llama):
+    """W4A4KV4 changes the logits; kv_bits=2 changes them further; KV off equals no KV quantizer at all."""
+    x = torch.randint(0, 64, (3, 12), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        ref = tiny_llama(x).logits
+        q4 = _prepared(tiny_llama, "all", QuantConfig())(x).logits
+        kv2 = _prepared(tiny_llama, "all", QuantConfig(kv_bits=2))(x).logits
+        kv_off = _prepared(tiny_llama, "all", QuantConfig(None, None, None))(x).logits
+        kv_only_off = _prepared(tiny_llama, "all", QuantConfig(None, None, 16))(x).logits
+    assert float((q4 - ref).abs().max()) > 1e-3 and float((kv2 - q4).abs().max()) > 1e-3
+    assert float((kv_only_off - kv_off).abs().max()) < 1e-3  # 16-bit KV: nearly lossless
+
+
+def test_hf_quant_linear_is_ste():
+    """QuantLinear's value is F.linear(Q(x), Q(W)) and its gradients pass straight through both quantizers."""
+    from icml25.studies.roste import hf
+
+    g = torch.Generator().manual_seed(0)
+    lin = torch.nn.Linear(16, 8, dtype=torch.float64)
+    ql = hf.QuantLinear(lin, QuantConfig())
+    x = torch.randn(5, 16, dtype=torch.float64, generator=g, requires_grad=True)
+    y = ql(x)
+    qx, qw = quantize(x.detach(), ste=False), quantize(lin.weight.detach(), ste=False)
+    assert torch.allclose(y, qx @ qw.T + lin.bias, atol=1e-12)
+    gy = torch.randn(5, 8, dtype=torch.float64, generator=g)
+    y.backward(gy)
+    assert torch.allclose(lin.weight.grad, gy.T @ qx, atol=1e-12) and torch.allclose(x.grad, gy @ qw, atol=1e-12)
+
+
+def test_hf_ste_fine_tuning_lowers_the_quantized_loss(tiny_llama):
+    m = _prepared(tiny_llama, "all", QuantConfig())
+    w0 = {n: p.detach().clone() for n, p in m.named_parameters()}
+    x = torch.randint(0, 64, (8, 16), generator=torch.Generator().manual_seed(2))
+    labels = x.clone()
+    labels[:, :8] = -100  # prompt tokens
+    from icml25.studies.roste import hf
+
+    losses = hf.sft_steps(m, [{"input_ids": x, "labels": labels}], lr=3e-3, steps=25)
+    assert len(losses) == 25 and losses[-1] < 0.6 * losses[0]
+    moved = [n for n, p in m.named_parameters() if not torch.equal(p, w0[n])]
+    assert any(n.endswith("down_proj.weight") for n in moved) and any(n.endswith("q_proj.weight") for n in moved)
+
+
+def test_hf_loading_pins_revisions(tiny_llama, tmp_path, monkeypatch):
+    import importlib
+    import sys
+
+    from icml25.studies.roste import hf
+    from icml25.studies.roste.paper import MODELS
+
+    assert set(hf.REVISIONS) == set(MODELS) and set(hf.REVISIONS.values()) == {hf.UNPINNED}
+    with pytest.raises(ValueError, match="no pinned revision"):
+        hf.resolve_revision("meta-llama/Llama-3.1-8B")
+    assert hf.resolve_revision("meta-llama/Llama-3.1-8B", trust_unpinned=True) == "main"
+    assert hf.resolve_revision("Qwen/Qwen2.5-7B", "a" * 40) == "a" * 40
+    with pytest.raises(ValueError, match="not one of"):
+        hf.resolve_revision("gpt2")
+    tiny_llama.save_pretrained(tmp_path / "tiny")
+    loaded = hf.load_causal_lm(str(tmp_path / "tiny"), dtype=torch.float64)
+    x = torch.randint(0, 64, (2, 10), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        assert torch.equal(loaded(x).logits, tiny_llama(x).logits)
+    with pytest.raises(NotImplementedError, match="Llama layout"):
+        hf.prepare_for_roste(torch.nn.Linear(2, 2), "none", OFF)
+    monkeypatch.setitem(sys.modules, "transformers", None)  # as if the extra were not installed
+    reloaded = importlib.reload(hf)  # importable without transformers
+    with pytest.raises(RuntimeError, match=r"roste-paper"):
+        reloaded.load_causal_lm("meta-llama/Llama-3.1-8B", trust_unpinned=True)

@@ -28,6 +28,17 @@ _AP_ARM_DATASET = {
 }
 
 
+# arm -> its train jobs {chunk: seeds}; MovieLens arms keep only movielens.seeds (empty chunks dropped)
+_AP_CHUNKS = {
+    a: {
+        k: [s for s in v if not a.startswith("ml_") or s in _AP["movielens"]["seeds"]]
+        for k, v in seed_chunks("action_piece").items()
+    }
+    for a in _AP["arms"]
+}
+_AP_CHUNKS = {a: {k: v for k, v in c.items() if v} for a, c in _AP_CHUNKS.items()}
+
+
 rule action_piece__prepare:
     output:
         [p for ds in _AP_DATASETS for p in _AP_RAW[ds]],
@@ -97,7 +108,7 @@ rule action_piece__train:
         gpu=_AP_GPUS,
     params:
         **stage_params("action_piece", "train"),
-        seeds=lambda w: " ".join(map(str, seed_chunks("action_piece")[int(w.chunk)])),
+        seeds=lambda w: " ".join(map(str, _AP_CHUNKS[w.arm][int(w.chunk)])),
     shell:
         stage_cmd("action_piece", "train")
         + " --arm {wildcards.arm} --seeds {params.seeds} --in {input} --out {output} > {log} 2>&1"
@@ -109,11 +120,11 @@ rule action_piece__evaluate:
             res("action_piece", "processed", "{dataset}", "vocab_stats.json"),
             dataset=_AP_DATASETS,
         ),
-        models=expand(
-            res("action_piece", "models", "{arm}", "chunk{chunk}.pt"),
-            arm=_AP_ARMS,
-            chunk=seed_chunks("action_piece"),
-        ),
+        models=[
+            res("action_piece", "models", arm, f"chunk{chunk}.pt")
+            for arm in _AP_ARMS
+            for chunk in _AP_CHUNKS[arm]
+        ],
     output:
         claims=res("action_piece", "claims.json"),
         metrics=res("action_piece", "metrics", "eval.json"),

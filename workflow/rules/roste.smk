@@ -45,7 +45,7 @@ rule roste__prepare:
     benchmark:
         bench("roste", "prepare")
     conda:
-        "../../envs/roste.yaml"
+        "../../envs/roste.yaml" if not _ROSTE_PAPER else "../../envs/roste-paper.yaml"
     threads: 1
     resources:
         mem_mb=64000 if _ROSTE_PAPER else 1000,
@@ -68,7 +68,7 @@ rule roste__pretrain:
     wildcard_constraints:
         alpha=r"[0-9.e+-]+",
     conda:
-        "../../envs/roste.yaml"
+        "../../envs/roste.yaml" if not _ROSTE_PAPER else "../../envs/roste-paper.yaml"
     threads: 1
     resources:
         mem_mb=64000 if _ROSTE_PAPER else 2000,
@@ -94,7 +94,7 @@ rule roste__preprocess:
     wildcard_constraints:
         alpha=r"[0-9.e+-]+",
     conda:
-        "../../envs/roste.yaml"
+        "../../envs/roste.yaml" if not _ROSTE_PAPER else "../../envs/roste-paper.yaml"
     threads: 1
     resources:
         mem_mb=64000 if _ROSTE_PAPER else 2000,
@@ -132,7 +132,7 @@ rule roste__train:
         arm="[a-z0-9_]+",
         chunk=r"\d+",
     conda:
-        "../../envs/roste.yaml"
+        "../../envs/roste.yaml" if not _ROSTE_PAPER else "../../envs/roste-paper.yaml"
     threads: 1
     resources:
         mem_mb=512000 if _ROSTE_PAPER else 2000,
@@ -170,7 +170,7 @@ rule roste__evaluate:
     benchmark:
         bench("roste", "evaluate")
     conda:
-        "../../envs/roste.yaml"
+        "../../envs/roste.yaml" if not _ROSTE_PAPER else "../../envs/roste-paper.yaml"
     threads: 1
     resources:
         mem_mb=64000 if _ROSTE_PAPER else 2000,
@@ -204,7 +204,7 @@ rule roste__report:
     benchmark:
         bench("roste", "report")
     conda:
-        "../../envs/roste.yaml"
+        "../../envs/roste.yaml" if not _ROSTE_PAPER else "../../envs/roste-paper.yaml"
     threads: 1
     resources:
         mem_mb=1000,

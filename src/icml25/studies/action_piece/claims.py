@@ -12,7 +12,7 @@ from icml25.core.claims import Claim, Evidence, check, summarize, verdict
 from .evaluate import (decide_ablation, decide_headline, decide_mechanism, decide_paired, decide_utilisation,
                        user_bootstrap_ci)
 
-DATA = "Markov feature world (600 items x 1,000 users at default; generated, [R]), leave-last-out test split"
+DATA = "Markov feature world (generated, [R]; sizes: config world.*), leave-last-out test split"
 RULE = "reproduced: mean d > 0 and every d_s > 0; not reproduced: mean d <= 0; else inconclusive"
 
 

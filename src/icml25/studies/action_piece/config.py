@@ -32,6 +32,8 @@ class MovieLensSection(Section):
     vocab_actions: int = Field(30, ge=2, description="last train actions per user feeding the vocabulary [R]")
     max_targets: int = Field(20, ge=1, description="last train targets per user used as training examples [R]")
     epochs: int = Field(2, ge=1, description="training epochs on MovieLens")
+    seeds: tuple[int, ...] = Field((0,), min_length=1, description="training seeds of the MovieLens arms (reported "
+                                   "at one seed; those not in the study's seeds are not run)")
 
 
 class ModelSection(Section):
@@ -50,7 +52,8 @@ class ModelSection(Section):
 
 class TrainSection(Section):
     history: int = Field(5, ge=1, description="H: last items in the input")
-    batch: int = Field(128, ge=1, description="examples per step")
+    batch: int = Field(128, ge=1, description="examples per step (spec 128; default scale 32, chosen on a tuning "
+                       "world and seeds 100+) [R]")
     lr: float = Field(3e-3, gt=0, description="AdamW learning rate")
     weight_decay: float = Field(0.1, ge=0, description="AdamW weight decay")
     epochs: int = Field(3, ge=1, description="epochs (validation NDCG@10 after each selects the model)")

@@ -136,8 +136,11 @@ def train(stage: Stage, run: Any) -> None:
     if arm.startswith("ml_"):
         settings["train"] = {**settings["train"], "epochs": cfg.movielens.epochs,
                              "max_targets": cfg.movielens.max_targets}
+    seeds = list(stage.seeds or cfg.seeds)
+    if arm.startswith("ml_"):  # MovieLens is reported at movielens.seeds only
+        seeds = [s for s in seeds if s in cfg.movielens.seeds]
     out: dict[str, Any] = {"arm": arm, "runs": {}}
-    for seed in stage.seeds or cfg.seeds:
+    for seed in seeds:
         with run.seed_run(seed) as srun:
             res = X.run(settings, arm, seed, items, splits, tok, log=lambda k, v, s: srun.log_metric(f"train/{k}", v,
                                                                                                    step=s))

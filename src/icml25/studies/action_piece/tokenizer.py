@@ -53,9 +53,10 @@ def _key(u: int, v: int) -> Pair:
 # ------------------------------------------------------------------------------------------- weights
 
 
-def state_weights(nodes: Sequence[Sequence[int]], slots: Sequence[int], L: int) -> Counter:
-    """Integer pair weights (x L) of one sequence state: ``Counter{(a, b) with a <= b: W}``."""
-    c: Counter = Counter()
+def state_weights(nodes: Sequence[Sequence[int]], slots: Sequence[int], L: int) -> dict[Pair, int]:
+    """Integer pair weights (x L) of one sequence state: ``{(a, b) with a <= b: W}`` (no zero entries)."""
+    c: dict[Pair, int] = {}
+    get = c.get
     t = len(nodes)
     for j in range(t):
         A = nodes[j]
@@ -63,25 +64,31 @@ def state_weights(nodes: Sequence[Sequence[int]], slots: Sequence[int], L: int) 
         if n >= 2:
             w = 2 * L // n
             for i in range(n):
+                x = A[i]
                 for k in range(i + 1, n):
-                    c[_key(A[i], A[k])] += w
+                    y = A[k]
+                    p = (x, y) if x <= y else (y, x)
+                    c[p] = get(p, 0) + w
         if j + 1 < t:
             B, s = nodes[j + 1], slots[j]
             if s == 0:
                 if A and B:
-                    w = L // (len(A) * len(B))
-                    for u in A:
-                        for v in B:
-                            c[_key(u, v)] += w
+                    w = L // (n * len(B))
+                    for x in A:
+                        for y in B:
+                            p = (x, y) if x <= y else (y, x)
+                            c[p] = get(p, 0) + w
             else:
                 if A:
-                    w = L // len(A)
-                    for u in A:
-                        c[_key(u, s)] += w
+                    w = L // n
+                    for x in A:
+                        p = (x, s) if x <= s else (s, x)
+                        c[p] = get(p, 0) + w
                 if B:
                     w = L // len(B)
-                    for v in B:
-                        c[_key(s, v)] += w
+                    for y in B:
+                        p = (s, y) if s <= y else (y, s)
+                        c[p] = get(p, 0) + w
     return c
 
 
@@ -430,6 +437,7 @@ class BuildStats:
     cross: int = 0
     seconds: float = 0.0
     affected: list[int] = field(default_factory=list)  # sequences updated per merge
+    merge_cpu_seconds: list[float] = field(default_factory=list)  # CPU time of each merge (selection + update)
 
 
 def brute_force_totals(states: Sequence[State], L: int) -> Counter:
@@ -462,10 +470,11 @@ def build_vocabulary_with_stats(corpus: Sequence[Sequence[Sequence[int]]], vocab
     L = scale_L(m)
     states = [tok.initial_state(s) for s in seqs]
     counters = [state_weights(n, s, L) for n, s in states]
-    totals: Counter = Counter()
+    totals: dict[Pair, int] = {}
     index: dict[Pair, set[int]] = {}
     for i, c in enumerate(counters):
-        totals.update(c)
+        for p, w in c.items():
+            totals[p] = totals.get(p, 0) + w
         for p in c:
             index.setdefault(p, set()).add(i)
     heap = [(-w, a, b) for (a, b), w in totals.items()]
@@ -475,6 +484,7 @@ def build_vocabulary_with_stats(corpus: Sequence[Sequence[Sequence[int]]], vocab
     verify_set = set() if check_all else set(verify)
     merges, prios = tok.merges, tok.priorities
     while tok.n_init + len(merges) < vocab_size:
+        t_merge = time.process_time()
         while heap:
             nw, a, b = heap[0]
             if totals.get((a, b), 0) == -nw and nw < 0:
@@ -485,6 +495,7 @@ def build_vocabulary_with_stats(corpus: Sequence[Sequence[Sequence[int]]], vocab
         nw, a, b = heapq.heappop(heap)
         w, i_merge, new = -nw, len(merges), tok.n_init + len(merges)
         if check_all or i_merge in verify_set:
+            t_check = time.process_time()
             brute = brute_force_totals(states, L)
             top = max(brute.values())
             arg = min(p for p, v in brute.items() if v == top)
@@ -493,32 +504,40 @@ def build_vocabulary_with_stats(corpus: Sequence[Sequence[Sequence[int]]], vocab
             stats.checks.append({"merge": i_merge, "heap_pair": [a, b], "heap_weight": w,
                                  "brute_weight": brute.get((a, b), 0), "brute_pair": list(arg), "brute_max": top,
                                  "mass_identity": mass})
+            t_merge += time.process_time() - t_check  # the brute-force check is not part of the merge's cost
         affected = sorted(index.get((a, b), ()))
         stats.affected.append(len(affected))
         intra = any(a in A and b in A for i in affected for A in states[i][0]) and a != b
         stats.intra += intra
         stats.cross += not intra
+        delta: dict[Pair, int] = {}  # change of the corpus totals, pushed once per pair after the update
         for i in affected:
             nodes, slots = apply_merge(*states[i], a, b, new)
             states[i] = (nodes, slots)
             old, cnew = counters[i], state_weights(nodes, slots, L)
             counters[i] = cnew
-            for p in old.keys() | cnew.keys():
-                d = cnew.get(p, 0) - old.get(p, 0)
-                if d == 0:
-                    continue
-                t = totals[p] + d
-                if t:
-                    totals[p] = t
-                    heapq.heappush(heap, (-t, *p))
-                else:
-                    del totals[p]
+            for p, wn in cnew.items():
+                wo = old.get(p, 0)
+                if wn != wo:
+                    delta[p] = delta.get(p, 0) + wn - wo
+                    if not wo:
+                        index.setdefault(p, set()).add(i)
+            for p, wo in old.items():
                 if p not in cnew:
+                    delta[p] = delta.get(p, 0) - wo
                     index[p].discard(i)
-                elif p not in old:
-                    index.setdefault(p, set()).add(i)
+        for p, d in delta.items():
+            if d == 0:
+                continue
+            t = totals.get(p, 0) + d
+            if t:
+                totals[p] = t
+                heapq.heappush(heap, (-t, *p))
+            else:
+                del totals[p]
         merges.append((a, b))
         prios.append(w / L)
+        stats.merge_cpu_seconds.append(time.process_time() - t_merge)
     tok.rank = {p: i for i, p in enumerate(merges)}
     stats.seconds = time.perf_counter() - t0
     return tok, stats

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from icml25.core.claims import Claim, Evidence, check, summarize, verdict
+from icml25.core.claims import Claim, Evidence, check, common_seeds, summarize, verdict
 
 from .evaluate import (CLAIM1_MARGIN, CLAIM2_MARGIN, CONTROL_MARGIN, INVARIANCE_TOL, decide_bound, decide_claim1,
                        decide_claim2, decide_control, decide_invariance, decide_search)
@@ -17,10 +17,10 @@ CLAIM_IDS = ("c1_roste_beats_ste", "c2_qasft_beats_ptq", "c3a_rotation_invarianc
 
 def _paired(per_seed: Mapping[str, Mapping[int, Mapping[str, float]]], arms: Sequence[str], key: str = "test_loss"
             ) -> tuple[list[int], list[list[float]]]:
-    """Seeds common to ``arms`` and each arm's ``key`` on them (same seed order)."""
-    if any(a not in per_seed for a in arms):
-        return [], [[] for _ in arms]
-    seeds = sorted(set.intersection(*(set(per_seed[a]) for a in arms)))
+    """Seeds common to ``arms`` (:func:`icml25.core.claims.common_seeds`) and each arm's ``key`` on them, in the
+    same seed order. An arm that did not run gives no seeds and empty lists: the claim is then inconclusive with
+    zero evidence and a note naming the missing arm (see :func:`build_claims`)."""
+    seeds = common_seeds(per_seed, arms)
     return seeds, [[float(per_seed[a][s][key]) for s in seeds] for a in arms]
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import torch
 from torch import Tensor, nn
@@ -110,13 +111,20 @@ def rmsnorm(x: Tensor, eps: float) -> Tensor:
     return x * torch.rsqrt((x * x).mean(dim=-1, keepdim=True) + eps)
 
 
+@lru_cache(maxsize=64)
+def _rope_tables(t: int, hd: int, base: float, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+    """cos and sin tables (1, t, 1, hd) of :func:`rope` (computed in float64, cast to ``dtype``)."""
+    inv = 1.0 / (base ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
+    ang = torch.arange(t, dtype=torch.float64)[:, None] * inv[None, :]
+    cos = torch.cat([ang.cos(), ang.cos()], -1).to(dtype)[None, :, None, :]
+    sin = torch.cat([ang.sin(), ang.sin()], -1).to(dtype)[None, :, None, :]
+    return cos, sin
+
+
 def rope(x: Tensor, base: float) -> Tensor:
     """Rotary position embedding of ``x`` (B, T, H, hd), rotate-half convention."""
     t, hd = x.shape[1], x.shape[-1]
-    inv = 1.0 / (base ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
-    ang = torch.arange(t, dtype=torch.float64)[:, None] * inv[None, :]
-    cos = torch.cat([ang.cos(), ang.cos()], -1).to(x.dtype)[None, :, None, :]
-    sin = torch.cat([ang.sin(), ang.sin()], -1).to(x.dtype)[None, :, None, :]
+    cos, sin = _rope_tables(t, hd, float(base), x.dtype)
     x1, x2 = x[..., : hd // 2], x[..., hd // 2:]
     return x * cos + torch.cat([-x2, x1], -1) * sin
 

@@ -2,9 +2,12 @@
 
 The paper fine-tunes Pythia (1B, 6.9B), Qwen2.5 (0.5B, 7B) and Llama 3.1 8B on TL;DR (``trl-lib/tldr``) or a 100k
 subsample of the Tulu 3 SFT mixture (``allenai/tulu-3-sft-mixture``) with AdamW for one epoch on 8 A100 GPUs,
-rotations applied with the ``fast-hadamard-transform`` CUDA kernels. That needs ``transformers`` (behind an
-optional extra), the weights of the model from its hub and GPUs; none is available to this project, so every
-stage stops at paper scale with :func:`paper_stage_error`. Snakemake still plans the paper DAG (``snakemake -n
+rotations applied with the ``fast-hadamard-transform`` CUDA kernels. The model side of that path -- loading a
+paper model at its pinned revision, folding the norms, merging/online rotations, W4A4KV4 fake quantization and STE
+fine-tuning of a Hugging Face Llama/Qwen2 -- is :mod:`.hf` (optional extra ``icml25[roste-paper]``, tested on a
+tiny random Llama). The paper-scale stages (TL;DR/Tulu 3 tokenisation, the rotation search on the hub model,
+8-GPU training) are not wired to it and need the weights and GPUs, so every stage stops at paper scale with
+:func:`paper_stage_error`. Snakemake still plans the paper DAG (``snakemake -n
 --config scale=paper studies=[roste]``) with the manifest's files and ``gpu`` resources.
 """
 from __future__ import annotations
@@ -36,6 +39,6 @@ def paper_stage_error(stage: str, paper: Any) -> str:
     """The message a paper-scale stage stops with."""
     lacking = missing_stack()
     return (f"roste {stage}: the paper scale fine-tunes {paper.model} on {paper.dataset} with {paper.gpus} GPUs "
-            f"(transformers + fast-hadamard-transform, weights from the model hub); it is planned by Snakemake but "
-            f"not implemented in this project" + (f", and this machine lacks {', '.join(lacking)}" if lacking else "")
-            + ". Run the smoke or default scale (generated data, tiny decoder) instead.")
+            f"(transformers + fast-hadamard-transform, weights from the model hub); it is planned by Snakemake; the "
+            f"model side is icml25.studies.roste.hf (extra roste-paper), but these stages are not wired to it"
+            + (f", and this machine lacks {', '.join(lacking)}" if lacking else "") + ". Run the smoke or default scale (generated data, tiny decoder) instead.")
