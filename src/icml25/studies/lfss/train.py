@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .data import view_fn
+from .data import augment, view_fn
 from .evaluate import cluster_metrics, mapped_correct, stability_correctness
 from .method import byol_loss, kmeans_cosine, prototype_loss, sample_stability_loss, stability_from_labels
 from .model import LFSSNet
@@ -113,7 +113,7 @@ def _train_arm(x: np.ndarray, y: np.ndarray, settings: Mapping[str, Any], arm: s
                   backbone=mo.get("backbone", "small_cnn"), stem=mo.get("stem", "cifar")).to(device).train()
     opt = torch.optim.SGD(_param_groups(net, tr["weight_decay"]), lr=tr["lr"], momentum=tr["momentum"])
     view = view_fn(au.get("pipeline", "auto"), int(xt.shape[1]))
-    keys = (("crop_scale", "rotation_deg", "erase_p", "erase_scale", "noise_sigma") if view.__name__ == "augment"
+    keys = (("crop_scale", "rotation_deg", "erase_p", "erase_scale", "noise_sigma") if view is augment
             else ("crop_scale", "flip_p", "jitter", "jitter_p", "grayscale_p"))
     aug = {key: au[key] for key in keys if key in au}
 
