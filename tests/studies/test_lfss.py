@@ -589,7 +589,8 @@ def test_smoke_all_stages(smoke_run):
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=f"sqlite:///{smoke_run}/results/mlflow.db")
-    runs = client.search_runs([client.get_experiment_by_name("icml25/lfss").experiment_id], max_results=1000)
+    runs = [x for x in client.search_runs([client.get_experiment_by_name("icml25/lfss").experiment_id],
+                                          max_results=1000) if x.data.tags.get("scale") == "smoke"]
     (job,) = [x for x in runs if x.data.tags.get("stage") == "train" and x.data.tags.get("arm") == "lfss"
               and x.data.tags["run_level"] == "job"]
     assert job.data.tags["seed"] == "0"
