@@ -589,7 +589,8 @@ def test_smoke_all_stages(smoke_run):
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=f"sqlite:///{smoke_run}/results/mlflow.db")
-    runs = client.search_runs([client.get_experiment_by_name("icml25/lfss").experiment_id], max_results=1000)
+    runs = [x for x in client.search_runs([client.get_experiment_by_name("icml25/lfss").experiment_id],
+                                          max_results=1000) if x.data.tags.get("scale") == "smoke"]
     (job,) = [x for x in runs if x.data.tags.get("stage") == "train" and x.data.tags.get("arm") == "lfss"
               and x.data.tags["run_level"] == "job"]
     assert job.data.tags["seed"] == "0"
@@ -610,10 +611,105 @@ def test_stages_reject_bad_input(tmp_path):
     assert not list(tmp_path.iterdir())
     with pytest.raises(SystemExit, match="--arm must be one of"):
         stage_cli(["train", *common, "--arm", "magic", "--in", "x.npz", "--out", "a.pt", "b.npz", "c.json"])
-    with pytest.raises(NotImplementedError, match="resnet18"):
-        from icml25.studies.lfss.train import train_arm
 
-        cfg = _config("paper")
-        train_arm(np.zeros((4, 3, 32, 32), np.float32), np.arange(4), {
-            "data": {"n_classes": 10}, "model": cfg.model.model_dump(), "train": cfg.train.model_dump(),
-            "augment": cfg.augment.model_dump(), "stability": cfg.stability.model_dump()}, "base", 0)
+
+# ------------------------------------------------------------------------------------ paper path (ResNets, RGB)
+@pytest.mark.parametrize("name,stem,size,width,n_params", [
+    ("resnet18", "cifar", 32, 512, 11_168_832),      # the CIFAR ResNet-18 (≈ 11.2 M without its classifier)
+    ("resnet18", "cifar", 96, 512, 11_168_832),      # STL-10 size: same network
+    ("resnet18", "imagenet", 64, 512, 11_176_512),   # = torchvision resnet18 (11,689,512) - fc (513,000)
+    ("resnet34", "imagenet", 64, 512, 21_284_672),   # = 21,797,672 - 513,000
+    ("resnet50", "imagenet", 64, 2048, 23_508_032),  # = 25,557,032 - 2,049,000
+])
+def test_resnet_shapes_and_parameter_counts(name, stem, size, width, n_params):
+    from icml25.studies.lfss.model import encoder
+
+    net, w = encoder(name, in_channels=3, stem=stem)
+    assert w == width and sum(p.numel() for p in net.parameters()) == n_params
+    with torch.no_grad():
+        assert net.eval()(torch.rand(2, 3, size, size)).shape == (2, width)
+
+
+def test_lfss_net_with_resnet18_heads_of_the_paper():
+    net = LFSSNet(hidden=4096, dim=256, in_channels=3, backbone="resnet18", stem="cifar")
+    proj = 512 * 4096 + 4096 + 2 * 4096 + 4096 * 256 + 256  # Linear, BN (affine), Linear
+    assert sum(p.numel() for p in net.projector_q.parameters()) == proj
+    assert sum(p.numel() for p in net.predictor.parameters()) == 256 * 4096 + 4096 + 2 * 4096 + 4096 * 256 + 256
+    assert sum(p.numel() for p in net.encoder_q.parameters()) == 11_168_832
+    assert not any(p.requires_grad for p in [*net.encoder_k.parameters(), *net.old.parameters()])
+    with pytest.raises(ValueError, match="unknown ResNet 'resnet101'"):
+        LFSSNet(backbone="resnet101")
+
+
+def test_colour_augmentations_values():
+    from icml25.studies.lfss.data import (augment_colour, colour_jitter, grayscale, hsv_to_rgb, random_flip,
+                                          random_grayscale, random_resized_crop, rgb_to_hsv, view_fn)
+
+    x = torch.rand(16, 3, 32, 32)
+    a = augment_colour(x, torch.Generator().manual_seed(1))
+    assert torch.equal(a, augment_colour(x, torch.Generator().manual_seed(1))) and a.shape == x.shape
+    assert not torch.equal(a, augment_colour(x, torch.Generator().manual_seed(2)))
+    assert float(a.min()) >= 0.0 and float(a.max()) <= 1.0
+    # flip mirrors exactly (p = 1), leaves images alone (p = 0); about half flipped at p = 0.5
+    g = torch.Generator().manual_seed(0)
+    assert torch.equal(random_flip(x, g, 1.0), x.flip(-1)) and torch.equal(random_flip(x, g, 0.0), x)
+    many = torch.rand(400, 3, 2, 2)
+    half = random_flip(many, torch.Generator().manual_seed(3), 0.5)
+    mirrored = (half == many.flip(-1)).flatten(1).all(1)
+    assert ((half == many).flatten(1).all(1) ^ mirrored).all() and 0.4 < float(mirrored.float().mean()) < 0.6
+    # grayscale: three equal channels holding the luma
+    gr = random_grayscale(x, g, 1.0)
+    assert torch.equal(gr[:, 0], gr[:, 1]) and torch.equal(gr[:, 1], gr[:, 2])
+    assert torch.allclose(gr[:, :1], 0.299 * x[:, :1] + 0.587 * x[:, 1:2] + 0.114 * x[:, 2:3])
+    assert torch.equal(random_grayscale(x, g, 0.0), x)
+    # a full-area square crop is the identity (bilinear sampling at the pixel centres)
+    assert torch.allclose(random_resized_crop(x, g, (1.0, 1.0), (1.0, 1.0)), x, atol=1e-6)
+    # HSV round trip; hue shifted by a third of a turn turns pure red into pure green
+    assert torch.allclose(hsv_to_rgb(rgb_to_hsv(x)), x, atol=1e-5)
+    red = torch.zeros(1, 3, 2, 2)
+    red[:, 0] = 1.0
+    hsv = rgb_to_hsv(red)
+    hsv[:, 0] = (hsv[:, 0] + 1 / 3) % 1.0
+    assert torch.allclose(hsv_to_rgb(hsv), torch.roll(red, 1, dims=1), atol=1e-6)
+    # jitter with zero strengths is the identity; brightness only scales and clamps; colours stay in range
+    assert torch.equal(colour_jitter(x, g, 0.0, 0.0, 0.0, 0.0), x)
+    br = colour_jitter(torch.full((64, 3, 1, 1), 0.5), torch.Generator().manual_seed(4), 0.4, 0.0, 0.0, 0.0)
+    assert torch.equal(br[:, 0], br[:, 1]) and 0.3 - 1e-6 <= float(br.min()) < float(br.max()) <= 0.7 + 1e-6
+    assert float(grayscale(colour_jitter(x, g)).max()) <= 1.0
+    # the pipeline follows the channels (auto) and refuses colour views of grey images
+    assert view_fn("auto", 3) is augment_colour and view_fn("auto", 1) is augment
+    with pytest.raises(ValueError, match="pipeline=colour needs RGB images, got 1 channel"):
+        view_fn("colour", 1)
+
+
+def test_paper_path_trains_resnet18_on_rgb(tmp_path):
+    """The paper configuration, shrunk (8 random 32x32 RGB images, batch 4, 2 epochs, narrow heads), takes real
+    steps of the ResNet-18 learner with colour views on the CPU: finite losses, every online parameter group
+    moves, the prototype loss is active after eta, and the features have the head's width."""
+    from icml25.studies.lfss.train import resolve_device, train_arm
+
+    cfg = _config("paper")
+    assert (cfg.train.device, cfg.augment.pipeline, cfg.model.hidden, cfg.model.dim) == ("cuda", "colour", 4096, 256)
+    settings = {"data": {"n_classes": 2}, "model": {**cfg.model.model_dump(), "hidden": 32, "dim": 16},
+                "train": {**cfg.train.model_dump(), "epochs": 2, "eta": 1, "warmup_epochs": 1, "batch_size": 4,
+                          "threads": 1, "device": "cpu"},
+                "augment": cfg.augment.model_dump(), "stability": {**cfg.stability.model_dump(), "record_every": 1}}
+    rng = np.random.default_rng(0)
+    x, y = rng.random((8, 3, 32, 32), dtype=np.float32), np.repeat([0, 1], 4)
+    torch.manual_seed(5)
+    init = LFSSNet(cfg.model.channels, 32, 16, in_channels=3, backbone="resnet18", stem="cifar").state_dict()
+    out = train_arm(x, y, settings, "lfss", 5)
+    assert [c["epoch"] for c in out["curves"]] == [1, 2]
+    assert all(math.isfinite(c[k]) and c[k] > 0 for c in out["curves"] for k in ("loss", "loss_n", "loss_ss"))
+    assert out["curves"][0]["loss_p"] == 0.0 and out["curves"][1]["loss_p"] > 0  # L_p from epoch eta + 1
+    assert out["features"].shape == (8, 16) and np.isfinite(out["features"]).all()
+    after = out["net"].state_dict()
+    for name in ("encoder_q.0.weight", "encoder_q.3.conv1.weight", "encoder_q.10.conv2.weight",
+                 "projector_q.3.weight", "predictor.0.weight"):
+        assert not torch.equal(init[name], after[name]), name
+    assert not torch.equal(init["encoder_k.0.weight"], after["encoder_k.0.weight"])  # the EMA target follows
+    assert after["encoder_q.0.weight"].device.type == "cpu"
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match="train.device=cuda but torch sees no CUDA device"):
+            resolve_device("cuda")
+    assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")

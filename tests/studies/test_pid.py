@@ -246,16 +246,48 @@ def test_decide_generalisation_verdicts():
         decide_generalisation(np.zeros((3, 5)), np.zeros((3, 6)))
 
 
+def test_calibrate_threshold_maximises_validation_accuracy():
+    from icml25.studies.pid.evaluate import accuracy, calibrate_threshold
+    # logits shifted far from 0 (the uncalibrated pid_noise case): accuracy at 0 is chance, calibrated it is 1
+    s, y = np.array([10.0, 11, 12, 20, 21, 22]), np.array([0, 0, 0, 1, 1, 1])
+    assert accuracy(s, y) == 0.5
+    t = calibrate_threshold(s, y)
+    assert t == 16.0 and accuracy(s, y, t) == 1.0
+    # a detector already separating at 0 keeps 0 (not the midpoint of the gap, 2.0)
+    assert calibrate_threshold([-3.0, -2, -1, 5, 6, 7], [0, 0, 0, 1, 1, 1]) == 0.0
+    # a gap not containing 0: the point of the best candidates closest to 0
+    assert calibrate_threshold([1.0, 2, 3, 5, 6, 7], [0, 0, 0, 1, 1, 1]) == 4.0
+    # ties between equally accurate thresholds: the one closest to 0
+    assert calibrate_threshold([1.0, 2.0], [1, 0]) == 0.0
+    # one overlapping pair: the best achievable accuracy (5/6), not perfect
+    s2, y2 = np.array([0.0, 1, 3, 2, 4, 5]), np.array([0, 0, 0, 1, 1, 1])
+    assert accuracy(s2, y2, calibrate_threshold(s2, y2)) == pytest.approx(5 / 6)
+    with pytest.raises(ValueError, match="equal"):
+        calibrate_threshold([0.0, 1.0], [1])
+
+
+def test_split_pairs_reproduces_the_detector_validation_split():
+    from icml25.studies.pid.train import split_pairs
+    v, tr = split_pairs(np.random.default_rng(3), 50)
+    assert len(v) == 5 and len(tr) == 45 and sorted(np.r_[v, tr]) == list(range(50))
+    v2, _ = split_pairs(np.random.default_rng(3), 50)
+    np.testing.assert_array_equal(v, v2)
+
+
 def test_config_scales_validate_and_default_is_the_budgeted_grid():
     from icml25.core.config import build, load_yaml, merge_scale
     from icml25.studies.pid.config import Config, settings_of
     y = load_yaml(PKG.parents[3] / "config/studies/pid.yaml")
     cfgs = {s: build(Config, merge_scale(y, s)) for s in ("smoke", "default", "paper")}
-    assert cfgs["default"].seeds == (0, 1, 2) and cfgs["default"].residual.bound_random is None
+    assert cfgs["default"].seeds == (10, 11, 12) and cfgs["default"].residual.bound_random is None
     assert cfgs["smoke"].residual.bound_random == 100_000 and len(cfgs["smoke"].seeds) == 1
     assert cfgs["paper"].data.dataset == "genimage" and cfgs["paper"].detector.backbone == "resnet50"
     s = settings_of(cfgs["default"])
-    assert s["det_epochs"] == 4 and s["max_crops"] == 64 and s["ae_seed"] == 0 and s["batch"] == 64
+    assert s["det_epochs"] == 4 and s["max_crops"] == 32 and s["det_train_crop"] == 32 and s["ae_seed"] == 0
+    assert s["batch"] == 64 and s["det_threshold"] == "val"
+    from icml25.studies.pid.experiment import SCALES
+    for sc in ("smoke", "default"):  # the driver's scales are the pipeline's
+        assert settings_of(cfgs[sc]).items() <= SCALES[sc].items()
 
 
 def test_smoke_pipeline_claims(smoke_run):
@@ -282,3 +314,123 @@ def test_smoke_pipeline_claims(smoke_run):
         assert 0.0 <= m["test/acc_heldout"] <= 1.0 and 0.0 <= m["test/auc_A"] <= 1.0
     assert (r / "figures/residual_examples.png").stat().st_size > 1000
     assert (r / "figures/acc_by_generator.png").stat().st_size > 1000
+
+
+def _zip(path, members):
+    import zipfile
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return path
+
+
+def _record(path):
+    from icml25.core.download import record_path, sha256_file
+    record_path(path).write_text(sha256_file(path) + "\n")
+
+
+def test_genimage_unpack_verified_archive(tmp_path):
+    import json
+
+    from icml25.studies.pid.genimage import DONE, unpack
+    arc = _zip(tmp_path / "genimage_sdv14.zip", {"sdv14/train/ai/a.png": b"x" * 10, "sdv14/val/nature/b.JPEG": b"yz"})
+    _record(arc)
+    target = tmp_path / "out" / "genimage_sdv14"
+    summary = unpack(arc, target)
+    assert summary["files"] == 2 and summary["bytes"] == 12
+    assert (target / "sdv14/train/ai/a.png").read_bytes() == b"x" * 10
+    assert json.loads((target / DONE).read_text())["sha256"] == summary["sha256"]
+    assert not any(p.name.endswith(".part") for p in target.parent.iterdir())
+
+
+def test_genimage_unpack_refuses_traversal_unrecorded_and_corrupt_archives(tmp_path):
+    from icml25.core.download import IntegrityError
+    from icml25.studies.pid.genimage import ArchiveError, archive_check, unpack, unsafe_member
+    assert unsafe_member("../evil.png") and unsafe_member("/etc/passwd") and unsafe_member("C:/x") \
+        and unsafe_member("a/../../b") and unsafe_member("a\\..\\b")
+    assert unsafe_member("sdv14/train/ai/a.png") is None
+    # a path-traversal member: refused before anything is written, naming the archive and the member
+    evil = _zip(tmp_path / "evil.zip", {"ok/a.png": b"1", "../../escaped.png": b"2"})
+    _record(evil)
+    target = tmp_path / "deep" / "out" / "evil"
+    with pytest.raises(ArchiveError, match=r"evil\.zip.*\.\./\.\./escaped\.png"):
+        unpack(evil, target)
+    assert not target.exists() and not list(tmp_path.rglob("escaped.png")) and not list(tmp_path.rglob("*.part"))
+    # a tar symlink member is refused too
+    import io
+    import tarfile
+    with tarfile.open(tmp_path / "link.tar", "w") as tf:
+        info = tarfile.TarInfo("ok/link")
+        info.type, info.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        tf.addfile(info)
+        data = tarfile.TarInfo("ok/a.png")
+        data.size = 1
+        tf.addfile(data, io.BytesIO(b"1"))
+    with pytest.raises(ArchiveError, match="link"):
+        archive_check(tmp_path / "link.tar")
+    # no sha256 recorded at download: not unpacked
+    good = _zip(tmp_path / "good.zip", {"a/b.png": b"123"})
+    with pytest.raises(IntegrityError, match="no recorded sha256"):
+        unpack(good, tmp_path / "g")
+    # bytes changed after download (a flipped byte in a member's data): the recorded sha256 no longer matches
+    _record(good)
+    raw = bytearray(good.read_bytes())
+    raw[raw.index(b"123")] ^= 1
+    good.write_bytes(bytes(raw))
+    with pytest.raises(IntegrityError, match="differs"):
+        unpack(good, tmp_path / "g")
+    # ... and the archive check (run at download, before the hash is recorded) catches the CRC failure itself
+    with pytest.raises(ArchiveError, match="CRC"):
+        archive_check(good)
+    (tmp_path / "notzip.zip").write_bytes(b"<html>Google Drive</html>")
+    with pytest.raises(ArchiveError, match="neither a zip nor a tar"):
+        archive_check(tmp_path / "notzip.zip")
+    assert not (tmp_path / "g").exists()
+
+
+def test_genimage_download_stage_verifies_archives_from_a_mirror(tmp_path):
+    from types import SimpleNamespace
+
+    from icml25.core.cli import Stage
+    from icml25.core.download import DownloadError, record_path
+    from icml25.studies.pid.stages import download, genimage_archives
+    entries = genimage_archives()
+    assert len(entries) == 8 and all(e.sha256 == "" for e in entries.values())  # UNPINNED until first download
+    mirror, raw = tmp_path / "mirror", tmp_path / "raw"
+    for e in entries.values():
+        (mirror / e.mirror_path).parent.mkdir(parents=True, exist_ok=True)
+        _zip(mirror / e.mirror_path, {f"{e.name}/train/ai/0.png": b"fake", f"{e.name}/train/nature/0.JPEG": b"real"})
+    logged = {}
+    run = SimpleNamespace(log_metrics=lambda m, **_: logged.update(m))
+
+    def stage(mirror_dir, trust=True):
+        return Stage("pid", "download", SimpleNamespace(data=SimpleNamespace(dataset="genimage")), "paper", "offline",
+                     mirror_dir, (), tuple(raw / n for n in entries), trust_unpinned=trust)
+
+    with pytest.raises(SystemExit, match="mirror"):
+        download(stage(None), run)
+    with pytest.raises(DownloadError, match="UNPINNED"):
+        download(stage(str(mirror), trust=False), run)
+    download(stage(str(mirror)), run)
+    assert logged["download/archives"] == 8 and all(record_path(raw / n).exists() for n in entries)
+    # an archive with a path-traversal member is not accepted (nothing left at its destination)
+    first = next(iter(entries.values()))
+    for p in (raw / first.name, record_path(raw / first.name)):
+        p.unlink()
+    _zip(mirror / first.mirror_path, {"../../x.png": b"1"})
+    with pytest.raises(DownloadError, match="outside the target"):
+        download(stage(str(mirror)), run)
+    assert not (raw / first.name).exists()
+
+
+def test_training_windows_commute_with_every_arm_input(chelsea_crops):
+    """A window at offsets that are multiples of WINDOW_ALIGN of an arm's detector input equals the arm's input on the
+    window crop (NPR included), which is why train_detector cuts its random training windows there."""
+    from icml25.studies.pid.train import WINDOW_ALIGN, detector_input
+    assert WINDOW_ALIGN % 2 == 0
+    x = chelsea_crops[0][:4]
+    for arm in ("rgb", "pid", "npr"):
+        full = detector_input(x, arm)
+        np.testing.assert_array_equal(full[..., 8:40, 12:44], detector_input(x[:, 8:40, 12:44], arm))
+    odd = detector_input(x, "npr")[..., 7:39, 11:43]
+    assert not np.array_equal(odd, detector_input(x[:, 7:39, 11:43], "npr"))

@@ -1,7 +1,7 @@
 # pid: PiD, pixelwise decomposition residuals for AI-generated image detection (ICML 2025).
 # Method and reconstructions: src/icml25/studies/pid/README.md.
-# download (real photos from the scikit-image / scikit-learn wheels; paper: GenImage archives from the manifest)
-# -> preprocess (crops, split, autoencoder generators A/B/C and their fakes) -> train (one job per arm and seed
+# download (real photos from the scikit-image / scikit-learn wheels; paper: GenImage archives from the manifest,
+# verified) -> [paper: unpack, one CPU job per archive, a SLURM array] -> preprocess (crops, split, autoencoder generators A/B/C and their fakes) -> train (one job per arm and seed
 # chunk) -> evaluate (claims.json) -> report (figures).
 
 import csv as _pid_csv
@@ -13,9 +13,11 @@ _PID_CFG = cfg(_PID)
 _PID_PAPER = _PID_CFG["data"]["dataset"] == "genimage"
 if _PID_PAPER:
     with open("src/icml25/studies/pid/manifest.csv", newline="") as _fh:
-        _PID_RAW = [
-            res(_PID, "raw", "genimage", r["name"]) for r in _pid_csv.DictReader(_fh)
-        ]
+        _PID_ARCHIVES = [r["name"] for r in _pid_csv.DictReader(_fh)]
+    _PID_RAW = [res(_PID, "raw", "genimage", n) for n in _PID_ARCHIVES]
+    _PID_PRE_IN = [
+        res(_PID, "interim", "genimage", n.rsplit(".", 1)[0]) for n in _PID_ARCHIVES
+    ]
 else:
     _PID_RAW = [
         res(_PID, "raw", "real", n)
@@ -23,6 +25,7 @@ else:
             [*_PID_CFG["data"]["train_images"], *_PID_CFG["data"]["test_images"]]
         )
     ]
+    _PID_PRE_IN = _PID_RAW
 
 
 rule pid__download:
@@ -44,9 +47,35 @@ rule pid__download:
         stage_cmd(_PID, "download") + " --out {output.raw} > {log} 2>&1"
 
 
+# Paper scale: one CPU job per GenImage archive (a SLURM array): sha256 re-checked, CRCs tested, no member
+# extracted outside interim/genimage/<archive stem>/, renamed into place only when complete.
+rule pid__unpack:
+    input:
+        archive=res(_PID, "raw", "genimage", "{archive}.zip"),
+    output:
+        unpacked=directory(res(_PID, "interim", "genimage", "{archive}")),
+    log:
+        logf(_PID, "unpack_{archive}"),
+    benchmark:
+        bench(_PID, "unpack_{archive}")
+    wildcard_constraints:
+        archive="[A-Za-z0-9_]+",
+    conda:
+        "../../envs/pid.yaml"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=240,
+    params:
+        **stage_params(_PID, "unpack"),
+    shell:
+        stage_cmd(_PID, "unpack")
+        + " --in {input.archive} --out {output.unpacked} > {log} 2>&1"
+
+
 rule pid__preprocess:
     input:
-        raw=rules.pid__download.output.raw,
+        raw=_PID_PRE_IN,
     output:
         crops=res(_PID, "processed", "crops.npz"),
         ae=res(_PID, "interim", "ae.pt"),

@@ -56,9 +56,13 @@ class Data(Section):
 class Model(Section):
     """Online/target/old networks; the encoder of the offline scales is ours [R]."""
 
-    backbone: Literal["small_cnn", "resnet18"] = Field(
-        "small_cnn", description="small_cnn: conv blocks + global average pool [R]; resnet18: the paper's CIFAR "
-                                 "backbone (not implemented here: paper scale)")
+    backbone: Literal["small_cnn", "resnet18", "resnet34", "resnet50"] = Field(
+        "small_cnn", description="small_cnn: conv blocks + global average pool [R]; resnet18: the paper's backbone "
+                                 "for CIFAR-10/20 and STL-10; resnet34 / resnet50: the paper's backbones for the "
+                                 "ImageNet subsets (512-d / 2048-d features)")
+    stem: Literal["cifar", "imagenet"] = Field(
+        "cifar", description="ResNet stem: cifar = 3x3 stride-1 conv, no max-pool (32/96 px inputs); imagenet = 7x7 "
+                             "stride-2 conv + max-pool [R: not stated for the ImageNet subsets]")
     channels: tuple[int, ...] = Field((16, 32), min_length=1, description="small_cnn conv widths (3x3 conv, BN, "
                                                                           "ReLU, 2x2 max-pool each) [R]")
     hidden: int = Field(256, ge=1, description="h: hidden width of projector and predictor (paper 4096)")
@@ -84,16 +88,29 @@ class Train(Section):
     lam: float = Field(0.1, ge=0, description="lambda: weight of L_ss and L_p [V]")
     delta: float = Field(0.1, ge=0, le=1, description="delta: least-stable fraction set aside [V]")
     threads: int = Field(1, ge=1, description="torch CPU threads (and the train rule's threads)")
+    device: Literal["cpu", "cuda", "auto"] = Field(
+        "cpu", description="torch device of training and feature extraction: cpu, cuda (fails when no GPU is "
+                           "visible) or auto (cuda when available); random draws stay on a CPU generator")
 
 
 class Augment(Section):
-    """Digit augmentations of the offline scales [R] (no flips, no colour operations)."""
+    """Augmentations [R]: digit views of the offline scales (no flips, no colour operations) and colour views
+    (crop, flip, colour jitter, grayscale) for RGB images at paper scale."""
 
-    crop_scale: tuple[float, float] = Field((0.5, 1.0), description="RandomResizedCrop area range [R]")
+    pipeline: Literal["auto", "digits", "colour"] = Field(
+        "auto", description="digits: crop + rotation + erasing + noise; colour: crop + flip + colour jitter + "
+                            "grayscale; auto: colour for 3-channel images, digits otherwise [R]")
+    crop_scale: tuple[float, float] = Field((0.5, 1.0), description="RandomResizedCrop area range, both pipelines "
+                                                                    "[R]")
     rotation_deg: float = Field(15.0, ge=0, description="uniform rotation in +-deg [R]")
     erase_p: float = Field(0.25, ge=0, le=1, description="random-erasing probability [R]")
     erase_scale: tuple[float, float] = Field((0.02, 0.1), description="erased area fraction [R]")
     noise_sigma: float = Field(0.05, ge=0, description="additive Gaussian pixel noise [R]")
+    flip_p: float = Field(0.5, ge=0, le=1, description="colour: horizontal-flip probability [R]")
+    jitter: tuple[float, float, float, float] = Field(
+        (0.4, 0.4, 0.4, 0.1), description="colour: jitter strengths (brightness, contrast, saturation, hue) [R]")
+    jitter_p: float = Field(0.8, ge=0, le=1, description="colour: probability of jittering an image [R]")
+    grayscale_p: float = Field(0.2, ge=0, le=1, description="colour: probability of a grayscale view [R]")
 
 
 class Stability(Section):

@@ -104,7 +104,7 @@ def augment(x, gen, crop_scale=(0.5, 1.0), rotation_deg=15.0, erase_p=0.25, eras
     import torch.nn.functional as F
 
     B, C, H, W = x.shape
-    u = lambda *shape: torch.rand(*shape, generator=gen)  # noqa: E731
+    u = lambda *shape: torch.rand(*shape, generator=gen).to(x.device)  # noqa: E731 (CPU generator, any device)
     area = crop_scale[0] + (crop_scale[1] - crop_scale[0]) * u(B)
     logr = math.log(3 / 4) + (math.log(4 / 3) - math.log(3 / 4)) * u(B)
     ratio = torch.exp(logr)
@@ -124,15 +124,146 @@ def augment(x, gen, crop_scale=(0.5, 1.0), rotation_deg=15.0, erase_p=0.25, eras
         ew = torch.sqrt(ea / er).clamp(max=1.0) * W
         y0 = (H - eh) * u(B)
         x0 = (W - ew) * u(B)
-        rows = torch.arange(H, dtype=x.dtype).view(1, H, 1)
-        cols = torch.arange(W, dtype=x.dtype).view(1, 1, W)
+        rows = torch.arange(H, dtype=x.dtype, device=x.device).view(1, H, 1)
+        cols = torch.arange(W, dtype=x.dtype, device=x.device).view(1, 1, W)
         box = ((rows >= y0.view(B, 1, 1)) & (rows < (y0 + eh).view(B, 1, 1))
                & (cols >= x0.view(B, 1, 1)) & (cols < (x0 + ew).view(B, 1, 1)))
         box &= (u(B) < erase_p).view(B, 1, 1)
         out = out.masked_fill(box.unsqueeze(1), 0.0)
     if noise_sigma > 0:
-        out = out + noise_sigma * torch.randn(out.shape, generator=gen)
+        out = out + noise_sigma * torch.randn(out.shape, generator=gen).to(out.device)
     return out
+
+
+# ------------------------------------------------------------------------------- colour augmentations (RGB)
+# The SimCLR/BYOL-style views of the paper scale [R: the specification names the backbones, not the
+# augmentations]: random resized crop, horizontal flip, colour jitter applied with a probability, random
+# grayscale. Each function takes a batch (B, 3, H, W) with values in [0, 1] on any device, draws its randomness
+# from a CPU torch generator ``gen`` (so a seed gives the same views on every device) and returns values in [0, 1].
+def _rand(gen, n: int, device) -> Any:
+    import torch
+
+    return torch.rand(n, generator=gen).to(device)
+
+
+def random_resized_crop(x, gen, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3)):
+    """Crop of area fraction U(scale) and aspect ratio log-U(ratio), placed uniformly inside the image, resized
+    (bilinear) back to (H, W). Widths and heights are clamped to the image, so the crop never leaves it."""
+    import math
+
+    import torch
+    import torch.nn.functional as F
+
+    B, C, H, W = x.shape
+    area = scale[0] + (scale[1] - scale[0]) * _rand(gen, B, x.device)
+    r = torch.exp(math.log(ratio[0]) + (math.log(ratio[1]) - math.log(ratio[0])) * _rand(gen, B, x.device))
+    sw = torch.sqrt(area * r).clamp(max=1.0)
+    sh = torch.sqrt(area / r).clamp(max=1.0)
+    tx = (1 - sw) * (2 * _rand(gen, B, x.device) - 1)
+    ty = (1 - sh) * (2 * _rand(gen, B, x.device) - 1)
+    zero = torch.zeros_like(sw)
+    theta = torch.stack([torch.stack([sw, zero, tx], 1), torch.stack([zero, sh, ty], 1)], 1).to(x.dtype)
+    grid = F.affine_grid(theta, (B, C, H, W), align_corners=False)
+    return F.grid_sample(x, grid, mode="bilinear", padding_mode="border", align_corners=False).clamp(0.0, 1.0)
+
+
+def random_flip(x, gen, p=0.5):
+    """Mirror each image left-right with probability ``p``."""
+    import torch
+
+    m = (_rand(gen, len(x), x.device) < p).view(-1, 1, 1, 1)
+    return torch.where(m, x.flip(-1), x)
+
+
+def grayscale(x):
+    """ITU-R 601 luma 0.299 R + 0.587 G + 0.114 B, (B, 1, H, W)."""
+    return (0.299 * x[:, 0:1] + 0.587 * x[:, 1:2] + 0.114 * x[:, 2:3]).clamp(0.0, 1.0)
+
+
+def random_grayscale(x, gen, p=0.2):
+    """Replace each image by its luma on all three channels with probability ``p``."""
+    import torch
+
+    m = (_rand(gen, len(x), x.device) < p).view(-1, 1, 1, 1)
+    return torch.where(m, grayscale(x).expand_as(x), x)
+
+
+def rgb_to_hsv(x):
+    """(B, 3, H, W) RGB in [0, 1] -> HSV, hue in [0, 1)."""
+    import torch
+
+    r, g, b = x.unbind(1)
+    mx, argmx = x.max(1)
+    mn = x.min(1).values
+    d = mx - mn
+    safe = torch.where(d > 0, d, torch.ones_like(d))
+    h = torch.where(argmx == 0, ((g - b) / safe) % 6, torch.where(argmx == 1, (b - r) / safe + 2, (r - g) / safe + 4))
+    h = torch.where(d > 0, h / 6.0, torch.zeros_like(h)) % 1.0
+    s = torch.where(mx > 0, d / torch.where(mx > 0, mx, torch.ones_like(mx)), torch.zeros_like(mx))
+    return torch.stack([h, s, mx], 1)
+
+
+def hsv_to_rgb(x):
+    """Inverse of :func:`rgb_to_hsv`."""
+    import torch
+
+    h, s, v = x.unbind(1)
+    k = lambda n: (n + h * 6.0) % 6.0  # noqa: E731
+    f = lambda n: v - v * s * (torch.minimum(k(n), 4.0 - k(n)).clamp(0.0, 1.0))  # noqa: E731
+    return torch.stack([f(5.0), f(3.0), f(1.0)], 1)
+
+
+def colour_jitter(x, gen, brightness=0.4, contrast=0.4, saturation=0.4, hue=0.1):
+    """Per image: brightness factor U(1 ± b) (scales the pixels), contrast U(1 ± c) (blends with the mean luma),
+    saturation U(1 ± s) (blends with the pixel's luma), hue shift U(± hue) of a turn; in that fixed order [R: the
+    common implementation draws a random order], clamping to [0, 1] after each."""
+    B = len(x)
+    fac = lambda w: (1 - w + 2 * w * _rand(gen, B, x.device)).view(B, 1, 1, 1).to(x.dtype)  # noqa: E731
+    out = x
+    if brightness > 0:
+        out = (out * fac(brightness)).clamp(0.0, 1.0)
+    if contrast > 0:
+        m = grayscale(out).mean(dim=(1, 2, 3), keepdim=True)
+        out = ((out - m) * fac(contrast) + m).clamp(0.0, 1.0)
+    if saturation > 0:
+        g = grayscale(out)
+        out = ((out - g) * fac(saturation) + g).clamp(0.0, 1.0)
+    if hue > 0:
+        shift = (hue * (2 * _rand(gen, B, x.device) - 1)).view(B, 1, 1).to(x.dtype)
+        hsv = rgb_to_hsv(out)
+        hsv = hsv.clone()
+        hsv[:, 0] = (hsv[:, 0] + shift) % 1.0
+        out = hsv_to_rgb(hsv).clamp(0.0, 1.0)
+    return out
+
+
+def augment_colour(x, gen, crop_scale=(0.08, 1.0), flip_p=0.5, jitter=(0.4, 0.4, 0.4, 0.1), jitter_p=0.8,
+                   grayscale_p=0.2, **_ignored: Any):
+    """One random view of an RGB batch ``x (B, 3, H, W)`` in [0, 1] [R colour augmentations of the paper scale]:
+    :func:`random_resized_crop` (area ``crop_scale``) -> :func:`random_flip` (``flip_p``) -> :func:`colour_jitter`
+    (``jitter`` = brightness, contrast, saturation, hue) on each image with probability ``jitter_p`` ->
+    :func:`random_grayscale` (``grayscale_p``). Values stay in [0, 1]."""
+    import torch
+
+    if x.shape[1] != 3:
+        raise ValueError(f"lfss: colour augmentations need RGB images (B, 3, H, W), got {tuple(x.shape)}")
+    out = random_flip(random_resized_crop(x, gen, crop_scale), gen, flip_p)
+    if jitter_p > 0:
+        m = (_rand(gen, len(x), x.device) < jitter_p).view(-1, 1, 1, 1)
+        out = torch.where(m, colour_jitter(out, gen, *jitter), out)
+    return random_grayscale(out, gen, grayscale_p)
+
+
+def view_fn(pipeline: str, channels: int):
+    """The augmentation of ``augment.pipeline``: ``digits`` (:func:`augment`), ``colour`` (:func:`augment_colour`)
+    or ``auto`` (colour for 3-channel images, digits otherwise)."""
+    if pipeline == "auto":
+        pipeline = "colour" if channels == 3 else "digits"
+    if pipeline == "colour" and channels != 3:
+        raise ValueError(f"lfss: augment.pipeline=colour needs RGB images, got {channels} channel(s)")
+    if pipeline not in ("digits", "colour"):
+        raise ValueError(f"lfss: augment.pipeline must be auto, digits or colour, got {pipeline!r}")
+    return augment if pipeline == "digits" else augment_colour
 
 
 # ------------------------------------------------------------------------------------------- gate reference

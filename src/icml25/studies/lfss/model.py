@@ -1,9 +1,18 @@
 """Networks of the lfss study (Sec. 3.1 of the paper, BYOL/ProPos-style).
 
 Online encoder g_q + projector P_q, predictor p; target g_k, P_k = EMA of the online pair; "old" network o = a
-frozen copy of (g_k, P_k) taken at every epoch boundary. The encoder here is the small digit CNN of the offline
-scales [R]: two blocks of 3x3 conv (padding 1), BatchNorm, ReLU, 2x2 max-pool, then global average pooling
-(``channels[-1]``-d features). Heads are Linear-BN-ReLU-Linear (hidden h, output D).
+frozen copy of (g_k, P_k) taken at every epoch boundary. Encoders (``model.backbone``):
+
+* ``small_cnn`` -- the small digit CNN of the offline scales [R]: blocks of 3x3 conv (padding 1), BatchNorm, ReLU,
+  2x2 max-pool, then global average pooling (``channels[-1]``-d features).
+* ``resnet18`` / ``resnet34`` / ``resnet50`` -- the paper's backbones (ResNet-18 for CIFAR-10/20 and STL-10,
+  ResNet-34/50 for the ImageNet subsets; He et al., *Deep Residual Learning for Image Recognition*, CVPR 2016),
+  written here in plain torch, without the classification layer (512-d features for 18/34, 2048-d for 50). Stem
+  ``cifar``: one 3x3 stride-1 convolution and no max-pool (the usual form for 32 and 96 px inputs); stem
+  ``imagenet``: 7x7 stride-2 convolution and 3x3 stride-2 max-pool. Which stem the paper used for the ImageNet
+  subsets is not stated [R: ``model.stem``].
+
+Heads are Linear-BN-ReLU-Linear (hidden h, output D).
 """
 from __future__ import annotations
 
@@ -26,6 +35,99 @@ def small_cnn(channels: Sequence[int] = (16, 32), in_channels: int = 1) -> nn.Se
     return nn.Sequential(*layers)
 
 
+class BasicBlock(nn.Module):
+    """Two 3x3 convolutions with BatchNorm; identity shortcut, or 1x1 conv + BN when the shape changes."""
+
+    expansion = 1
+
+    def __init__(self, c_in: int, c: int, stride: int = 1):
+        super().__init__()
+        self.conv1 = nn.Conv2d(c_in, c, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(c)
+        self.conv2 = nn.Conv2d(c, c, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(c)
+        self.shortcut = _shortcut(c_in, c * self.expansion, stride)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = torch.relu(self.bn1(self.conv1(x)))
+        return torch.relu(self.bn2(self.conv2(out)) + self.shortcut(x))
+
+
+class Bottleneck(nn.Module):
+    """1x1 reduce, 3x3 (carrying the stride), 1x1 expand (x4), each with BatchNorm; projection shortcut when the
+    shape changes."""
+
+    expansion = 4
+
+    def __init__(self, c_in: int, c: int, stride: int = 1):
+        super().__init__()
+        self.conv1 = nn.Conv2d(c_in, c, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(c)
+        self.conv2 = nn.Conv2d(c, c, 3, stride, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(c)
+        self.conv3 = nn.Conv2d(c, c * self.expansion, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(c * self.expansion)
+        self.shortcut = _shortcut(c_in, c * self.expansion, stride)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = torch.relu(self.bn1(self.conv1(x)))
+        out = torch.relu(self.bn2(self.conv2(out)))
+        return torch.relu(self.bn3(self.conv3(out)) + self.shortcut(x))
+
+
+def _shortcut(c_in: int, c_out: int, stride: int) -> nn.Module:
+    if stride == 1 and c_in == c_out:
+        return nn.Identity()
+    return nn.Sequential(nn.Conv2d(c_in, c_out, 1, stride, bias=False), nn.BatchNorm2d(c_out))
+
+
+#: Block type and blocks per stage of each ResNet (He et al. 2016, Table 1).
+RESNETS: dict[str, tuple[type[nn.Module], tuple[int, int, int, int]]] = {
+    "resnet18": (BasicBlock, (2, 2, 2, 2)), "resnet34": (BasicBlock, (3, 4, 6, 3)),
+    "resnet50": (Bottleneck, (3, 4, 6, 3))}
+
+
+def resnet(name: str = "resnet18", in_channels: int = 3, stem: str = "cifar") -> nn.Sequential:
+    """ResNet encoder without the classifier: ``(B, in_channels, H, W) -> (B, 512)`` (18, 34) or ``(B, 2048)``
+    (50) after global average pooling. ``stem``: ``cifar`` (3x3 conv, stride 1, no max-pool; for 32/96 px inputs)
+    or ``imagenet`` (7x7 conv stride 2 + 3x3 max-pool stride 2). Convolutions start from Kaiming-normal weights
+    (fan-out, ReLU gain), BatchNorm from weight 1 and bias 0."""
+    if name not in RESNETS:
+        raise ValueError(f"lfss: unknown ResNet {name!r}; known: {sorted(RESNETS)}")
+    block, depths = RESNETS[name]
+    if stem == "cifar":
+        layers: list[nn.Module] = [nn.Conv2d(in_channels, 64, 3, 1, 1, bias=False), nn.BatchNorm2d(64),
+                                   nn.ReLU(inplace=True)]
+    elif stem == "imagenet":
+        layers = [nn.Conv2d(in_channels, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(inplace=True),
+                  nn.MaxPool2d(3, 2, 1)]
+    else:
+        raise ValueError(f"lfss: model.stem must be cifar or imagenet, got {stem!r}")
+    c_in = 64
+    for i, (width, depth) in enumerate(zip((64, 128, 256, 512), depths)):
+        for j in range(depth):
+            layers.append(block(c_in, width, 2 if (i > 0 and j == 0) else 1))
+            c_in = width * block.expansion
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten()]
+    net = nn.Sequential(*layers)
+    for m in net.modules():
+        if isinstance(m, nn.Conv2d):
+            nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+        elif isinstance(m, nn.BatchNorm2d):
+            nn.init.ones_(m.weight)
+            nn.init.zeros_(m.bias)
+    return net
+
+
+def encoder(backbone: str = "small_cnn", channels: Sequence[int] = (16, 32), in_channels: int = 1,
+            stem: str = "cifar") -> tuple[nn.Module, int]:
+    """The encoder g named by ``model.backbone`` and its feature width."""
+    if backbone == "small_cnn":
+        return small_cnn(channels, in_channels), int(channels[-1])
+    net = resnet(backbone, in_channels, stem)
+    return net, 512 * RESNETS[backbone][0].expansion
+
+
 def mlp_head(d_in: int, hidden: int, d_out: int) -> nn.Sequential:
     """Linear-BN-ReLU-Linear (projector and predictor of the paper)."""
     return nn.Sequential(nn.Linear(d_in, hidden), nn.BatchNorm1d(hidden), nn.ReLU(inplace=True),
@@ -41,10 +143,11 @@ class LFSSNet(nn.Module):
     training) never change its snapshot of running statistics.
     """
 
-    def __init__(self, channels: Sequence[int] = (16, 32), hidden: int = 256, dim: int = 64, in_channels: int = 1):
+    def __init__(self, channels: Sequence[int] = (16, 32), hidden: int = 256, dim: int = 64, in_channels: int = 1,
+                 backbone: str = "small_cnn", stem: str = "cifar"):
         super().__init__()
-        self.encoder_q = small_cnn(channels, in_channels)
-        self.projector_q = mlp_head(channels[-1], hidden, dim)
+        self.encoder_q, width = encoder(backbone, channels, in_channels, stem)
+        self.projector_q = mlp_head(width, hidden, dim)
         self.predictor = mlp_head(dim, hidden, dim)
         for m in self.predictor.modules():
             if isinstance(m, nn.Linear):

@@ -6,6 +6,11 @@ clustered; with ``previous_boundary`` (default) the stability compares F_e with 
 network o (the target snapshot of the previous boundary, which it is exactly: its BatchNorm statistics are
 frozen), and only then o is refreshed. ``released_order`` refreshes o first, as the released code's order does,
 which makes F° = F and s ≡ 1. Pseudo-labels from boundary e train epoch e + 1 when e + 1 > η.
+
+Backbones (``model.backbone``): the small digit CNN of the offline scales or the paper's ResNet-18/34/50
+(:mod:`.model`); views (``augment.pipeline``): digit or colour augmentations (:mod:`.data`). ``train.device``
+places the networks and the images (cpu, cuda, auto); every random draw (batch order, views, predictor noise)
+comes from one CPU generator seeded with the seed, so a seed gives the same draws on every device.
 """
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .data import augment
+from .data import augment, view_fn
 from .evaluate import cluster_metrics, mapped_correct, stability_correctness
 from .method import byol_loss, kmeans_cosine, prototype_loss, sample_stability_loss, stability_from_labels
 from .model import LFSSNet
@@ -53,6 +58,17 @@ def _param_groups(net: LFSSNet, wd: float) -> list[dict]:
             {"params": pred_no, "weight_decay": 0.0, "pred": True}]
 
 
+def resolve_device(name: str) -> torch.device:
+    """``train.device``: cpu, cuda (a clear error when no GPU is visible) or auto (cuda when available)."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("lfss: train.device=cuda but torch sees no CUDA device (use cpu or auto)")
+    if name not in ("cpu", "cuda"):
+        raise ValueError(f"lfss: train.device must be cpu, cuda or auto, got {name!r}")
+    return torch.device(name)
+
+
 def train_arm(*args: Any, **kwargs: Any) -> dict[str, Any]:
     """:func:`_train_arm` with NumPy's BLAS limited to one thread (the k-means matrices are small; several BLAS
     threads next to torch's only contend for the same cores)."""
@@ -64,19 +80,18 @@ def train_arm(*args: Any, **kwargs: Any) -> dict[str, Any]:
 
 def _train_arm(x: np.ndarray, y: np.ndarray, settings: Mapping[str, Any], arm: str, seed: int,
               progress: Callable[[dict], None] | None = None) -> dict[str, Any]:
-    """Train one arm for one seed on ``x (N, 1, 28, 28)`` float32; ``y (N,)`` is used only for the metrics.
+    """Train one arm for one seed on ``x (N, C, H, W)`` float32 in [0, 1] (digits: C = 1; RGB: C = 3); ``y (N,)``
+    is used only for the metrics.
 
     Returns ``curves`` (one dict per epoch: losses, lr, n_unstable, acc/nmi/ari of the k-means on the
     target features, auroc/acc_unstable/acc_stable/gap of stability vs correctness), ``stability``
     ({epoch: dict(s, labels, pseudo, correct)} every ``record_every`` epochs and the last), ``features`` (N, D)
-    float32 (final target features) and ``time_s``. ``progress`` (optional) receives each epoch's dict.
+    float32 (final target features), ``time_s`` and ``net`` (on the CPU). ``progress`` (optional) receives each
+    epoch's dict.
     """
     if arm not in ARMS:
         raise KeyError(f"lfss: unknown arm {arm!r}; known: {sorted(ARMS)}")
     tr, st, mo, au = settings["train"], settings["stability"], settings["model"], settings["augment"]
-    if mo.get("backbone", "small_cnn") != "small_cnn":
-        raise NotImplementedError(f"lfss: model.backbone={mo['backbone']!r} (the paper's CIFAR/ImageNet ResNets) is "
-                                  "not implemented; the offline scales use small_cnn")
     spec = ARMS[arm]
     lam_ss, lam_p = tr["lam"] * spec["lambda_ss"], tr["lam"] * spec["lambda_p"]
     delta = tr["delta"] if spec["delta"] is None else spec["delta"]
@@ -88,23 +103,28 @@ def _train_arm(x: np.ndarray, y: np.ndarray, settings: Mapping[str, Any], arm: s
     torch.set_num_threads(int(tr.get("threads", 1)))
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
-    xt = torch.as_tensor(x, dtype=torch.float32)
+    device = resolve_device(tr.get("device", "cpu"))
+    xt = torch.as_tensor(x, dtype=torch.float32).to(device)
     n, bs, epochs, eta = len(xt), int(tr["batch_size"]), int(tr["epochs"]), int(tr["eta"])
     if n < bs and tr["drop_last"]:
         raise ValueError(f"lfss: {n} images < batch_size {bs} with drop_last")
     spe = n // bs if tr["drop_last"] else math.ceil(n / bs)
-    net = LFSSNet(mo["channels"], mo["hidden"], mo["dim"], in_channels=xt.shape[1]).train()
+    net = LFSSNet(mo["channels"], mo["hidden"], mo["dim"], in_channels=xt.shape[1],
+                  backbone=mo.get("backbone", "small_cnn"), stem=mo.get("stem", "cifar")).to(device).train()
     opt = torch.optim.SGD(_param_groups(net, tr["weight_decay"]), lr=tr["lr"], momentum=tr["momentum"])
-    aug = {key: au[key] for key in ("crop_scale", "rotation_deg", "erase_p", "erase_scale", "noise_sigma")}
+    view = view_fn(au.get("pipeline", "auto"), int(xt.shape[1]))
+    keys = (("crop_scale", "rotation_deg", "erase_p", "erase_scale", "noise_sigma") if view is augment
+            else ("crop_scale", "flip_p", "jitter", "jitter_p", "grayscale_p"))
+    aug = {key: au[key] for key in keys if key in au}
 
-    prev = net.features(xt).numpy()
+    prev = net.features(xt).cpu().numpy()
     prev_labels, _ = kmeans_cosine(prev, k_clusters, seed=st["kmeans_seed"], max_iter=st["kmeans_max_iter"],
                                    tol=st["kmeans_tol"])
     pseudo = None
     curves, records, step = [], {}, 0
     for epoch in range(1, epochs + 1):
         use_proto = epoch > eta and lam_p > 0 and pseudo is not None
-        pseudo_t = torch.as_tensor(pseudo) if use_proto else None
+        pseudo_t = torch.as_tensor(pseudo).to(device) if use_proto else None
         sums = {"loss": 0.0, "loss_n": 0.0, "loss_ss": 0.0, "loss_p": 0.0}
         order = torch.randperm(n, generator=gen)
         for b in range(spe):
@@ -113,11 +133,11 @@ def _train_arm(x: np.ndarray, y: np.ndarray, settings: Mapping[str, Any], arm: s
             for g in opt.param_groups:
                 g["lr"] = lr * (tr["predictor_lr_mult"] if g["pred"] else 1.0)
             xb = xt[idx]
-            x1, x2 = augment(xb, gen, **aug), augment(xb, gen, **aug)
+            x1, x2 = view(xb, gen, **aug), view(xb, gen, **aug)
             q1, q2 = net.online(x1), net.online(x2)
             k1, k2 = net.target(x1), net.target(x2)
-            p1 = net.predictor(q1 + tr["sigma"] * torch.randn(q1.shape, generator=gen))
-            p2 = net.predictor(q2 + tr["sigma"] * torch.randn(q2.shape, generator=gen))
+            p1 = net.predictor(q1 + tr["sigma"] * torch.randn(q1.shape, generator=gen).to(device))
+            p2 = net.predictor(q2 + tr["sigma"] * torch.randn(q2.shape, generator=gen).to(device))
             loss_n = 0.5 * (byol_loss(p1, k2) + byol_loss(p2, k1))
             loss = loss_n
             loss_ss = loss_p = torch.zeros(())
@@ -140,7 +160,7 @@ def _train_arm(x: np.ndarray, y: np.ndarray, settings: Mapping[str, Any], arm: s
                 sums[key] += float(val.detach()) / spe
 
         # ---- epoch boundary: cluster, stability, pseudo-labels for the next epoch, refresh o
-        feats = net.features(xt).numpy()
+        feats = net.features(xt).cpu().numpy()
         labels, _ = kmeans_cosine(feats, k_clusters, seed=st["kmeans_seed"], max_iter=st["kmeans_max_iter"],
                                   tol=st["kmeans_tol"])
         if st["snapshot"] == "previous_boundary":
@@ -164,4 +184,4 @@ def _train_arm(x: np.ndarray, y: np.ndarray, settings: Mapping[str, Any], arm: s
         net.refresh_old()
         prev, prev_labels = feats, labels
     return {"curves": curves, "stability": records, "features": prev.astype(np.float32),
-            "time_s": time.perf_counter() - t0, "net": net}
+            "time_s": time.perf_counter() - t0, "net": net.cpu()}

@@ -9,7 +9,7 @@ from .config import Config
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one stage (download, preprocess, train, evaluate, report)."""
+    """Run one stage (download, unpack [paper scale], preprocess, train, evaluate, report)."""
     from .stages import STAGES
 
     return stage_main("pid", Config, STAGES, argv,

