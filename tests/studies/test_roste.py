@@ -403,12 +403,16 @@ def test_smoke_pipeline_through_snakemake(smoke_run):
     assert ev.data.metrics["verdicts/checks_hold"] == 3.0
 
 
-def test_paper_scale_stage_stops_with_a_clear_error(tmp_path):
+def test_paper_prepare_names_the_outputs_it_expects(tmp_path):
+    """The paper path is wired (tests/studies/test_roste_paper.py runs it); a wrong --out list fails naming the
+    dataset's files, before anything is fetched."""
     from icml25.studies.roste.__main__ import main
 
-    with pytest.raises(SystemExit, match="paper scale fine-tunes EleutherAI/pythia-6.9b-deduped"):
+    with pytest.raises(SystemExit, match=r"roste prepare: expected --out raw/paper/<name>.parquet for "
+                                         r"\['tldr_train', 'tldr_test'\]"):
         main(["prepare", "--scale", "paper", "--no-track", "--config", str(ROOT / "config/studies/roste.yaml"),
               "--out", str(tmp_path / "x.parquet")])
+    assert not list(tmp_path.iterdir())
 
 
 @settings(max_examples=25, deadline=None)
