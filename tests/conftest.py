@@ -126,7 +126,7 @@ def smoke_run(tmp_path_factory) -> Path:
         if not done.exists() and not failed.exists():
             if work.exists():
                 shutil.rmtree(work)
-            out = run_snakemake(copy_project(work), "--cores", "2", "--config", "scale=smoke", timeout=1700)
+            out = run_snakemake(copy_project(work), "--cores", "2", "--config", "scale=smoke", timeout=2600)
             (done if out.returncode == 0 else failed).write_text(tail(out))
     assert not failed.exists(), failed.read_text()
     return work

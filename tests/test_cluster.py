@@ -90,7 +90,7 @@ def slurm_smoke(slurm_cluster, tmp_path_factory):
     env = clean_env(MLFLOW_TRACKING_URI=server.url, **slurm_cluster)
     try:
         out = run_snakemake(work, "--profile", PROFILE, "--config", "scale=smoke",
-                            "--set-resources", f"{GPU_RULE}:gpu=1", env=env, timeout=1700)  # 19 studies; pytest-timeout is 1800 s
+                            "--set-resources", f"{GPU_RULE}:gpu=1", env=env, timeout=2600)  # 19 studies; pytest-timeout is 2700 s
         runs = mlflow_runs(server.url)
     finally:
         srv.stop(server.pgid)
