@@ -9,6 +9,12 @@ With S the active clients and p̃_i = p_i / Σ_S p_j:
   x⁺ = x − T_eff Σ_S p̃_i (x − x_i)/T_i,  T_eff = Σ_S p̃_i T_i.
 * FedExp (Jhunjhunwala et al. 2023) [R: weighting]: Δ_i = x_i − x, Δ̄ = Σ_S p̃_i Δ_i,
   η_g = max(1, Σ_S ‖Δ_i‖² / (2|S|(‖Δ̄‖² + ε))), x⁺ = x + η_g Δ̄, ε = 1e-3.
+
+Server learning rate (issue 31, symmetric tuning; Reddi et al. 2021, "Adaptive federated optimization", the
+server step of FedOpt): FedAvg, FedProx and FedNova take ``server_lr`` = η_s on their aggregate update,
+x⁺ = x + η_s (x_agg − x); η_s = 1 is the method as published. FedECADO-R's continuous-time synchronisation moves
+the server further than the plain average (about 2× FedNova's step), so the baselines get this knob, tuned on
+tuning seeds (``tuning/fedecado.jsonl``). FedExp's η_g is already an (adaptive) server step and gets none.
 """
 from __future__ import annotations
 
@@ -23,23 +29,30 @@ def _normalised(p: Any, S: list[int]) -> dict[int, float]:
     return {i: float(p[i]) / total for i in S}
 
 
-def fedavg_aggregate(x_end: Mapping[int, Any], p: Any) -> Any:
-    """x⁺ = Σ_S p̃_i x_i over the clients of ``x_end`` (dict id → (P,))."""
+def fedavg_aggregate(x_end: Mapping[int, Any], p: Any, x: Any = None, server_lr: float = 1.0) -> Any:
+    """x⁺ = Σ_S p̃_i x_i over the clients of ``x_end`` (dict id → (P,)); with a server learning rate η_s ≠ 1
+    (needs the round-start state ``x``): x⁺ = x + η_s (Σ_S p̃_i x_i − x)."""
     S = sorted(x_end)
     q = _normalised(p, S)
     out = q[S[0]] * x_end[S[0]]
     for i in S[1:]:
         out = out + q[i] * x_end[i]
+    if server_lr != 1.0:
+        if x is None:
+            raise ValueError("fedavg_aggregate: server_lr != 1 needs the round-start state x")
+        out = x + server_lr * (out - x)
     return out
 
 
-def fednova_aggregate(x: Any, x_end: Mapping[int, Any], T: Mapping[int, float], p: Any) -> Any:
-    """x⁺ = x − T_eff Σ_S p̃_i (x − x_i)/T_i with T_eff = Σ_S p̃_i T_i (normalised averaging, a_i = T_i)."""
+def fednova_aggregate(x: Any, x_end: Mapping[int, Any], T: Mapping[int, float], p: Any,
+                      server_lr: float = 1.0) -> Any:
+    """x⁺ = x − η_s T_eff Σ_S p̃_i (x − x_i)/T_i with T_eff = Σ_S p̃_i T_i (normalised averaging, a_i = T_i;
+    η_s the server learning rate, 1 as published)."""
     S = sorted(x_end)
     q = _normalised(p, S)
     T_eff = sum(q[i] * float(T[i]) for i in S)
     direction = sum(q[i] * (x - x_end[i]) / float(T[i]) for i in S)
-    return x - T_eff * direction
+    return x - server_lr * T_eff * direction
 
 
 def fedexp_aggregate(x: Any, x_end: Mapping[int, Any], p: Any, eps: float = 1e-3) -> tuple[Any, float]:

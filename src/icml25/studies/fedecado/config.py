@@ -55,6 +55,16 @@ class Quad(Section):
         return self
 
 
+class ServerLr(Section):
+    """Server learning rate η_s of each baseline, x⁺ = x + η_s (x_agg − x) (1 = the method as published). FedECADO-R
+    moves the server further per round than the plain average, so the baselines get this knob, tuned with a grid on
+    tuning seeds (``tuning/fedecado.jsonl``, issue 31). FedExp's server step is adaptive and has none."""
+
+    fedavg: float = Field(1.0, gt=0, description="FedAvg server learning rate")
+    fedprox: float = Field(1.0, gt=0, description="FedProx server learning rate")
+    fednova: float = Field(1.0, gt=0, description="FedNova server learning rate (multiplies T_eff)")
+
+
 class Image(Section):
     """The image experiment of claim 3: Dirichlet label skew + heterogeneous local work."""
 
@@ -78,6 +88,8 @@ class Image(Section):
         (1, 5), description="local epochs e_i ~ U{lo..hi}, fixed per client [R]")
     prox_mu: float = Field(0.01, ge=0, description="FedProx proximal weight mu")
     fedexp_eps: float = Field(1e-3, gt=0, description="FedExp epsilon of the server step size [R]")
+    server_lr: ServerLr = Field(ServerLr(), description="server learning rates of the baselines (issue 31: "
+                                                        "symmetric tuning; tuned on tuning seeds)")
     augment: bool = Field(False, description="CIFAR only: random crop (pad 4) + horizontal flip of client "
                                              "minibatches [R]")
     device: Literal["cpu", "cuda"] = Field("cpu", description="torch device of the image arms (cuda: paper scale)")
@@ -147,7 +159,8 @@ STAGE_KEYS: dict[str, tuple[str, ...]] = {
                    "image.alpha", "image.min_size", "image.lr_range", "image.epoch_range"),
     "train": ("arms", "seeds", "quad", "fedecado", "client_lte", "image.seeds", "image.dataset", "image.model",
               "image.pca_dim", "image.hidden", "image.n_clients", "image.participation", "image.rounds",
-              "image.batch_size", "image.prox_mu", "image.fedexp_eps", "image.augment", "image.device"),
+              "image.batch_size", "image.prox_mu", "image.fedexp_eps", "image.server_lr", "image.augment",
+              "image.device"),
     "evaluate": ("image.dataset", "bootstrap_resamples"),
     "report": (),
 }

@@ -208,7 +208,7 @@ def run_image(image: Mapping[str, Any], fed: Mapping[str, Any], client_lte: Mapp
 
     theta, _ = federated_train(arm, learner.init(seed), p, image["rounds"], plan, grad_for, fedecado=fed,
                                client_lte=client_lte, prox_mu=image["prox_mu"], fedexp_eps=image["fedexp_eps"],
-                               on_round=log)
+                               server_lr=image.get("server_lr"), on_round=log)
     final_loss, final_acc = learner.final_metrics(theta)
     metrics = {"test_acc": final_acc, "test_loss": final_loss, "train_loss": curves["train_loss"][-1],
                "finite": float(bool(torch.isfinite(theta).all()))}

@@ -130,8 +130,8 @@ def _settings(cfg: Any) -> dict[str, Any]:
     """The plain sections :func:`~.experiment.run` reads (through the stage's view of the config)."""
     im = cfg.image
     image = {k: getattr(im, k) for k in ("seeds", "dataset", "model", "pca_dim", "hidden", "n_clients",
-                                         "participation", "rounds", "batch_size", "prox_mu", "fedexp_eps", "augment",
-                                         "device")}
+                                         "participation", "rounds", "batch_size", "prox_mu", "fedexp_eps", "server_lr",
+                                         "augment", "device")}
     return {"quad": to_dict(cfg.quad), "image": to_dict(image), "fedecado": to_dict(cfg.fedecado),
             "client_lte": to_dict(cfg.client_lte)}
 

@@ -36,16 +36,19 @@ def _zeros_like(x: Any, K: int) -> Any:
 def federated_train(method: str, x0: Any, p: Any, rounds: int, plan: Plan, grad_for: GradFor, *,
                     fedecado: Mapping[str, Any] | None = None, client_lte: Mapping[str, Any] | None = None,
                     prox_mu: float = 0.01, fedexp_eps: float = 1e-3,
+                    server_lr: Mapping[str, float] | None = None,
                     on_round: Callable[[int, Any, dict[str, Any]], None] | None = None) -> tuple[Any, Any]:
     """Run ``rounds`` rounds of ``method`` from x0 (P,); p (K,) data weights.
 
     fedecado: keyword arguments of :func:`~.method.central_update` (kappa, h_bar, sensitivity, lte_tol, sync,
-    h_min_frac); client_lte: tol, dt_min, dt_max_factor (dt_max = factor × the client's lr) for ``fedecado_lte``.
+    h_min_frac); client_lte: tol, dt_min, dt_max_factor (dt_max = factor × the client's lr) for ``fedecado_lte``;
+    server_lr: {fedavg, fedprox, fednova: η_s} server learning rates of the baselines (missing: 1, as published).
     ``on_round(r, x, info)`` gets the server state after round r and info {T_max, n_steps_total, kcl_residual,
     n_substeps, n_rejects, L, eta_g}. Returns (x_final (P,), flows (K, P) or None).
     """
     if method not in METHODS:
         raise ValueError(f"federated_train: method must be one of {METHODS}, got {method!r}")
+    eta_s = float((server_lr or {}).get(method, 1.0))
     K = len(p)
     fed = dict(fedecado or {})
     lte = dict(client_lte or {})
@@ -71,9 +74,9 @@ def federated_train(method: str, x0: Any, p: Any, rounds: int, plan: Plan, grad_
                 x_end[i], T[i], _ = client_integrate(x, g, flow, float(p[i]), n_steps, dt)
         info: dict[str, Any] = {"T_max": max(T.values()), "n_steps_total": sum(work[i][0] for i in active)}
         if method in ("fedavg", "fedprox"):
-            x = fedavg_aggregate(x_end, p)
+            x = fedavg_aggregate(x_end, p, x, server_lr=eta_s)
         elif method == "fednova":
-            x = fednova_aggregate(x, x_end, T, p)
+            x = fednova_aggregate(x, x_end, T, p, server_lr=eta_s)
         elif method == "fedexp":
             x, info["eta_g"] = fedexp_aggregate(x, x_end, p, eps=fedexp_eps)
         else:
