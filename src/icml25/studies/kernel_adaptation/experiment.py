@@ -27,6 +27,8 @@ def settings_from_config(config: Mapping[str, Any]) -> dict[str, Any]:
     pc = dict(out.get("prior_check") or {})
     out["prior_check"] = ({"n_chains": pc["n_chains"], "n_steps": pc["n_steps"]}
                           if pc.get("enabled", True) and pc else None)
+    sc = dict(out.get("step_check") or {})
+    out["step_check"] = {"factor": int(sc.get("factor", 2))} if sc.get("enabled", False) else None
     return out
 
 
@@ -121,6 +123,12 @@ def run(settings: Mapping[str, Any], arm: str, task: str, seed: int,
             prior = langevin_sample(X, y, Xs, N, float(N), **hp, seed=1000 * int(seed) + 999, likelihood=False,
                                     **{**lg, **settings["prior_check"]})
             out["prior_A"] = prior["A"]
+        if settings.get("step_check"):  # the sampler's bias at chi = N: step lr/k, k x the steps (same time)
+            k = int(settings["step_check"]["factor"])
+            half = langevin_sample(X, y, Xs, N, float(chis[-1]), **hp, seed=1000 * int(seed) + 998,
+                                   y_test=data["y_test"], **{**lg, "lr": lg["lr"] / k, "n_steps": lg["n_steps"] * k})
+            out["step_check_eps_test"] = np.asarray(M.discrepancy(data["y_test"], half["f_test"]))
+            out["step_check_r_label"] = np.asarray(M.spike_ratio(half["A"], data["X"].T @ data["y"]))
 
     out["f_train"], out["f_test"], out["A"] = np.array(f_tr), np.array(f_te), np.array(As)
     out["metrics"] = [{"chi": float(chi), **_observe(data, f_tr[g], f_te[g], As[g]), **extra[g]}

@@ -30,7 +30,8 @@ SLUG = "kernel_adaptation"
 ARMS = ("nngp", "rescaling", "rescaling_langevin", "adaptive_tree", "langevin")
 DATA_KEYS = ("X", "y", "X_test", "y_test", "teacher")
 METRIC_KEYS = ("eps_train", "eps_test", "r_label", "r_teacher", "residual", "u", "eps_test_total")
-EXTRA_KEYS = ("chi_path", "min_eig", "iters", "rescale_err_path", "trace", "prior_A")
+EXTRA_KEYS = ("chi_path", "min_eig", "iters", "rescale_err_path", "trace", "prior_A", "step_check_eps_test",
+              "step_check_r_label")
 log = logging.getLogger(f"icml25.{SLUG}")
 
 
@@ -126,7 +127,7 @@ def train(stage: Stage, run: Any) -> None:
         raise SystemExit(f"{SLUG} train: --in tasks.npz" + (f" models/{UPSTREAM[arm]}/chunkK.npz" if need == 2 else ""))
     settings = settings_from_config({k: to_dict(getattr(cfg, k)) for k in (
         "N", "g_v", "g_w", "kappa0", "chi_exponents", "n_anneal", "damping", "tol", "max_iter", "langevin",
-        "prior_check")})
+        "prior_check", "step_check")})
     data_all = load_npz(stage.input(0))
     upstream_all = load_npz(stage.input(1)) if need == 2 else None
     arrays: dict[str, np.ndarray] = {"seeds": np.asarray(seeds, dtype=np.int64),
@@ -191,7 +192,7 @@ def evaluate(stage: Stage, run: Any) -> None:
         if "rescaling_langevin" in results:
             s["u_rescaling_langevin"] = [m.get("u") for m in results["rescaling_langevin"]["metrics"]]
         summaries.append(s)
-    claims, ev = evaluate_claims(summaries, n_resamples=cfg.bootstrap_resamples)
+    claims, ev = evaluate_claims(summaries, adequacy=to_dict(cfg.adequacy), tasks=list(cfg.tasks))
     seeds = sorted({seed for _, seed in pairs})
     doc = write_claims(stage.output(0), study=SLUG, scale=stage.scale, data_source=stage.data_source, claims=claims,
                        config_hash=config_hash(cfg), paper=PAPER, seeds=seeds)
