@@ -212,7 +212,8 @@ def evaluate(stage: Stage, run: Any) -> None:
     if not stage.inputs:
         raise SystemExit(f"{SLUG} evaluate: expected --in METRICS.json [METRICS.json ...]")
     records = collect(read_json(p) for p in stage.inputs)
-    claims = evaluate_claims(records, dataset=cfg.image.dataset, n_resamples=cfg.bootstrap_resamples)
+    claims = evaluate_claims(records, dataset=cfg.image.dataset, adequacy=to_dict(cfg.adequacy),
+                             server_lr=to_dict(cfg.image.server_lr))
     seeds = sorted({s for by_seed in records.values() for s in by_seed})
     doc = write_claims(stage.output(0), study=SLUG, scale=stage.scale, data_source=stage.data_source, claims=claims,
                        config_hash=config_hash(cfg), paper=PAPER, seeds=seeds)
