@@ -346,6 +346,7 @@ def _coalitions(values: dict[str, float], n_functions: int = 1, noise: float = 0
 
 
 def _verdict(values, **kw):
+    kw.setdefault("n_functions", 3)  # three identical functions: the t interval is the point difference
     fid, ctype, mets = _coalitions(values, **{k: kw.pop(k) for k in ("n_functions", "noise", "seed") if k in kw})
     rep, notrep, stat = table4_verdict(fid, ctype, mets, resamples=500, **kw)
     return "reproduced" if rep else "not reproduced" if notrep else "inconclusive", stat
@@ -360,7 +361,7 @@ def test_table4_verdict_reproduced_with_table4_values():
 
 
 def test_table4_verdict_boundaries_are_inclusive():
-    # one function: the bootstrap CI is the point difference; values exact in binary
+    # three identical functions: the t interval is the point difference; values exact in binary
     assert _verdict({"F": 0.75, "P": 0.5, "U": 0.25}, f_min=0.75, u_max=0.25, p_range=(0.5, 0.625))[0] == "reproduced"
     assert _verdict({"F": 0.75, "P": 0.625, "U": 0.25}, f_min=0.75, u_max=0.25, p_range=(0.5, 0.625))[0] \
         == "reproduced"
@@ -385,7 +386,7 @@ def test_table4_verdict_not_reproduced_and_ci_straddling_zero():
     assert _verdict({"F": 0.3, "P": 0.5, "U": 0.1}, n_functions=20, noise=0.01)[0] == "not reproduced"
     assert _verdict({"F": 0.9, "P": 0.5, "U": 0.6}, n_functions=20, noise=0.01)[0] == "not reproduced"
     # ordering right and thresholds met on the means (F 0.81, P 0.79), but F - P per function is +0.3 or -0.26,
-    # so the bootstrap CI over functions straddles 0
+    # so the CI over functions (t, 4 functions < 20) straddles 0
     f_vals, p_vals = [0.9, 0.9, 0.72, 0.72], [0.6, 0.6, 0.98, 0.98]
     fid = np.repeat(np.arange(4), 3)
     ctype = np.array(["F", "P", "U"] * 4)
@@ -395,6 +396,22 @@ def test_table4_verdict_not_reproduced_and_ci_straddling_zero():
     assert d["mean"]["F"] == pytest.approx(0.81) and d["mean"]["P"] == pytest.approx(0.79)
     assert d["diff_ci"]["F-P"]["ci"][0] < 0 < d["diff_ci"]["F-P"]["ci"][1]
     assert not rep and not notrep
+    assert stat["ci_method"].startswith("t 95% over per-function differences (n=4")
+
+
+def test_table4_verdict_intervals_over_functions_t_below_20_bootstrap_above():
+    """Issue 31: below 20 target functions the interval is Student t over per-function differences (never a
+    percentile bootstrap of a handful of units); from 20 on, the cluster bootstrap over functions."""
+    fid = np.repeat(np.arange(3), 3)
+    ctype = np.array(["F", "P", "U"] * 3)
+    d = np.array([0.1, 0.2, 0.3])  # per-function F - P
+    vals = np.array([x for dd in d for x in (0.5 + dd, 0.5, 0.05)])
+    _, _, stat = table4_verdict(fid, ctype, {"R": vals, "R_prime": vals, "Q": vals}, resamples=200)
+    lo, hi = stat["per_metric"]["R"]["diff_ci"]["F-P"]["ci"]
+    assert (lo, hi) == pytest.approx((-0.048, 0.448), abs=1e-3)  # 0.2 -+ 4.303 * 0.1 / sqrt(3), not [0.1, 0.3]
+    assert stat["mde"] > 0.2 and "n=3 functions" in stat["ci_method"]
+    _, stat = _verdict({"F": 0.9, "P": 0.5, "U": 0.05}, n_functions=20, noise=0.01)
+    assert stat["ci_method"].startswith("cluster bootstrap over target functions") and "n=20" in stat["ci_method"]
 
 
 def test_table4_verdict_missing_type_and_nan_are_handled():
@@ -522,19 +539,31 @@ def test_evaluate_claims_entries_and_missing_arms():
     entries, extra = E.evaluate_claims(data, cfg)
     assert {e.id: e.kind for e in entries} == SPEC_ENTRIES
     by = {e.id: e for e in entries}
-    assert by["c1_table4"].verdict == "inconclusive" and "arm mlp not run" in by["c1_table4"].note
+    assert by["c1_table4"].verdict == "untested" and "arm mlp not run" in by["c1_table4"].note
     assert by["c2_identities"].holds is True and by["c2_identities"].evidence.n == 8  # 4 games x 2 gammas
     assert by["c3_oracle"].holds is True and by["c3_oracle"].key_numbers["U_Q"] <= 1e-9
     # the exact games stand in for a perfectly fitted network (no training here: the pipeline test trains one)
     mlp = as_arrays(oracle)
     mlp["rel_mse"], mlp["flagged"] = np.zeros(4), np.asarray(0)
     data["mlp"] = {0: mlp}
+    # 4 smoke functions: too few hold a purely faithful coalition for the default gate (>= 10) -> inconclusive
     entries, extra = E.evaluate_claims(data, cfg)
+    c1 = {e.id: e for e in entries}["c1_table4"]
+    assert c1.verdict == "inconclusive" and "functions_with_F" in c1.note
+    assert [g.name for g in c1.gates] == ["mlp_fits", "functions_with_F"] and c1.gates[0].passed
+    entries, extra = E.evaluate_claims(data, cfg, adequacy={"min_functions_with_f": 1})
     by = {e.id: e for e in entries}
     assert by["c1_table4"].verdict == "reproduced" and by["c1_table4"].evidence.n == 4
+    ev = by["c1_table4"].evidence
+    assert ev.unit == "target functions" and ev.paper_data is False and ev.ci_method.startswith("t 95%")
     assert by["c1_table4"].key_numbers["min_ci_low_F-P"] > 0 and by["c1_table4"].metrics["F/Q"]["table4"] == 0.948
     assert by["c1_table4"].key_numbers["F_Q"] == pytest.approx(1.0) and by["c1_table4"].key_numbers["U_Q"] < 1e-9
     assert extra["mlp_fit"]["n_flagged"] == 0 and extra["l1_objective"]["oracle"]["n"] == 4
+    # networks that do not fit their functions fail the mlp_fits gate
+    data["mlp"][0]["flagged"] = np.asarray(2)
+    c1 = {e.id: e for e in E.evaluate_claims(data, cfg, adequacy={"min_functions_with_f": 1})[0]}["c1_table4"]
+    assert c1.verdict == "inconclusive" and "mlp_fits" in c1.note and "0.5" in c1.note
+    data["mlp"][0]["flagged"] = np.asarray(0)
     # a failing identity makes the check fail (a bug), and the tolerance comes from the caller
     data["oracle"][0]["identity/learned/thm3_4"] = data["oracle"][0]["identity/learned/thm3_4"] + 1e-6
     entries, _ = E.evaluate_claims(data, cfg, tol=1e-9)
@@ -557,7 +586,9 @@ def test_pipeline_smoke_through_snakemake(smoke_run):
     assert by["c2_identities"]["key_numbers"]["max_abs_err"] < 1e-12
     assert by["c3_oracle"]["holds"] is True and by["c3_oracle"]["evidence"]["unit"] == "coalitions"
     c1 = by["c1_table4"]
-    assert c1["source"] == "paper" and c1["evidence"] == {"n": 4, "unit": "target functions", "paper_data": None}
+    ev = c1["evidence"]
+    assert c1["source"] == "paper" and (ev["n"], ev["unit"], ev["paper_data"]) == (4, "target functions", False)
+    assert ev["ci_method"].startswith("t 95% over per-function differences") and ev["mde"] is None or ev["mde"] > 0
     assert c1["key_numbers"]["F_Q"] > c1["key_numbers"]["P_Q"] > c1["key_numbers"]["U_Q"]
     rows = __import__("pandas").read_csv(r / "metrics" / "coalitions.csv")
     assert set(rows["arm"]) == {"oracle", "mlp", "mlp_adam"} and set(rows["type"]) <= {"F", "P", "U"}

@@ -100,6 +100,16 @@ class Claims(Section):
     oracle_u_q_max: float = Field(0.01, ge=0, le=1, description="check 3: oracle U mean Q <= this")
 
 
+class Adequacy(Section):
+    """Adequacy gates of claim 1 (issue 31): a failed gate makes the claim inconclusive."""
+
+    max_flagged_frac: float = Field(0.1, ge=0, le=1, description="largest fraction of MLPs whose train MSE / Var(f) "
+                                                                 "exceeds mlp.rel_mse_flag (the coalition types are "
+                                                                 "defined on f: the nets must fit it)")
+    min_functions_with_f: int = Field(10, ge=1, description="fewest target functions holding a purely faithful "
+                                                            "coalition (the units of the F - P difference)")
+
+
 class Real(Section):
     """The paper's real-data experiments (paper scale; planned only: they raise a clear error here)."""
 
@@ -119,6 +129,7 @@ class Config(StudyConfig):
     gamma: Gamma = Field(Gamma(), description="gamma solvers [R]")
     identities: Identities = Field(Identities(), description="check 2 tolerance")
     claims: Claims = Field(Claims(), description="claim thresholds")
+    adequacy: Adequacy = Field(Adequacy(), description="adequacy gates of claim 1")
     real: Real = Field(Real(), description="paper-scale real-data experiments (planned)")
 
     @model_validator(mode="after")
@@ -134,6 +145,6 @@ STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "preprocess": ("seeds", "toy"),
     "train": ("arms", "seeds", "toy.n", "mlp", "gamma", "identities"),
     "train_real": ("real",),
-    "evaluate": ("claims", "identities.tol"),
+    "evaluate": ("claims", "identities.tol", "adequacy"),
     "report": (),
 }

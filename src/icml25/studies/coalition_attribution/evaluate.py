@@ -2,7 +2,16 @@
 ``(reproduced, not_reproduced, statistic)`` for a claim and ``(holds, statistic)`` for a check out.
 
 1. :func:`table4_verdict` — Table 4 ordering of R, R', Q over purely faithful (F), partially faithful (P) and purely
-   unfaithful (U) coalitions of the trained MLP, with bootstrap CIs over target functions.
+   unfaithful (U) coalitions of the trained MLP, with cluster-bootstrap CIs over target functions.
+
+Units (issue 31): the independent unit of claim 1 is the *target function* — each is drawn independently (its own
+monomials, coalitions and MLP initialisation); coalitions are nested in their function. The intervals resample
+whole functions (a cluster bootstrap, percentile, with ≥ 20 functions) and fall back to the Student-t interval of
+the per-function differences below 20 functions (the percentile bootstrap of a handful of units is no 95 %
+interval). The minimum detectable effect is that of a t-test on the per-function differences. The toy's generator
+is our reconstruction [R], so claim 1 is on stand-in data (``paper_data=False``) at every scale. Adequacy gates
+(config ``adequacy.*``): the networks must fit their functions (the coalition types are defined on f, so a net that
+does not fit f makes the test meaningless) and enough functions must have a purely faithful coalition.
 2. :func:`identities_check` — every identity of Sec. 3 holds to float64 precision on every game.
 3. :func:`oracle_check` — on the exact function, F coalitions are fully faithful and U coalitions have Q ~ 0.
 """
@@ -13,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from icml25.core.claims import mde, t_interval
+
 METRICS = ("R", "R_prime", "Q")
 TYPES = ("F", "P", "U")
 
@@ -20,6 +31,9 @@ TYPES = ("F", "P", "U")
 TABLE4 = {"F": {"R": 0.944, "R_prime": 0.936, "Q": 0.948},
           "P": {"R": 0.471, "R_prime": 0.608, "Q": 0.590},
           "U": {"R": 0.031, "R_prime": 0.016, "Q": 0.013}}
+
+
+BOOTSTRAP_MIN_UNITS = 20  #: below this many target functions the CIs are Student t over per-function differences
 
 
 def _per_function_sums(fid: np.ndarray, ctype: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -43,8 +57,11 @@ def table4_verdict(function_id: Sequence, ctype: Sequence[str], metrics: Mapping
     target function (unique across seeds, e.g. ``seed * 1000 + k``), ``ctype`` (C,) is 'F'/'P'/'U', ``metrics``
     maps R, R_prime, Q to (C,) values (NaN excluded and counted).
 
-    For each M: pooled means mean_F, mean_P, mean_U; percentile bootstrap CIs of mean_F - mean_P and mean_P - mean_U
-    from ``resamples`` resamples of target functions (with replacement; coalitions follow their function).
+    For each M: pooled means mean_F, mean_P, mean_U; CIs of mean_F - mean_P and mean_P - mean_U: percentile
+    cluster bootstrap with ``resamples`` resamples of target functions (with replacement; coalitions follow their
+    function) when there are ≥ 20 functions, else the Student-t interval of the per-function differences
+    (functions holding both types). ``stat["ci_method"]`` says which; ``stat["mde"]`` is the largest minimum
+    detectable effect (t-test on per-function differences) over the metrics and differences.
     Reproduced: for every M, mean_F > mean_P > mean_U, mean_F >= f_min, mean_U <= u_max, p_min <= mean_P <= p_max and
     both CIs exclude 0 (lower bound > 0). Not reproduced: for some M an ordering reverses with its CI excluding 0
     (upper bound < 0). Otherwise inconclusive."""
@@ -58,8 +75,14 @@ def table4_verdict(function_id: Sequence, ctype: Sequence[str], metrics: Mapping
     idx = rng.integers(0, max(n_f, 1), size=(resamples, n_f))
     weights = np.zeros((resamples, n_f))
     np.add.at(weights, (np.repeat(np.arange(resamples), n_f), idx.ravel()), 1.0)
+    use_boot = n_f >= BOOTSTRAP_MIN_UNITS
+    ci_method = (f"cluster bootstrap over target functions (percentile {ci_level:.0%}, {resamples} resamples, "
+                 f"n={n_f} functions)" if use_boot else
+                 f"t {ci_level:.0%} over per-function differences (n={n_f} functions < {BOOTSTRAP_MIN_UNITS})")
     stat: dict[str, Any] = {"n_functions": int(n_f), "n_coalitions": {t: int((ctype == t).sum()) for t in TYPES},
-                            "resamples": resamples, "ci_level": ci_level, "table4": TABLE4, "per_metric": {}}
+                            "resamples": resamples, "ci_level": ci_level, "ci_method": ci_method, "table4": TABLE4,
+                            "per_metric": {}}
+    mdes: list[float] = []
     all_ok, any_reversed = True, False
     for m in METRICS:
         vals = np.asarray(metrics[m], dtype=np.float64)
@@ -70,11 +93,23 @@ def table4_verdict(function_id: Sequence, ctype: Sequence[str], metrics: Mapping
             mean = sums.sum(0) / counts.sum(0)
             boot = (weights @ sums) / (weights @ counts)
         diffs = {"F-P": (mean[0] - mean[1], boot[:, 0] - boot[:, 1]), "P-U": (mean[1] - mean[2], boot[:, 1] - boot[:, 2])}
+        with np.errstate(invalid="ignore", divide="ignore"):
+            per_fn = sums / counts  # (F, 3) per-function means, NaN where a function lacks the type
+        per_diff = {"F-P": per_fn[:, 0] - per_fn[:, 1], "P-U": per_fn[:, 1] - per_fn[:, 2]}
         ci = {}
         for name, (d, b) in diffs.items():
-            finite = b[np.isfinite(b)]
-            lo, hi = (np.quantile(finite, [alpha, 1 - alpha]) if finite.size else (np.nan, np.nan))
-            ci[name] = {"diff": float(d), "ci": [float(lo), float(hi)], "undefined_resamples": int(b.size - finite.size)}
+            pf = per_diff[name][np.isfinite(per_diff[name])]
+            sd = float(pf.std(ddof=1)) if pf.size > 1 else float("nan")
+            mdes.append(mde(int(pf.size), sd))
+            if use_boot:
+                finite = b[np.isfinite(b)]
+                lo, hi = (np.quantile(finite, [alpha, 1 - alpha]) if finite.size else (np.nan, np.nan))
+                undefined = int(b.size - finite.size)
+            else:
+                lo, hi = t_interval(pf, ci_level) if pf.size > 1 else (np.nan, np.nan)
+                undefined = 0
+            ci[name] = {"diff": float(d), "ci": [float(lo), float(hi)], "undefined_resamples": undefined,
+                        "n_functions_with_both": int(pf.size), "sd_per_function": sd}
         conds = {
             "F>P": bool(mean[0] > mean[1]), "P>U": bool(mean[1] > mean[2]), "F>=f_min": bool(mean[0] >= f_min),
             "U<=u_max": bool(mean[2] <= u_max), "P_in_range": bool(p_range[0] <= mean[1] <= p_range[1]),
@@ -87,6 +122,8 @@ def table4_verdict(function_id: Sequence, ctype: Sequence[str], metrics: Mapping
                                  "n_nan": {t: int((np.isnan(vals) & (ctype == t)).sum()) for t in TYPES},
                                  "diff_ci": ci, "conditions": conds, "reversed": reversed_}
     stat["thresholds"] = {"f_min": f_min, "u_max": u_max, "p_range": list(p_range)}
+    finite_mdes = [m for m in mdes if np.isfinite(m)]
+    stat["mde"] = float(max(finite_mdes)) if finite_mdes else float("nan")
     return bool(all_ok), bool(any_reversed and not all_ok), stat
 
 
@@ -177,13 +214,21 @@ def coalition_rows(data: Mapping[str, Mapping[int, Mapping[str, np.ndarray]]]):
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
+#: adequacy thresholds when the config gives none (the defaults of ``config.Adequacy``)
+DEFAULT_ADEQUACY = {"max_flagged_frac": 0.1, "min_functions_with_f": 10}
+
+
 def evaluate_claims(data: Mapping[str, Mapping[int, Mapping[str, np.ndarray]]], claims_cfg: Any,
-                    tol: float = 1e-9) -> tuple[list[Any], dict[str, Any]]:
+                    tol: float = 1e-9, adequacy: Mapping[str, float] | None = None
+                    ) -> tuple[list[Any], dict[str, Any]]:
     """Claim 1 (Table 4, arm mlp), check 2 (identities, every arm, learned and random γ) and check 3 (oracle)
     as claims.json entries, plus extra statistics (L1 objectives per arm, LP ≤ Adam on the shared games, MLP
     fit). ``data``: {arm: {seed: arrays of the train output}}; ``claims_cfg``: the config's ``claims`` section;
-    ``tol``: the identity tolerance (``identities.tol``)."""
-    from icml25.core.claims import Claim, Evidence, check, verdict
+    ``tol``: the identity tolerance (``identities.tol``); ``adequacy``: the config's ``adequacy`` section (gate
+    thresholds of claim 1; default :data:`DEFAULT_ADEQUACY`)."""
+    from icml25.core.claims import Claim, Evidence, check, gate, untested, verdict
+
+    adq = {**DEFAULT_ADEQUACY, **dict(adequacy or {})}
 
     entries: list[Any] = []
     if "mlp" in data:
@@ -204,18 +249,35 @@ def evaluate_claims(data: Mapping[str, Mapping[int, Mapping[str, np.ndarray]]], 
     else:
         n_fn, outcome, stat, metrics, key = 0, "inconclusive", {"note": "arm mlp not run"}, {}, {}
         note = "arm mlp not run: Table 4 needs the trained network."
-    entries.append(Claim(
+    statement1 = ("Table 4: on the monomial toy with a trained MLP, purely faithful coalitions have high R, R', Q "
+                  "(paper 0.944 / 0.936 / 0.948), partially faithful ones intermediate (0.471 / 0.608 / 0.590) and "
+                  "purely unfaithful ones near 0 (0.031 / 0.016 / 0.013).")
+    gates1 = []
+    if "mlp" in data:
+        flagged = sum(int(data["mlp"][s]["flagged"]) for s in data["mlp"] if "flagged" in data["mlp"][s])
+        n_nets = int(sum(np.asarray(data["mlp"][s]["rel_mse"]).size for s in data["mlp"]))
+        fid_f = {int(f) for f, t in zip(fid, ctype) if t == "F"}
+        gates1 = [gate("mlp_fits", flagged / max(n_nets, 1), at_most=adq["max_flagged_frac"],
+                       text="fraction of the MLPs with train MSE / Var(f) above mlp.rel_mse_flag: the coalition "
+                            "types are defined on f, so the nets must fit f"),
+                  gate("functions_with_F", len(fid_f), at_least=adq["min_functions_with_f"],
+                       text="target functions holding a purely faithful coalition (the units of the F - P "
+                            "difference)")]
+        key["functions_with_F"] = len(fid_f)
+    if "mlp" not in data:
+        entries.append(untested("c1_table4", statement1, scale="default", title="Table 4: R, R', Q order F > P > U",
+                                reason=note, data=DATA, paper_data=False, unit="target functions"))
+    else:
+        entries.append(Claim(
         id="c1_table4", title="Table 4: R, R', Q order F > P > U", kind="claim", source="paper",
-        statement=("Table 4: on the monomial toy with a trained MLP, purely faithful coalitions have high R, R', Q "
-                   "(paper 0.944 / 0.936 / 0.948), partially faithful ones intermediate (0.471 / 0.608 / 0.590) and "
-                   "purely unfaithful ones near 0 (0.031 / 0.016 / 0.013)."),
-        data=DATA, metrics=metrics,
+        statement=statement1, data=DATA, metrics=metrics,
         test=(f"arm mlp, pooled over seeds, functions and coalitions, for each of R, R', Q: mean_F > mean_P > mean_U, "
               f"mean_F >= {claims_cfg.f_min}, mean_U <= {claims_cfg.u_max}, mean_P in {list(claims_cfg.p_range)}, "
-              f"{claims_cfg.ci_level:.0%} bootstrap CIs ({claims_cfg.bootstrap_resamples} resamples of target "
-              "functions) of F-P and P-U exclude 0"),
+              f"{claims_cfg.ci_level:.0%} CIs of F-P and P-U over target functions exclude 0 ({stat['ci_method']})"),
         threshold="reproduced: all hold; not reproduced: an ordering reverses with its CI excluding 0",
-        verdict=outcome, statistic=stat, evidence=Evidence(n_fn, "target functions"), key_numbers=key, note=note))
+        verdict=outcome, statistic=stat, key_numbers=key, note=note, gates=gates1,
+        evidence=Evidence(n_fn, "target functions", paper_data=False, ci_method=stat["ci_method"],
+                          mde=stat["mde"])))
 
     errors: dict[str, list[np.ndarray]] = {name: [] for name in IDENTITY_NAMES}
     vmax: list[np.ndarray] = []

@@ -199,7 +199,8 @@ def evaluate(stage: Stage, run: Any) -> None:
     if not stage.inputs:
         raise SystemExit(f"{SLUG} evaluate: expected --in models/<arm>/chunkK.npz ...")
     data = _collect(stage.inputs)
-    claims, extra = evaluate_claims(data, stage.config.claims, stage.config.identities.tol)
+    claims, extra = evaluate_claims(data, stage.config.claims, stage.config.identities.tol,
+                                    adequacy=to_dict(stage.config.adequacy))
     seeds = sorted({s for by in data.values() for s in by})
     doc = write_claims(stage.output(0), study=SLUG, scale=stage.scale, data_source=stage.data_source,
                        claims=claims, config_hash=config_hash(stage.config), paper=PAPER, seeds=seeds)
