@@ -270,6 +270,33 @@ def test_baseline_aggregators():
     assert eta_g == 1.0 and np.allclose(xe, x + 1.0)
 
 
+def test_server_learning_rate_of_the_baselines():
+    """Issue 31: x+ = x + eta_s (x_agg - x) for FedAvg/FedProx and FedNova's step times eta_s; eta_s = 1 is the
+    published method bit for bit; federated_train reads it per method."""
+    p = np.array([0.2, 0.3, 0.5])
+    x = np.array([1.0, 1.0])
+    x_end = {0: np.array([0.0, 2.0]), 2: np.array([2.0, 0.0])}
+    avg = (0.2 * x_end[0] + 0.5 * x_end[2]) / 0.7
+    np.testing.assert_array_equal(fedavg_aggregate(x_end, p, x, server_lr=1.0), fedavg_aggregate(x_end, p))
+    np.testing.assert_allclose(fedavg_aggregate(x_end, p, x, server_lr=2.0), x + 2.0 * (avg - x))
+    with pytest.raises(ValueError, match="round-start state"):
+        fedavg_aggregate(x_end, p, server_lr=2.0)
+    T = {0: 0.1, 2: 0.4}
+    step = fednova_aggregate(x, x_end, T, p) - x
+    np.testing.assert_allclose(fednova_aggregate(x, x_end, T, p, server_lr=1.5) - x, 1.5 * step)
+    # in the loop: one quadratic round of FedAvg with eta_s = 2 moves twice as far as with eta_s = 1
+    from icml25.studies.fedecado.train import federated_train
+
+    A, c = np.eye(2)[None].repeat(3, 0), np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    plan = lambda r: ([0, 1, 2], {i: (2, 0.1) for i in range(3)})  # noqa: E731
+    grad_for = lambda r, i: (lambda xx, k: A[i] @ (xx - c[i]))  # noqa: E731
+    x1, _ = federated_train("fedavg", np.zeros(2), p, 1, plan, grad_for)
+    x2, _ = federated_train("fedavg", np.zeros(2), p, 1, plan, grad_for, server_lr={"fedavg": 2.0, "fednova": 9.0})
+    np.testing.assert_allclose(x2, 2.0 * x1)
+    x3, _ = federated_train("fedavg", np.zeros(2), p, 1, plan, grad_for, server_lr={"fednova": 9.0})
+    np.testing.assert_array_equal(x3, x1)  # another method's rate does not act
+
+
 # ------------------------------------------------------------------------------------ partitioner
 
 
@@ -431,25 +458,43 @@ def test_verdict_fedecado_reaches_optimum_outcomes_and_boundaries():
     assert (rep, nrep) == (False, True)
 
 
-def test_verdict_accuracy_outcomes_and_boundaries():
+def test_paired_gain_student_t_floor_and_verdicts():
+    """Claims 3-4 (issue 31): Student-t interval over seeds of the paired gain, effect-size floor 1 pt."""
     base = np.array([0.80, 0.82, 0.84])
-    rep, nrep, stat = E.verdict_accuracy(base + [0.01, 0.01, -0.005], base)
-    assert (rep, nrep) == (True, False) and stat["n_positive"] == 2
-    assert stat["mean_diff_pt"] == pytest.approx(0.5)
-    rep, nrep, _ = E.verdict_accuracy(base + [0.03, -0.001, -0.002], base)  # mean > 0, one positive seed
+    # gains 1, 2, 3 pt: mean 2, t interval 2 -+ 4.303 * 1 / sqrt(3) = [-0.484, 4.484] -> straddles 0: inconclusive
+    rep, nrep, st_ = E.paired_gain(base + [0.01, 0.02, 0.03], base, 1.0)
     assert (rep, nrep) == (False, False)
-    half = np.full(3, 0.5)
-    rep, nrep, stat = E.verdict_accuracy([0.625, 0.625, 0.25], half)  # mean exactly 0 → not > 0
-    assert (rep, nrep) == (False, False) and stat["mean_diff_pt"] == 0.0 and stat["n_positive"] == 2
-    rep, nrep, _ = E.verdict_accuracy(base - 0.00999, base)  # mean just above −1 pt → inconclusive
-    assert (rep, nrep) == (False, False)
-    rep, nrep, _ = E.verdict_accuracy(base - 0.01001, base)
-    assert (rep, nrep) == (False, True)
+    assert (st_["ci_low"], st_["ci_high"]) == pytest.approx((2 - 4.302653 / np.sqrt(3), 2 + 4.302653 / np.sqrt(3)))
+    assert st_["sign_flip_p"] == pytest.approx(1 / 8) and st_["mde_pt"] > 2
+    # a steady 2 pt gain: interval above 0 and mean >= floor -> reproduced
+    rep, nrep, st_ = E.paired_gain(base + 0.02, base, 1.0)
+    assert (rep, nrep) == (True, False)
+    # a steady 0.5 pt gain: above 0 but the floor (1 pt) is excluded -> not reproduced
+    rep, nrep, st_ = E.paired_gain(base + 0.005, base, 1.0)
+    assert (rep, nrep) == (False, True) and st_["ci_high"] < 1.0
+    # exactly at the floor: reproduced (inclusive); a loss: not reproduced
+    assert E.paired_gain(base + 0.01, base, 1.0)[:2] == (True, False)
+    assert E.paired_gain(base - 0.01, base, 1.0)[:2] == (False, True)
+    # one seed decides nothing
+    assert E.paired_gain([0.9], [0.5], 1.0)[:2] == (False, False)
+    with pytest.raises(ValueError, match="finite"):
+        E.paired_gain([math.nan], [0.5], 1.0)
+
+
+def test_verdict_accuracy_and_beats_baselines():
+    base = np.array([0.80, 0.82, 0.84])
     _, _, stat = E.verdict_accuracy(base, base, {"fednova": base + 0.00499, "fedprox": base + 0.00501})
     assert stat["vs_others"]["fednova"]["on_par"] and not stat["vs_others"]["fedprox"]["on_par"]
     assert stat["vs_others"]["fednova"]["mean_diff_pt"] == pytest.approx(-0.499)
-    with pytest.raises(ValueError, match="finite"):
-        E.verdict_accuracy([math.nan], [0.5])
+    e = base + 0.03
+    rep, nrep, st_ = E.verdict_beats_baselines(e, {"fedprox": base, "fednova": base + 0.01, "fedexp": base})
+    assert (rep, nrep) == (True, False) and st_["hardest_baseline"] == "fednova"
+    rep, nrep, st_ = E.verdict_beats_baselines(e, {"fedprox": base, "fednova": base + 0.025, "fedexp": base})
+    assert (rep, nrep) == (False, True)  # against FedNova only 0.5 pt: the floor is excluded
+    rep, nrep, _ = E.verdict_beats_baselines(e, {"fedprox": base, "fednova": base + [0.0, 0.03, 0.0]})
+    assert (rep, nrep) == (False, False)
+    with pytest.raises(ValueError, match="no baseline"):
+        E.verdict_beats_baselines(e, {})
 
 
 # --------------------------------------------------------------------------------------- smoke run
@@ -602,8 +647,9 @@ def test_prepare_fetches_cifar_from_a_mirror_and_checks_the_pin(tmp_path):
 def test_config_scales_build_and_bad_keys_fail():
     smoke, default, paper = (_config(s) for s in ("smoke", "default", "paper"))
     assert smoke.seeds == (0,) and smoke.quad.K == 4 and smoke.quad.rounds_fixed_point == 2000
-    assert default.quad.rounds_full == 500 and default.image.n_clients == 20 and default.image.seeds == (0, 1, 2)
-    assert default.seeds == (0, 1, 2, 3, 4) and default.arms == (*QUAD_ARMS, *IMAGE_ARMS)
+    assert default.quad.rounds_full == 500 and default.image.n_clients == 20
+    assert default.image.seeds == default.seeds == (1000, 1001, 1002, 1003, 1004)  # renewed for issue 31
+    assert default.arms == (*QUAD_ARMS, *IMAGE_ARMS) and paper.image.seeds == (1000, 1001, 1002)
     assert paper.image.dataset == "cifar10" and paper.image.model == "vgg11" and paper.image.device == "cuda"
     assert paper.seeds_per_job == 1 and paper.image.n_clients == 100 and paper.image.participation == 0.1
     raw = merge_scale(load_yaml(YAML), "default")
@@ -618,10 +664,13 @@ def test_config_scales_build_and_bad_keys_fail():
 # ------------------------------------------------------------------------------------------ claims
 
 
-def _records(acc_fedecado=(0.93, 0.94, 0.92), acc_fedavg=(0.90, 0.90, 0.91), quad=True, kcl=1e-15):
+def _records(acc_fedecado=(0.93, 0.935, 0.94), acc_fedavg=(0.90, 0.90, 0.91), quad=True, kcl=1e-15, others=False):
     recs = {"fedecado": {s: {"metrics": {"test_acc": a}} for s, a in enumerate(acc_fedecado)},
             "fedavg": {s: {"metrics": {"test_acc": a}} for s, a in enumerate(acc_fedavg)},
             "fedprox": {s: {"metrics": {"test_acc": a - 0.001}} for s, a in enumerate(acc_fedavg)}}
+    if others:
+        recs["fednova"] = {s: {"metrics": {"test_acc": a + 0.005}} for s, a in enumerate(acc_fedavg)}
+        recs["fedexp"] = {s: {"metrics": {"test_acc": a + 0.01}} for s, a in enumerate(acc_fedavg)}
     if quad:
         for s in range(5):
             recs.setdefault("quad_fedavg", {})[s] = {"metrics": {"iter_vs_closed_form": 1e-15, "bias_rel": 0.4,
@@ -634,28 +683,42 @@ def _records(acc_fedecado=(0.93, 0.94, 0.92), acc_fedavg=(0.90, 0.90, 0.91), qua
 
 
 def test_claims_entries_kinds_evidence_and_verdicts():
-    claims = E.evaluate_claims(_records(), n_resamples=200)
+    claims = E.evaluate_claims(_records(others=True))
     got = {c.id: (c.kind, c.verdict, c.holds, c.evidence.n) for c in claims}
     assert got == {"c1_objective_inconsistency": ("check", REPRODUCED, True, 5),
                    "c2_fedecado_reaches_optimum": ("check", REPRODUCED, True, 5),
-                   "c3_accuracy": ("claim", REPRODUCED, None, 3)}
-    c3 = claims[2]
-    assert c3.source == "paper" and c3.evidence.paper_data is None
-    assert c3.key_numbers["mean diff vs FedAvg (pt)"] == pytest.approx(100 * (0.93 + 0.94 + 0.92 - 2.71) / 3)
+                   "c3_accuracy": ("claim", REPRODUCED, None, 3),
+                   "c4_beats_baselines": ("claim", REPRODUCED, None, 3)}
+    c3, c4 = claims[2], claims[3]
+    assert c3.source == "paper" and c3.evidence.paper_data is False and c3.evidence.unit == "seeds"
+    assert c3.evidence.ci_method == "t 95%, n=3 seeds" and c3.evidence.mde > 0
+    assert [g.name for g in c3.gates] == ["baseline_above_chance", "headroom_pt"] and all(g.passed for g in c3.gates)
+    assert c3.key_numbers["mean diff vs FedAvg (pt)"] == pytest.approx(100 * (0.93 + 0.935 + 0.94 - 2.71) / 3)
     assert c3.key_numbers["mean diff vs fedprox (pt)"] == pytest.approx(c3.key_numbers["mean diff vs FedAvg (pt)"] + 0.1)
-    assert c3.metrics["fedecado"]["mean"] == pytest.approx(93.0)
+    assert c3.metrics["fedecado"]["mean"] == pytest.approx(93.5)
+    assert c4.key_numbers["hardest baseline"] == "fedexp" and c4.evidence.paper_data is False
     # a KCL violation fails check 2 only in the spec's middle band (errors are fine): undecided, not a pass
     c2 = E.evaluate_claims(_records(kcl=1e-6))[1]
     assert (c2.verdict, c2.holds) == (INCONCLUSIVE, None) and "inconclusive" in c2.note
-    # FedECADO-R worse by > 1 pt: not reproduced; on the paper's data the evidence flag says so
+    # FedECADO-R worse: not reproduced; on the paper's data the evidence flag says so
     c3 = E.claim_accuracy(_records(acc_fedecado=(0.88, 0.89, 0.89)), dataset="cifar10")
     assert c3.verdict == NOT_REPRODUCED and c3.evidence.paper_data is True
 
 
-def test_claims_without_their_arms_are_not_computed_and_one_seed_is_inconclusive():
+def test_accuracy_gates_make_claims_inconclusive():
+    """A baseline near chance (or with no headroom) fails the adequacy gates: inconclusive, naming the gate."""
+    near_chance = E.claim_accuracy(_records(acc_fedecado=(0.43, 0.435, 0.44), acc_fedavg=(0.40, 0.40, 0.41)))
+    assert near_chance.verdict == INCONCLUSIVE and "baseline_above_chance" in near_chance.note
+    assert "the test alone gives 'reproduced'" in near_chance.note
+    ceiling = E.claim_accuracy(_records(acc_fedecado=(0.999, 0.999, 0.999), acc_fedavg=(0.99, 0.99, 0.99)))
+    assert ceiling.verdict == INCONCLUSIVE and "headroom_pt" in ceiling.note
+
+
+def test_claims_without_their_arms_are_untested_and_one_seed_is_inconclusive():
     claims = E.evaluate_claims(_records(quad=False))
     assert [(c.verdict, c.holds) for c in claims[:2]] == [(INCONCLUSIVE, None), (INCONCLUSIVE, None)]
     assert all("not computed" in c.note for c in claims[:2])
+    assert claims[3].verdict == "untested" and claims[3].testable_at == "default"  # no FedNova / FedExp arm
     two = E.claim_accuracy(_records(acc_fedecado=(0.99, 0.98), acc_fedavg=(0.5, 0.5), quad=False))
     assert two.verdict == INCONCLUSIVE and two.evidence.n == 2 and "evidence rule" in two.note
     with pytest.raises(ValueError, match="two train outputs"):
@@ -685,12 +748,16 @@ def test_smoke_pipeline_through_snakemake(smoke_run):
     r = work / "results" / "smoke" / "fedecado"
     doc = load_claims(r / "claims.json")
     assert [(c["id"], c["kind"]) for c in doc["claims"]] == [
-        ("c1_objective_inconsistency", "check"), ("c2_fedecado_reaches_optimum", "check"), ("c3_accuracy", "claim")]
-    c1, c2, c3 = doc["claims"]
+        ("c1_objective_inconsistency", "check"), ("c2_fedecado_reaches_optimum", "check"), ("c3_accuracy", "claim"),
+        ("c4_beats_baselines", "claim")]
+    c1, c2, c3, c4 = doc["claims"]
+    assert c4["verdict"] == "untested" and c4["testable_at"] == "default"  # smoke runs no FedNova / FedExp
     assert c1["holds"] is True and c2["holds"] is True  # mechanism checks hold exactly at every scale
     assert c1["key_numbers"]["max |x_iter - x_closed| / |x_closed|"] < 1e-8
     assert c2["key_numbers"]["max |sum I_i|_inf"] < 1e-10 and c2["key_numbers"]["max rel. error (partial)"] < 1e-6
-    assert c3["verdict"] == INCONCLUSIVE and c3["evidence"] == {"n": 1, "unit": "seeds", "paper_data": None}
+    assert c3["verdict"] == INCONCLUSIVE
+    assert {k: c3["evidence"][k] for k in ("n", "unit", "paper_data", "ci_method")} == {
+        "n": 1, "unit": "seeds", "paper_data": False, "ci_method": "none (n=1 seeds)"}
     assert c3["statistic"]["seeds"] == [0] and 0 < c3["metrics"]["fedavg"]["mean"] <= 100
     record = json.loads((r / "metrics/fedecado/chunk0.json").read_text())
     assert record["fidelity"] == "reconstructed" and len(record["records"]["0"]["curves"]["test_acc"]) == 2
