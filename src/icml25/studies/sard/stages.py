@@ -229,7 +229,6 @@ def evaluate(stage: Stage, run: Any) -> None:
     claims = build_claims(runs, datasets=datasets, primary=primary, arms=arms, seeds=seeds,
                           claim_eps_key=eps_key(cfg.attack.claim_eps), eps_keys=[eps_key(e) for e in eps_values],
                           eps_values=eps_values, targets=targets, identities=identities,
-                          n_boot=cfg.bootstrap.n_resamples, boot_seed=cfg.bootstrap.seed,
                           collapse_share=cfg.adequacy.collapse_share)
     doc = write_claims(stage.output(0), study=SLUG, scale=stage.scale, data_source=stage.data_source, claims=claims,
                        config_hash=config_hash(cfg), paper=PAPER, seeds=seeds)
