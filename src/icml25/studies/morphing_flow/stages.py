@@ -207,7 +207,9 @@ def evaluate(stage: Stage, run: Any) -> None:
         raise SystemExit(f"{SLUG} evaluate: expected --in RECORDS.json [RECORDS.json ...]")
     records = _records(stage.inputs)
     ev = cfg.eval
-    claims = build_claims(records, ev.n_boot, ev.boot_seed, ev.segment_hours)
+    claims = build_claims(records, ev.n_boot, ev.boot_seed, ev.segment_hours, min_rel_gain=ev.min_rel_gain,
+                          min_baseline_kurtosis=cfg.adequacy.min_baseline_kurtosis,
+                          min_segment_ratio=cfg.adequacy.min_segment_mse_ratio)
     doc = write_claims(stage.output(0), study=SLUG, scale=stage.scale, data_source=stage.data_source,
                        claims=claims, config_hash=config_hash(cfg), paper=PAPER,
                        seeds=sorted({r["seed"] for r in records}))
