@@ -238,8 +238,8 @@ def evaluate(stage: Stage, run: Any) -> None:
         "eps": eps_values, "claim_eps": cfg.attack.claim_eps, "targets": targets, "identities": identities,
         "summary": summary,
         "per_seed": {f"{d}/{a}/s{s}": r["metrics"] for (d, a, s), r in sorted(runs.items())},
-        "claims": [{"id": c.id, "kind": c.kind, "verdict": c.verdict, "statistic": c.statistic, "note": c.note}
-                   for c in claims]})
+        "claims": [{"id": c.id, "kind": c.kind, "verdict": c.verdict, "statistic": c.statistic, "note": c.note,
+                    "gates_failed": [g.name for g in c.gates if not g.passed]} for c in claims]})
     for arm in arms:  # one nested run per arm (means over seeds), one per seed under it
         with run.child(arm=arm) as arun:
             for ds in datasets:
