@@ -22,6 +22,11 @@ cluster = pytest.mark.cluster
 
 PROFILE = "workflow/profiles/slurm-local"
 GPU_RULE = "summary__claims"  # gets the fake GPU (`gpu: 1` -> sbatch --gpus=1) to prove GPU rules schedule
+# The SLURM path is proven on a representative set rather than all 19 studies twice (the local smoke run covers
+# every study): cat_iv (a download stage: packaged files hash-checked and written with their pins), fedecado (many
+# arms and seed-chunked train jobs: the most jobs of any study) and kernel_adaptation (torch training jobs, a
+# paper-scale GPU request in its rules). Local-vs-SLURM equality is checked on these.
+SLURM_STUDIES = ("cat_iv", "fedecado", "kernel_adaptation")
 
 
 def _scontrol_job(job_id: str, env: dict[str, str]) -> str:
@@ -90,7 +95,8 @@ def slurm_smoke(slurm_cluster, tmp_path_factory):
     env = clean_env(MLFLOW_TRACKING_URI=server.url, **slurm_cluster)
     try:
         out = run_snakemake(work, "--profile", PROFILE, "--config", "scale=smoke",
-                            "--set-resources", f"{GPU_RULE}:gpu=1", env=env, timeout=2600)  # 19 studies; pytest-timeout is 2700 s
+                            f"studies=[{','.join(SLURM_STUDIES)}]", "--set-resources", f"{GPU_RULE}:gpu=1",
+                            env=env, timeout=1500)
         runs = mlflow_runs(server.url)
     finally:
         srv.stop(server.pgid)
@@ -102,7 +108,7 @@ def slurm_smoke(slurm_cluster, tmp_path_factory):
 def test_smoke_pipeline_runs_on_slurm(slurm_smoke):
     work, out, runs, env = slurm_smoke
     assert out.returncode == 0, tail(out)
-    for slug in STUDIES:
+    for slug in SLURM_STUDIES:
         assert (work / "results" / "smoke" / slug / "claims.json").exists()
     # Nothing fell back to a local store: the jobs logged to the server only.
     assert not (work / "results" / "mlflow.db").exists()
@@ -121,7 +127,7 @@ def test_every_job_ran_under_slurm(slurm_smoke):
     assert None not in tagged, [r.info.run_name for r in jobs if "slurm_job_id" not in r.data.tags]
     assert sorted(tagged, key=int) == sorted(submitted, key=int)
     assert {r.info.status for r in jobs} == {"FINISHED"}
-    assert {f"icml25/{slug}" for slug in STUDIES} | {"icml25/summary"} <= set(runs)
+    assert {f"icml25/{slug}" for slug in SLURM_STUDIES} | {"icml25/summary"} <= set(runs)
     squeue = subprocess.run(["squeue", "--states=all", "--noheader", "--format=%i|%T"], env=env,
                             capture_output=True, text=True, timeout=30)
     states = dict(line.split("|") for line in squeue.stdout.split())
@@ -157,22 +163,25 @@ def _computed(doc):
 @cluster
 @pytest.mark.slow
 def test_slurm_results_equal_local_results(slurm_smoke, smoke_run):
-    """Same claims (verdicts and metrics) and the same MLflow runs as the local smoke run."""
+    """Same claims (verdicts and metrics) and the same MLflow runs as the local smoke run, study by study."""
     work, out, runs, env = slurm_smoke
     assert out.returncode == 0, tail(out)
-    for slug in STUDIES:
+    for slug in SLURM_STUDIES:
         slurm_doc = json.loads((work / "results" / "smoke" / slug / "claims.json").read_text())
         local_doc = json.loads((smoke_run / "results" / "smoke" / slug / "claims.json").read_text())
         assert [c["verdict"] for c in slurm_doc["claims"]] == [c["verdict"] for c in local_doc["claims"]]
         assert _computed(slurm_doc) == _computed(local_doc)
 
     def verdicts(csv: Path) -> list[list[str]]:
-        return [line.split(",")[:5] for line in csv.read_text().splitlines()]
+        return [line.split(",")[:6] for line in csv.read_text().splitlines()
+                if line.split(",")[0] in ("study", *SLURM_STUDIES)]
 
     assert verdicts(work / "results" / "smoke" / "claims.csv") == verdicts(
         smoke_run / "results" / "smoke" / "claims.csv")
     local_runs = mlflow_runs(f"sqlite:///{smoke_run / 'results' / 'mlflow.db'}")
-    assert run_names(runs) == run_names(local_runs)
+    wanted = {f"icml25/{slug}" for slug in SLURM_STUDIES}
+    assert {k: v for k, v in run_names(runs).items() if k in wanted} == {
+        k: v for k, v in run_names(local_runs).items() if k in wanted}
 
 
 @cluster

@@ -50,9 +50,27 @@ def test_bootstrap_ci_covers_mean_and_is_deterministic():
     assert lo < x.mean() < hi
     assert hi - lo == pytest.approx(2 * 1.96 / math.sqrt(200), rel=0.25)
     assert (lo, hi) == bootstrap_ci(x, seed=3)
-    assert bootstrap_ci([2.0]) == (2.0, 2.0)
     with pytest.raises(ValueError, match="NaN"):
-        bootstrap_ci([1.0, float("nan")])
+        bootstrap_ci([1.0, float("nan")] * 20)
+
+
+def test_percentile_bootstrap_of_a_handful_of_values_is_refused():
+    """With 3 seeds the percentile bootstrap is the [min, max] of the three values: never a 95% interval."""
+    with pytest.raises(ValueError, match="3 values < 20.*summarize"):
+        bootstrap_ci([0.1, 0.2, 0.3])
+    with pytest.raises(ValueError, match="< 20"):
+        summarize([0.1, 0.2, 0.3], method="bootstrap")
+
+
+def test_summarize_is_the_student_t_interval():
+    """For [0.1, 0.2, 0.3]: mean 0.2, s = 0.1, t_{0.975, 2} = 4.302653 → 0.2 ± 0.248414 (hand computed)."""
+    s = summarize([0.1, 0.2, 0.3])
+    half = 4.302652729911275 * 0.1 / math.sqrt(3)
+    assert s["ci_low"] == pytest.approx(0.2 - half, abs=1e-9) and s["ci_high"] == pytest.approx(0.2 + half, abs=1e-9)
+    assert s["ci_low"] == pytest.approx(-0.048, abs=5e-4) and s["ci_high"] == pytest.approx(0.448, abs=5e-4)
+    assert s["ci_method"] == "t 95%, n=3 seeds" and s["n"] == 3
+    one = summarize([2.0])
+    assert (one["ci_low"], one["ci_high"], one["ci_method"]) == (2.0, 2.0, "none (n=1 seeds)")
 
 
 def test_summarize_and_paired_differences():
@@ -64,8 +82,11 @@ def test_summarize_and_paired_differences():
 
 
 def test_claims_roundtrip_and_schema(tmp_path):
+    from icml25.core.claims import Evidence
+
     c = Claim(id="c1", statement="s", source="paper", data="synthetic", test="mean >= 0.9", threshold="0.9",
-              verdict=verdict(0.95 >= 0.9), statistic=0.95, metrics={"arm": summarize([0.9, 1.0])})
+              verdict=verdict(0.95 >= 0.9), statistic=0.95, metrics={"arm": summarize([0.9, 1.0])},
+              evidence=Evidence(2, "seeds", False, "t 95%, n=2 seeds"))
     doc = write_claims(tmp_path / "claims.json", study="x", scale="smoke", data_source="offline", claims=[c])
     assert load_claims(tmp_path / "claims.json") == doc
     with pytest.raises(ValueError, match="verdict must be one of"):

@@ -20,6 +20,12 @@ rule summary__claims:
             category="Claims",
             labels={"table": "claims and checks"},
         ),
+        figure=report(
+            f"{SCALE_DIR}/claims_overview.png",
+            caption="../report/summary/overview.rst",
+            category="Claims",
+            labels={"figure": "studies x claims"},
+        ),
     log:
         f"{SCALE_DIR}/logs/summary.log",
     benchmark:
@@ -32,4 +38,4 @@ rule summary__claims:
         runtime=10,
     shell:
         f"python -m icml25.core.cli summary --in {{input.claims}} --md {{output.md}} --csv {{output.csv}}"
-        f" --html {{output.html}} --results {RESULTS} > {{log}} 2>&1"
+        f" --html {{output.html}} --figure {{output.figure}} --results {RESULTS} > {{log}} 2>&1"

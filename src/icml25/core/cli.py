@@ -190,9 +190,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .server import main as server_main
 
         return server_main(argv[1:])
+    if argv[:1] == ["tune"]:  # its own parser: icml25 tune --help
+        from .tune import main as tune_main
+
+        return tune_main(argv[1:])
     parser = argparse.ArgumentParser(prog="icml25", description=main.__doc__)
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("server", help="start/stop the MLflow tracking server for cluster runs (see icml25 server --help)")
+    sub.add_parser("tune", help="run a study on tuning seeds and append the run to tuning/<slug>.jsonl "
+                                "(see icml25 tune --help)")
     p = sub.add_parser("init-tracking", help="create the MLflow store and experiments (Snakefile onstart)")
     p.add_argument("--studies", nargs="+", required=True)
     p.add_argument("--results", default="results")
@@ -206,6 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--md", required=True)
     p.add_argument("--csv", required=True)
     p.add_argument("--html", help="also write the table as an HTML fragment (the Snakemake report shows it)")
+    p.add_argument("--figure", help="the overview figure (PNG; default claims_overview.png beside --md)")
     p.add_argument("--results", default="results")
     p.add_argument("--no-track", action="store_true")
     args = parser.parse_args(argv)
@@ -232,7 +239,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .summary import run_summary
 
         run_summary([Path(p) for p in args.inputs], Path(args.md), Path(args.csv), Path(args.results),
-                    track=not args.no_track, html_out=Path(args.html) if args.html else None)
+                    track=not args.no_track, html_out=Path(args.html) if args.html else None,
+                    figure=Path(args.figure) if args.figure else None)
     return 0
 
 
