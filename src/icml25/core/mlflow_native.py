@@ -390,8 +390,9 @@ def experiment_note(slug: str, docs: Mapping[str, Mapping[str, Any]], readme: st
     paper = dict(first.get("paper") or {})
     title = paper.get("title") or slug
     lines = [f"## {title}", ""]
-    if paper.get("ref"):
-        lines += [f"*{paper['ref']}*", ""]
+    venue = paper.get("ref") or paper.get("url")
+    if venue:
+        lines += [f"*{venue}*", ""]
     method = method_line(readme_file) if readme_file is not None else ""
     if method:
         lines += [f"**Method.** {method}", ""]
@@ -457,7 +458,18 @@ def claims_by_scale(claims_path: Path, slug: str) -> dict[str, dict[str, Any]]:
 
 # -- the claims table as a logged table -------------------------------------------------------------------------
 
-TABLE_COLUMNS = ("study", "claim", "kind", "verdict", "key_numbers", "threshold", "evidence_unit", "ci_method")
+#: The claims table's columns in MLflow (the summary run's ``claims_table.json``), as named in ``claims.csv``.
+TABLE_COLUMNS = ("study", "claim", "kind", "source", "tier", "verdict", "key_numbers", "threshold", "evidence_n",
+                 "evidence_unit", "ci_method", "scale", "title")
+CLAIMS_TABLE_FILE = "claims_table.json"
+
+
+def log_claims_table(run: Any, table: Any) -> None:
+    """Log the cross-study claims table (a ``core.summary.claims_table`` DataFrame) on the summary run as a
+    table artifact (:meth:`~icml25.core.tracking.StageRun.log_table`): one row per claim and check, the columns
+    of :data:`TABLE_COLUMNS` that the table has."""
+    columns = [c for c in TABLE_COLUMNS if c in table.columns]
+    run.log_table(table[columns].to_dict("records"), columns, CLAIMS_TABLE_FILE)
 
 
 def table_json(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> dict[str, Any]:

@@ -484,6 +484,22 @@ class StageRun:
             for i in range(0, len(latest), 1000):
                 self.client.log_batch(self.run_id, metrics=[(*m, model_id) for m in latest[i:i + 1000]])
 
+    def log_table(self, rows: Sequence[Mapping[str, Any]], columns: Sequence[str], artifact_file: str) -> None:
+        """Log ``rows`` as a table artifact ``artifact_file`` (``.json``) the way ``MlflowClient.log_table`` does:
+        the pandas ``orient="split"`` JSON plus the ``mlflow.loggedArtifacts`` tag, so the run's artifact view
+        shows a sortable table. Without MLflow or pandas (stage jobs log over REST)."""
+        import tempfile
+
+        if not artifact_file.endswith(".json"):
+            raise ValueError(f"log_table: {artifact_file!r}: the table file must end in .json")
+        with tempfile.TemporaryDirectory() as tmp:
+            local = Path(tmp) / Path(artifact_file).name
+            local.write_text(json.dumps(native.table_json(rows, columns)))
+            parent = str(Path(artifact_file).parent)
+            self.log_artifact(local, None if parent == "." else parent)
+        self._tables = [*getattr(self, "_tables", []), artifact_file]
+        self.set_tags({native.LOGGED_ARTIFACTS: native.logged_artifacts_tag(self._tables)})
+
     def log_params(self, params: Mapping[str, Any]) -> None:
         """Log params (nested mappings are flattened with dots; values are stringified, ≤ 6000 chars)."""
         items = [(k, str(v)[:6000]) for k, v in flatten(params).items()]
