@@ -356,24 +356,29 @@ def deciding_numbers(claim: Mapping[str, Any], limit: int = 160) -> str:
 
 
 def method_line(readme: Path, limit: int = 300) -> str:
-    """One line on the method from a study README: the first paragraph under a heading about what the paper does
-    or its method, else the first prose paragraph without a link; cut at a sentence end within ``limit``."""
-    if not readme.exists():
+    """One line on the method from a study README: the first paragraph under a heading about the method (``The
+    method in brief``, ``What the paper does``, ...), else the first paragraph of the introduction (before the first
+    ``##``) without a link — the citation comes first — else the introduction's first paragraph with its links
+    removed; cut at a sentence end within ``limit`` characters."""
+    if readme is None or not Path(readme).exists():
         return ""
-    blocks = re.split(r"\n\s*\n", readme.read_text(encoding="utf-8"))
-    paragraphs: list[tuple[str, str]] = []  # (heading above, text)
-    heading = ""
+    blocks = re.split(r"\n\s*\n", Path(readme).read_text(encoding="utf-8"))
+    paragraphs: list[tuple[int, str, str]] = []  # (heading level, heading, text)
+    level, heading = 1, ""
     for block in blocks:
         lines = block.strip().splitlines()
         while lines and lines[0].startswith("#"):
-            heading = lines.pop(0).lstrip("#").strip().lower()
+            mark = lines.pop(0)
+            level, heading = len(mark) - len(mark.lstrip("#")), mark.lstrip("#").strip().lower()
         text = " ".join(line.strip() for line in lines)
-        if text and not text.startswith(("|", "```", "-", "*", ">")):
-            paragraphs.append((heading, text))
-    preferred = [t for h, t in paragraphs if re.search(r"what|method|idea|summary|in our words|overview", h)]
-    plain = [t for _, t in paragraphs if "http" not in t and "](" not in t]
-    text = (preferred or plain or [""])[0]
-    text = re.sub(r"\s+", " ", text).strip()
+        if text and not text.startswith(("|", "```", "- ", "* ", ">", "1.", "Public API", "---")):
+            paragraphs.append((level, heading, text))
+    method = re.compile(r"method|idea|in brief|in short|in our words|what the paper|overview|summary|approach")
+    intro = [t for lvl, _, t in paragraphs if lvl == 1]
+    candidates = ([t for lvl, h, t in paragraphs if lvl > 1 and method.search(h)]
+                  + [t for t in intro if "http" not in t and "](" not in t]
+                  + [re.sub(r"\s*\(?<?https?://\S+", "", t) for t in intro] + [t for _, _, t in paragraphs])
+    text = re.sub(r"\s+", " ", (candidates or [""])[0]).strip()
     if len(text) <= limit:
         return text
     cut = text[:limit]
