@@ -121,4 +121,4 @@ def test_summary_run_logs_the_claims_table_mlflow_reads_as_a_table(tmp_path, mon
     assert loaded["verdict"].tolist() == table["verdict"].tolist()
     assert loaded["key_numbers"].tolist() == table["key_numbers"].tolist()
     assert "claims_overview.png" in {a.path for a in client.list_artifacts(run.info.run_id)}
-    assert run.data.tags["mlflow.source.name"].startswith("icml25.core.summary:summary")
+    assert run.data.tags["mlflow.source.name"].startswith("icml25/core/summary:summary")

@@ -159,3 +159,24 @@ def test_rest_client_logs_inputs_logged_models_and_outputs(live, tmp_path):
     assert {m.key: m.value for m in model.metrics} == {"eval/acc": 0.5}
     assert run.data.metrics == {"eval/acc": 0.5, "train/loss": 1.0}
     assert [a.path for a in client.list_logged_model_artifacts(model_id)] == ["w.json"]
+
+
+def test_concurrent_jobs_logging_the_same_new_dataset_all_succeed(live):
+    """Parallel train jobs read the same processed file: the store's check-then-insert of a dataset races (one
+    insert hits the UNIQUE constraint); the client retries, every run gets its input, the dataset exists once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    root, store, url = live
+    rest = RestTracking(url)
+    exp = rest.experiment_id("icml25/race")
+    runs = [rest.create_run(exp, f"train/a{i}", {})[0] for i in range(8)]
+    dataset = {"name": "race/processed/x.npz", "digest": "feedfacefeedface", "source_type": "local",
+               "source": "{}"}
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda r: RestTracking(url).log_inputs(r, [(dataset, {"mlflow.data.context": "training"})]),
+                      runs))
+    client = _read(store)
+    for r in runs:
+        assert [i.dataset.digest for i in client.get_run(r).inputs.dataset_inputs] == ["feedfacefeedface"]
+    found = client.search_runs([exp], filter_string="dataset.name = 'race/processed/x.npz'")
+    assert len(found) == 8

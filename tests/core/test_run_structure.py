@@ -217,7 +217,7 @@ def test_datasets_models_source_and_descriptions_in_mlflow_terms(stores, path, t
     commit = native.git_info()["commit"]
     for r in client.search_runs([exp.experiment_id]):  # every run: parent, jobs, nested
         assert r.data.tags["mlflow.source.type"] == "LOCAL"
-        assert r.data.tags["mlflow.source.name"].startswith("icml25.studies.mlf:")
+        assert r.data.tags["mlflow.source.name"].startswith("icml25/studies/mlf:")
         if commit:
             assert r.data.tags["mlflow.source.git.commit"] == commit
             assert r.data.tags["mlflow.source.name"].endswith(f"@{commit[:7]}")

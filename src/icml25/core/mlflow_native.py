@@ -2,8 +2,9 @@
 pages show it (issue 40). Pure helpers used by :mod:`icml25.core.tracking`; no ``import mlflow`` (stage jobs log
 over the stdlib REST client).
 
-* **Source** (:func:`source_tags`): ``mlflow.source.name`` ``icml25.studies.<slug>:<stage>@<commit7>`` (the runs
-  table's Source column shows it: study module, stage and commit), ``mlflow.source.type`` ``LOCAL``,
+* **Source** (:func:`source_tags`): ``mlflow.source.name`` ``icml25/studies/<slug>:<stage>@<commit7>`` (the
+  study package, the stage and the commit; the runs table's Source column shows the part after the last ``/``:
+  ``<slug>:<stage>@<commit7>``), ``mlflow.source.type`` ``LOCAL``,
   ``mlflow.source.git.commit`` (the clean sha; the existing ``git_sha`` tag keeps ``+dirty``), and
   ``mlflow.source.git.branch`` / ``mlflow.source.git.repoURL`` when git knows them.
 * **Datasets** (:func:`dataset_input`): a stage input under ``raw/``, ``interim/`` or ``processed/`` of the study's
@@ -86,7 +87,7 @@ def git_info() -> dict[str, str]:
 def source_tags(slug: str, stage: str) -> dict[str, str]:
     """The ``mlflow.source.*`` tags of a run of ``stage`` of study ``slug`` (see the module doc)."""
     info = git_info()
-    module = f"icml25.studies.{slug}" if slug != "summary" else "icml25.core.summary"
+    module = f"icml25/studies/{slug}" if slug != "summary" else "icml25/core/summary"
     name = f"{module}:{stage}" + (f"@{info['commit'][:7]}" if info["commit"] else "")
     tags = {SOURCE_NAME: name, SOURCE_TYPE: "LOCAL", GIT_COMMIT: info["commit"], GIT_BRANCH: info["branch"],
             GIT_REPO: info["repo_url"]}
@@ -379,6 +380,8 @@ def method_line(readme: Path, limit: int = 300) -> str:
                   + [t for t in intro if "http" not in t and "](" not in t]
                   + [re.sub(r"\s*\(?<?https?://\S+", "", t) for t in intro] + [t for _, _, t in paragraphs])
     text = re.sub(r"\s+", " ", (candidates or [""])[0]).strip()
+    if text.endswith(":") and ". " in text:  # "... Module map:" introduces a list: end at the sentence before
+        text = text[:text.rfind(". ") + 1]
     if len(text) <= limit:
         return text
     cut = text[:limit]

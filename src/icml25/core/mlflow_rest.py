@@ -189,11 +189,20 @@ class RestTracking:
             self._put(artifact_uri, f, dest)
 
     def log_inputs(self, run_id: str, datasets: Iterable[DatasetInput] = (), models: Iterable[str] = ()) -> None:
-        """Record datasets (``(dataset, input tags)``) and LoggedModels (ids) as the run's inputs."""
-        self._call("POST", "/api/2.0/mlflow/runs/log-inputs", {
-            "run_id": run_id,
-            "datasets": [{"dataset": dict(ds), "tags": _kv(tags)} for ds, tags in datasets],
-            "models": [{"model_id": m} for m in models]})
+        """Record datasets (``(dataset, input tags)``) and LoggedModels (ids) as the run's inputs.
+
+        Two jobs that log the same new dataset of an experiment at once race in the store (it checks, then
+        inserts: one gets a UNIQUE-constraint error); the loser retries and then finds the dataset."""
+        payload = {"run_id": run_id, "datasets": [{"dataset": dict(ds), "tags": _kv(tags)} for ds, tags in datasets],
+                   "models": [{"model_id": m} for m in models]}
+        for attempt in range(5):
+            try:
+                self._call("POST", "/api/2.0/mlflow/runs/log-inputs", payload)
+                return
+            except RestError as err:
+                if not is_dataset_race(err) or attempt == 4:
+                    raise
+                time.sleep(0.1 * (attempt + 1))
 
     def create_logged_model(self, experiment_id: str, name: str, source_run_id: str | None = None,
                             params: Mapping[str, str] | None = None, tags: Mapping[str, str] | None = None,
@@ -267,6 +276,12 @@ class RestTracking:
             self._call("PUT", f"/api/2.0/mlflow-artifacts/artifacts/{path}", data=src.read_bytes())
         else:
             raise RestError(400, f"artifact URI scheme {parsed.scheme!r} is not handled by the REST client", "")
+
+
+def is_dataset_race(err: BaseException) -> bool:
+    """Whether ``err`` is the store's answer to two concurrent inserts of the same dataset (retry: it exists now)."""
+    text = str(getattr(err, "body", "") or err)
+    return "UNIQUE constraint failed: datasets" in text or ("Duplicate entry" in text and "datasets" in text)
 
 
 def _kv(mapping: Mapping[str, str]) -> list[dict[str, str]]:

@@ -147,8 +147,17 @@ class _MlflowBackend:
         inputs = [DatasetInput(Dataset(d["name"], d["digest"], d["source_type"], d["source"], d.get("schema"),
                                        d.get("profile")), [InputTag(k, v) for k, v in tags.items()])
                   for d, tags in datasets]
-        _retry(self.client.log_inputs, run_id, datasets=inputs or None,
-               models=[LoggedModelInput(m) for m in models] or None)
+        from .mlflow_rest import is_dataset_race
+
+        for attempt in range(5):  # two jobs inserting the same new dataset race in the store (see RestTracking)
+            try:
+                _retry(self.client.log_inputs, run_id, datasets=inputs or None,
+                       models=[LoggedModelInput(m) for m in models] or None)
+                return
+            except Exception as err:  # noqa: BLE001 - MLflow wraps the IntegrityError
+                if not is_dataset_race(err) or attempt == 4:
+                    raise
+                time.sleep(0.1 * (attempt + 1))
 
     def create_logged_model(self, experiment_id: str, name: str, source_run_id: str | None = None,
                             params=None, tags=None, model_type: str | None = None) -> tuple[str, str]:
