@@ -79,15 +79,17 @@ def main() -> None:
     os.environ["MLFLOW_TRACKING_URI"] = url
     os.environ.pop("ICML25_INVOCATION", None)
     try:
-        rows = []
-        for native in ("0", "1"):
-            os.environ["ICML25_MLFLOW_NATIVE"] = native
-            env = {**os.environ}
-            _noop(work, env)  # warm
-            noops = [_noop(work, env) for _ in range(args.repeats)]
-            jobs = [_jobs(work / "results", i) for i in range(args.repeats + 1)][1:]  # first: warm-up
-            rows.append((native, statistics.median(noops), statistics.median(t for t, _ in jobs),
-                         statistics.median(e for _, e in jobs)))
+        noops: dict[str, list[float]] = {"0": [], "1": []}
+        jobs: dict[str, list[tuple[float, float]]] = {"0": [], "1": []}
+        for i in range(args.repeats + 1):  # the settings interleaved (a shared machine's load drifts); 0: warm-up
+            for native in ("0", "1"):
+                os.environ["ICML25_MLFLOW_NATIVE"] = native
+                noop, job = _noop(work, {**os.environ}), _jobs(work / "results", 2 * i + int(native))
+                if i:
+                    noops[native].append(noop)
+                    jobs[native].append(job)
+        rows = [(native, statistics.median(noops[native]), statistics.median(t for t, _ in jobs[native]),
+                 statistics.median(e for _, e in jobs[native])) for native in ("0", "1")]
     finally:
         workflow.stop_local_server(pgid)
         shutil.rmtree(work, ignore_errors=True)
