@@ -122,3 +122,21 @@ def test_summary_run_logs_the_claims_table_mlflow_reads_as_a_table(tmp_path, mon
     assert loaded["key_numbers"].tolist() == table["key_numbers"].tolist()
     assert "claims_overview.png" in {a.path for a in client.list_artifacts(run.info.run_id)}
     assert run.data.tags["mlflow.source.name"].startswith("icml25/core/summary:summary")
+
+
+def test_inputs_are_classified_by_their_place_in_the_study_results():
+    assert native.kind_of("/data/raw/x/results/smoke/toy/models/a/c.json", "toy") == "model"  # not fooled by /raw/
+    assert native.kind_of("results/smoke/toy/processed/x.npz", "toy") == "data"
+    assert native.kind_of("results/smoke/toy/raw/card.csv.bz2", "toy") == "data"
+    assert native.kind_of("/raw/results/smoke/toy/figures/f.png", "toy") is None
+
+
+def test_a_rewritten_model_file_is_not_its_old_logged_model(tmp_path):
+    model = tmp_path / "smoke" / "toy" / "models" / "a" / "m.json"
+    model.parent.mkdir(parents=True)
+    model.write_text("[1]")
+    native.register_model(tmp_path, "store", model, {"model_id": "m-1", "arm": "a", "seeds": [0]})
+    assert [e["model_id"] for e in native.registered_models(tmp_path, "store", [model])] == ["m-1"]
+    assert native.registered_models(tmp_path, "other-store", [model]) == []
+    model.write_text("[1, 2]")  # retrained (bigger, newer): no longer that LoggedModel
+    assert native.registered_models(tmp_path, "store", [model]) == []

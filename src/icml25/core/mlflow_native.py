@@ -101,10 +101,12 @@ def context(stage: str) -> str:
 
 # -- datasets ---------------------------------------------------------------------------------------------------
 
-def kind_of(path: Path) -> str | None:
-    """``"data"`` for a file under a ``raw``/``interim``/``processed`` directory, ``"model"`` under ``models``,
-    else None (figures, metrics, claims)."""
-    parts = set(Path(path).parts[:-1])
+def kind_of(path: Path, slug: str | None = None) -> str | None:
+    """``"data"`` for a file under a ``raw``/``interim``/``processed`` directory of the study's results (the part
+    of the path after ``<slug>/`` when ``slug`` is given), ``"model"`` under ``models``, else None (figures,
+    metrics, claims)."""
+    rel = Path(_relative(path, slug)) if slug else Path(path)
+    parts = set(rel.parts[:-1])
     if parts & set(DATA_DIRS):
         return "data"
     if MODEL_DIR in parts:
@@ -277,7 +279,7 @@ def stage_inputs(paths: Iterable[Path], slug: str, stage: str, results_dir: Path
         p = Path(p)
         if not p.exists():
             continue
-        kind = kind_of(p)
+        kind = kind_of(p, slug)
         if kind == "data":
             datasets.append(dataset_input(p, slug, stage, results_dir))
         elif kind == "model":
@@ -291,8 +293,18 @@ def registry_file(results_dir: Path) -> Path:
     return Path(results_dir).resolve() / ".tracking" / "models.json"
 
 
+def stamp(path: Path) -> list[int]:
+    """``[bytes, newest mtime_ns]`` of a file or a directory's files: tells a rewritten model apart without
+    hashing it again (models can be gigabytes)."""
+    path = Path(path)
+    files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
+    stats = [f.stat() for f in files]
+    return [sum(st.st_size for st in stats), max((st.st_mtime_ns for st in stats), default=0)]
+
+
 def register_model(results_dir: Path, store: str, path: Path, entry: Mapping[str, Any]) -> None:
-    """Record that the model file ``path`` is LoggedModel ``entry["model_id"]`` in ``store``."""
+    """Record that the model file ``path`` is LoggedModel ``entry["model_id"]`` in ``store`` (with its
+    :func:`stamp`)."""
     from .io import file_lock
 
     reg = registry_file(results_dir)
@@ -302,14 +314,14 @@ def register_model(results_dir: Path, store: str, path: Path, entry: Mapping[str
             data = json.loads(reg.read_text()) if reg.exists() else {}
         except json.JSONDecodeError:
             data = {}
-        data[f"{store}|{Path(path).resolve()}"] = dict(entry)
+        data[f"{store}|{Path(path).resolve()}"] = {**entry, "stamp": stamp(path)}
         tmp = reg.with_name(f".{reg.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps(data, indent=1))
         os.replace(tmp, reg)
 
 
 def registered_models(results_dir: Path, store: str, paths: Iterable[Path]) -> list[dict[str, Any]]:
-    """The registry entries of ``paths`` in ``store`` (a file logged as a model whose sha256 still matches)."""
+    """The registry entries of ``paths`` in ``store`` (a file logged as a model and not rewritten since)."""
     reg = registry_file(results_dir)
     if not reg.exists():
         return []
@@ -320,7 +332,7 @@ def registered_models(results_dir: Path, store: str, paths: Iterable[Path]) -> l
     out = []
     for p in paths:
         entry = data.get(f"{store}|{Path(p).resolve()}")
-        if entry is not None and Path(p).exists() and entry.get("sha256") == sha256_of(Path(p)):
+        if entry is not None and Path(p).exists() and entry.get("stamp") == stamp(Path(p)):
             out.append(entry)
     return out
 
