@@ -140,3 +140,18 @@ def test_a_rewritten_model_file_is_not_its_old_logged_model(tmp_path):
     assert native.registered_models(tmp_path, "other-store", [model]) == []
     model.write_text("[1, 2]")  # retrained (bigger, newer): no longer that LoggedModel
     assert native.registered_models(tmp_path, "store", [model]) == []
+
+
+def test_reading_the_summary_beside_a_logged_model_is_reading_that_model(tmp_path):
+    """pid/meta_expert: the train job writes chunk0.json and chunk0.pt and logs the .pt; the evaluate job reads the
+    .json. chunk1.json is another model; chunk10.pt is not chunk1's."""
+    d = tmp_path / "smoke" / "toy" / "models" / "a"
+    d.mkdir(parents=True)
+    for name in ("chunk0.json", "chunk0.pt", "chunk1.json", "chunk10.pt"):
+        (d / name).write_text(name)
+    native.register_model(tmp_path, "s", d / "chunk0.pt", {"model_id": "m-0", "arm": "a", "seeds": [0]})
+    native.register_model(tmp_path, "s", d / "chunk10.pt", {"model_id": "m-10", "arm": "a", "seeds": [10]})
+    found = native.registered_models(tmp_path, "s", [d / "chunk0.json", d / "chunk1.json"])
+    assert [e["model_id"] for e in found] == ["m-0"]
+    datasets, models = native.stage_inputs([d / "chunk0.json", d / "chunk0.pt"], "toy", "evaluate", tmp_path, "s")
+    assert datasets == [] and [m["model_id"] for m in models] == ["m-0"]

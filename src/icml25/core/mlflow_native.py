@@ -271,19 +271,21 @@ def dataset_input(path: Path, slug: str, stage: str, results_dir: Path) -> tuple
     return dataset, {CONTEXT_TAG: context(stage)}
 
 
-def stage_inputs(paths: Iterable[Path], slug: str, stage: str, results_dir: Path
-                 ) -> tuple[list[tuple[dict, dict]], list[Path]]:
-    """Split a stage's ``--in`` paths into dataset inputs and model files (existing paths only)."""
+def stage_inputs(paths: Iterable[Path], slug: str, stage: str, results_dir: Path, store: str
+                 ) -> tuple[list[tuple[dict, dict]], list[dict[str, Any]]]:
+    """A stage's ``--in`` paths (existing ones) as dataset inputs and model-registry entries: a path that is (or
+    sits beside, same stem) a logged model is that model; other files under ``raw``/``interim``/``processed`` are
+    datasets."""
     datasets, models = [], []
     for p in paths:
         p = Path(p)
         if not p.exists():
             continue
-        kind = kind_of(p, slug)
-        if kind == "data":
+        found = registered_models(results_dir, store, [p])
+        if found:
+            models += [e for e in found if e["model_id"] not in [m["model_id"] for m in models]]
+        elif kind_of(p, slug) == "data":
             datasets.append(dataset_input(p, slug, stage, results_dir))
-        elif kind == "model":
-            models.append(p)
     return datasets, models
 
 
@@ -329,11 +331,19 @@ def registered_models(results_dir: Path, store: str, paths: Iterable[Path]) -> l
         data = json.loads(reg.read_text())
     except json.JSONDecodeError:
         return []
-    out = []
+    out: list[dict[str, Any]] = []
     for p in paths:
-        entry = data.get(f"{store}|{Path(p).resolve()}")
-        if entry is not None and Path(p).exists() and entry.get("stamp") == stamp(Path(p)):
-            out.append(entry)
+        p = Path(p).resolve()
+        keys = [f"{store}|{p}"]
+        # a train job that writes chunk0.json and chunk0.pt and logs the .pt: reading the .json is reading that model
+        keys += sorted(k for k in data if k.startswith(f"{store}|{p.parent}/{p.stem}.") and k != keys[0])
+        for key in keys:
+            entry = data.get(key)
+            path = Path(key[len(store) + 1:])
+            if entry is not None and path.exists() and entry.get("stamp") == stamp(path):
+                if entry["model_id"] not in [e["model_id"] for e in out]:
+                    out.append(entry)
+                break
     return out
 
 

@@ -650,8 +650,7 @@ def _log_stage_inputs(handle: StageRun, slug: str, stage: str, inputs: Sequence[
     """Dataset inputs (data files) and model inputs (the train jobs' LoggedModels) of a stage job, one
     ``log-inputs`` call. An evaluate job that reads only models gets the models' training datasets as its dataset
     inputs (context ``evaluation``): the data its numbers come from."""
-    datasets, model_files = native.stage_inputs(inputs, slug, stage, results_dir)
-    entries = native.registered_models(results_dir, handle.store, model_files)
+    datasets, entries = native.stage_inputs(inputs, slug, stage, results_dir, handle.store)
     resolve = getattr(handle.client, "_resolve", lambda x: x)
     for e in entries:
         e["model_id"] = resolve(e["model_id"])
