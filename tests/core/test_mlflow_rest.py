@@ -142,7 +142,8 @@ def test_rest_client_logs_inputs_logged_models_and_outputs(live, tmp_path):
                "source": '{"uri": "file:///x.npz"}', "schema": '{"mlflow_colspec": [{"name": "X", "type": "f8"}]}',
                "profile": '{"num_rows": 3}'}
     rest.log_inputs(run_id, datasets=[(dataset, {"mlflow.data.context": "training"})], models=[model_id])
-    rest.log_batch(run_id, metrics=[("eval/acc", 0.5, 1000, 0, model_id), ("train/loss", 1.0, 1000, 0)])
+    rest.log_batch(run_id, metrics=[("eval/acc", 0.5, 1000, 0, model_id), ("train/loss", 1.0, 1000, 0),
+                                    ("eval/f1", 0.25, 1000, 0, model_id, dataset["name"], dataset["digest"])])
     rest.set_terminated(run_id)
 
     client = _read(store)
@@ -156,8 +157,9 @@ def test_rest_client_logs_inputs_logged_models_and_outputs(live, tmp_path):
     model = client.get_logged_model(model_id)
     assert str(model.status).endswith("READY") and model.source_run_id == run_id and model.params == params
     assert model.tags["seeds"] == "0" and model.tags["model_sha256"] == "ab" * 32
-    assert {m.key: m.value for m in model.metrics} == {"eval/acc": 0.5}
-    assert run.data.metrics == {"eval/acc": 0.5, "train/loss": 1.0}
+    assert {m.key: m.value for m in model.metrics} == {"eval/acc": 0.5, "eval/f1": 0.25}
+    assert {m.key: m.dataset_digest for m in model.metrics} == {"eval/acc": None, "eval/f1": dataset["digest"]}
+    assert run.data.metrics == {"eval/acc": 0.5, "train/loss": 1.0, "eval/f1": 0.25}
     assert [a.path for a in client.list_logged_model_artifacts(model_id)] == ["w.json"]
 
 

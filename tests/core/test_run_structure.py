@@ -238,6 +238,9 @@ def test_datasets_models_source_and_descriptions_in_mlflow_terms(stores, path, t
     evaluated = client.get_run(eval_id)
     arm_run = [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("mlflow.parentRunId") == eval_id]
     assert metrics["eval/accuracy"] == (0.875, arm_run[0].info.run_id)
+    on_data = {x.key: (x.dataset_name, x.dataset_digest) for x in m.metrics}
+    assert on_data["train/final_loss"] == (None, None)  # the train job read two files: no one dataset
+    assert on_data["eval/accuracy"] == (None, None)  # the evaluate job read the two through the model
     assert [o.model_id for o in train.outputs.model_outputs] == [m.model_id]
     assert [i.model_id for i in evaluated.inputs.model_inputs] == [m.model_id]
     assert [i.dataset.name for i in evaluated.inputs.dataset_inputs] == ["mlf/processed/data.npz",

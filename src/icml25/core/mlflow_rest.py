@@ -32,7 +32,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-Metric = tuple  # (key, value, timestamp ms, step[, model_id]): a model_id also records it on that LoggedModel
+#: (key, value, timestamp ms, step[, model_id[, dataset_name, dataset_digest]]): a model_id also records the value
+#: on that LoggedModel (computed on that dataset, when given: the Models tab's Dataset column)
+Metric = tuple
 #: A dataset input: ``{"name", "digest", "source_type", "source", "schema", "profile"}`` (strings) and its input
 #: tags ``{"mlflow.data.context": "training"}``, as MLflow's ``DatasetInput`` proto.
 DatasetInput = tuple[dict, dict]
@@ -148,11 +150,13 @@ class RestTracking:
     def log_batch(self, run_id: str, metrics: Iterable[Metric] = (), params: Iterable[tuple[str, str]] = (),
                   tags: Iterable[tuple[str, str]] = ()) -> None:
         """One ``log-batch`` call (callers keep within 1000 metrics / 100 params+tags). A metric with a fifth
-        element (a LoggedModel id) is recorded on that model too."""
+        element (a LoggedModel id) is recorded on that model too, with the dataset of elements 6-7 if given."""
         self._call("POST", "/api/2.0/mlflow/runs/log-batch", {
             "run_id": run_id,
             "metrics": [{"key": m[0], "value": m[1], "timestamp": m[2], "step": m[3],
-                         **({"model_id": m[4]} if len(m) > 4 and m[4] else {})} for m in metrics],
+                         **({"model_id": m[4]} if len(m) > 4 and m[4] else {}),
+                         **({"dataset_name": m[5], "dataset_digest": m[6]} if len(m) > 6 and m[5] else {})}
+                        for m in metrics],
             "params": [{"key": k, "value": v} for k, v in params],
             "tags": [{"key": k, "value": v} for k, v in tags]})
 

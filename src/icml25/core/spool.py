@@ -173,7 +173,7 @@ class SpoolingClient:
 
     def log_batch(self, run_id: str, metrics=(), params=(), tags=()) -> None:
         metrics, params, tags = list(metrics), list(params), list(tags)
-        metrics = [(*m[:4], self._resolve(m[4])) if len(m) > 4 and m[4] else tuple(m[:4]) for m in metrics]
+        metrics = [(*m[:4], self._resolve(m[4]), *m[5:]) if len(m) > 4 and m[4] else tuple(m[:4]) for m in metrics]
         if not _pending(run_id, *(m[4] for m in metrics if len(m) > 4)):
             ok, _ = self._try("log_batch", run_id, metrics=metrics, params=params, tags=tags)
             if ok:
@@ -361,7 +361,7 @@ def _replay_one(journal: Path, lines: list[dict], client: Any, d: Path) -> None:
             ids[entry["id"]] = [run_id, artifact_uri]
         elif op == "log_batch":
             client.log_batch(real(entry["run_id"]),
-                             metrics=[(*m[:4], real(m[4])) if len(m) > 4 and m[4] else tuple(m)
+                             metrics=[(*m[:4], real(m[4]), *m[5:]) if len(m) > 4 and m[4] else tuple(m)
                                       for m in entry["metrics"]],
                              params=[tuple(p) for p in entry["params"]], tags=[tuple(t) for t in entry["tags"]])
         elif op == "set_terminated":

@@ -138,7 +138,9 @@ class _MlflowBackend:
         from mlflow.entities import Metric, Param, RunTag
 
         _retry(self.client.log_batch, run_id,
-               metrics=[Metric(*m[:4], model_id=m[4] if len(m) > 4 and m[4] else None) for m in metrics],
+               metrics=[Metric(*m[:4], model_id=m[4] if len(m) > 4 and m[4] else None,
+                               dataset_name=m[5] if len(m) > 6 else None,
+                               dataset_digest=m[6] if len(m) > 6 else None) for m in metrics],
                params=[Param(*p) for p in params], tags=[RunTag(*t) for t in tags])
 
     def log_inputs(self, run_id: str, datasets=(), models=()) -> None:
@@ -489,9 +491,11 @@ class StageRun:
         if self.input_models:
             targets += native.matching_models(self.input_models, self.tags.get("arm"), self.tags.get("seed"))
         latest = [(k, v, ts, step) for k, (v, ts, step) in self._latest.items()]
+        # computed on one dataset (the job read exactly one): the model's metrics name it (Models tab, Dataset)
+        data = tuple(self.datasets[0]) if len(self.datasets) == 1 else ()
         for model_id in dict.fromkeys(targets):
             for i in range(0, len(latest), 1000):
-                self.client.log_batch(self.run_id, metrics=[(*m, model_id) for m in latest[i:i + 1000]])
+                self.client.log_batch(self.run_id, metrics=[(*m, model_id, *data) for m in latest[i:i + 1000]])
 
     def log_table(self, rows: Sequence[Mapping[str, Any]], columns: Sequence[str], artifact_file: str) -> None:
         """Log ``rows`` as a table artifact ``artifact_file`` (``.json``) the way ``MlflowClient.log_table`` does:
