@@ -5,6 +5,7 @@ from __future__ import annotations
 import bz2
 import hashlib
 import json
+import os
 
 import numpy as np
 import pandas as pd
@@ -135,10 +136,12 @@ def test_a_rewritten_model_file_is_not_its_old_logged_model(tmp_path):
     model = tmp_path / "smoke" / "toy" / "models" / "a" / "m.json"
     model.parent.mkdir(parents=True)
     model.write_text("[1]")
-    native.register_model(tmp_path, "store", model, {"model_id": "m-1", "arm": "a", "seeds": [0]})
+    sha = hashlib.sha256(b"[1]").hexdigest()
+    native.register_model(tmp_path, "store", model, {"model_id": "m-1", "arm": "a", "seeds": [0], "sha256": sha})
+    os.utime(model, ns=(1, 1))  # Snakemake touches outputs: still that model
     assert [e["model_id"] for e in native.registered_models(tmp_path, "store", [model])] == ["m-1"]
     assert native.registered_models(tmp_path, "other-store", [model]) == []
-    model.write_text("[1, 2]")  # retrained (bigger, newer): no longer that LoggedModel
+    model.write_text("[2]")  # retrained (same size, other bytes): no longer that LoggedModel
     assert native.registered_models(tmp_path, "store", [model]) == []
 
 
@@ -149,8 +152,9 @@ def test_reading_the_summary_beside_a_logged_model_is_reading_that_model(tmp_pat
     d.mkdir(parents=True)
     for name in ("chunk0.json", "chunk0.pt", "chunk1.json", "chunk10.pt"):
         (d / name).write_text(name)
-    native.register_model(tmp_path, "s", d / "chunk0.pt", {"model_id": "m-0", "arm": "a", "seeds": [0]})
-    native.register_model(tmp_path, "s", d / "chunk10.pt", {"model_id": "m-10", "arm": "a", "seeds": [10]})
+    for name, mid in (("chunk0.pt", "m-0"), ("chunk10.pt", "m-10")):
+        native.register_model(tmp_path, "s", d / name, {"model_id": mid, "arm": "a", "seeds": [0],
+                                                         "sha256": hashlib.sha256(name.encode()).hexdigest()})
     found = native.registered_models(tmp_path, "s", [d / "chunk0.json", d / "chunk1.json"])
     assert [e["model_id"] for e in found] == ["m-0"]
     datasets, models = native.stage_inputs([d / "chunk0.json", d / "chunk0.pt"], "toy", "evaluate", tmp_path, "s")

@@ -295,18 +295,29 @@ def registry_file(results_dir: Path) -> Path:
     return Path(results_dir).resolve() / ".tracking" / "models.json"
 
 
-def stamp(path: Path) -> list[int]:
-    """``[bytes, newest mtime_ns]`` of a file or a directory's files: tells a rewritten model apart without
-    hashing it again (models can be gigabytes)."""
+#: Above this size a registered model file is recognised by its size alone (no re-hash per evaluate job).
+REHASH_MAX_BYTES = 256 * 2**20
+
+
+def stamp(path: Path) -> int:
+    """Bytes of a file or of a directory's files. (Not the mtime: Snakemake touches outputs after a job.)"""
     path = Path(path)
     files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
-    stats = [f.stat() for f in files]
-    return [sum(st.st_size for st in stats), max((st.st_mtime_ns for st in stats), default=0)]
+    return sum(f.stat().st_size for f in files)
+
+
+def _unchanged(path: Path, entry: Mapping[str, Any]) -> bool:
+    """Whether ``path`` is still the model of registry ``entry``: same size and, up to
+    :data:`REHASH_MAX_BYTES`, same sha256."""
+    size = stamp(path)
+    if size != entry.get("stamp"):
+        return False
+    return size > REHASH_MAX_BYTES or sha256_of(path) == entry.get("sha256")
 
 
 def register_model(results_dir: Path, store: str, path: Path, entry: Mapping[str, Any]) -> None:
-    """Record that the model file ``path`` is LoggedModel ``entry["model_id"]`` in ``store`` (with its
-    :func:`stamp`)."""
+    """Record that the model file ``path`` is LoggedModel ``entry["model_id"]`` in ``store`` (with its size,
+    :func:`stamp`; ``entry["sha256"]`` is its hash)."""
     from .io import file_lock
 
     reg = registry_file(results_dir)
@@ -340,7 +351,7 @@ def registered_models(results_dir: Path, store: str, paths: Iterable[Path]) -> l
         for key in keys:
             entry = data.get(key)
             path = Path(key[len(store) + 1:])
-            if entry is not None and path.exists() and entry.get("stamp") == stamp(path):
+            if entry is not None and path.exists() and _unchanged(path, entry):
                 if entry["model_id"] not in [e["model_id"] for e in out]:
                     out.append(entry)
                 break
