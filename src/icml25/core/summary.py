@@ -353,6 +353,9 @@ def run_summary(paths: Sequence[Path], md: Path, csv: Path, results_dir: Path, t
             for path in (md, csv, html_out, figure):
                 if path is not None:
                     run.log_artifact(path)
+            from .mlflow_native import log_claims_table
+
+            log_claims_table(run, table)  # the table the artifact view renders (issue 40)
     return table
 
 
