@@ -159,18 +159,42 @@ def stage_main(slug: str, config_cls: type, stages: Mapping[str, StageFn], argv:
     fn = stages.get(args.stage, lambda s, r: None)
     t0 = time.perf_counter()
     log.info("%s %s: arm=%s seeds=%s scale=%s", slug, args.stage, args.arm, list(args.seeds), scale)
-    if args.no_track:
-        fn(stage, _NullRun())
-    else:
-        from .tracking import stage_run
+    from .download import verify_recorded_inputs
 
-        seed = args.seeds[0] if len(args.seeds) == 1 else None
-        with stage_run(slug, args.stage, arm=args.arm, seed=seed, scale=scale, data_source=args.data_source,
-                       config=raw, results_dir=args.results) as run:
-            fn(stage, run)
-            run.log_metric("job/wall_s", time.perf_counter() - t0)
+    try:
+        # every raw input that a download recorded (<file>.sha256) is re-hashed before any stage reads it
+        verify_recorded_inputs(stage.inputs)
+        if args.no_track:
+            fn(stage, _NullRun())
+        else:
+            from .tracking import stage_run
+
+            seed = args.seeds[0] if len(args.seeds) == 1 else None
+            with stage_run(slug, args.stage, arm=args.arm, seed=seed, scale=scale, data_source=args.data_source,
+                           config=raw, results_dir=args.results) as run:
+                fn(stage, run)
+                run.log_metric("job/wall_s", time.perf_counter() - t0)
+    except expected_errors() as err:
+        print(f"{slug} {args.stage}: error: {one_line(err)}", file=sys.stderr)
+        return 1
     log.info("%s %s: done in %.1f s", slug, args.stage, time.perf_counter() - t0)
     return 0
+
+
+def expected_errors() -> tuple[type[BaseException], ...]:
+    """Errors a user meets with bad input, not bugs: a failed or unverified download, a broken archive or data
+    file, a bad config. The stage CLI prints them as one line naming the file and the fix, not a traceback.
+    A study's own error class joins them by subclassing one of these (e.g. pid's ``ArchiveError(DataError)``)."""
+    from .datasets import DataError
+    from .download import DownloadError, IntegrityError
+
+    return DownloadError, IntegrityError, DataError, ConfigError
+
+
+def one_line(err: BaseException) -> str:
+    """``err``'s message on one line (newlines folded), prefixed by its class name."""
+    text = " ".join(str(err).split()) or repr(err)
+    return f"{type(err).__name__}: {text}"
 
 
 class _NullRun:

@@ -152,15 +152,53 @@ def record_path(path: str | Path) -> Path:
 
 def check_recorded(path: str | Path) -> str:
     """Re-check ``path`` against the sha256 recorded at download; return it. :class:`IntegrityError` naming the
-    file when there is no record or the bytes changed since."""
+    file, the recorded and the actual hash and what to delete when there is no record or the bytes changed since."""
     path, rec = Path(path), record_path(path)
+    if not path.is_file():
+        raise IntegrityError(f"{path}: missing (download it again)")
     if not rec.exists():
-        raise IntegrityError(f"{path}: no recorded sha256 ({rec.name} missing): download it again")
+        raise IntegrityError(f"{path}: no recorded sha256 ({rec.name} missing): delete {path} and download it "
+                             f"again")
     expected, actual = rec.read_text().strip(), sha256_file(path)
     if actual != expected:
-        raise IntegrityError(f"{path}: sha256 {actual} differs from {expected} recorded at download: the file "
-                             f"changed since (delete it and download again)")
+        raise IntegrityError(f"{path}: sha256 {actual} differs from {expected} recorded at download in {rec}: the "
+                             f"file changed since; delete {path} and download it again (if the recorded hash was "
+                             f"pinned on first use from a bad download, delete {rec} too)")
     return actual
+
+
+def verified(path: str | Path) -> Path:
+    """``path`` after re-hashing it against its ``<path>.sha256`` record (:func:`check_recorded`).
+
+    The one check every reader of a raw downloaded file goes through: a study's stage calls it on each raw input
+    it reads (and :func:`icml25.core.cli.stage_main` calls :func:`verify_recorded_inputs` on every ``--in`` file
+    that carries a record before any stage runs). Raises :class:`IntegrityError` naming the file, the expected and
+    the actual hash and what to delete."""
+    check_recorded(path)
+    return Path(path)
+
+
+def open_verified(path: str | Path, mode: str = "rb", **kwargs: Any) -> Any:
+    """``open(verified(path), mode)``: read a raw downloaded file only after its hash re-checks."""
+    return open(verified(path), mode, **kwargs)
+
+
+def verify_recorded_inputs(paths: Sequence[str | Path]) -> list[Path]:
+    """:func:`verified` on every path of ``paths`` that is a file with a ``<path>.sha256`` record (what a
+    download left); returns those paths. Called by the stage CLI for every stage's ``--in`` files, so a study that
+    forgets to call :func:`verified` still never reads a raw file whose bytes changed since download."""
+    checked = []
+    for p in map(Path, paths):
+        if p.is_file() and record_path(p).is_file():
+            checked.append(verified(p))
+    return checked
+
+
+def write_record(path: str | Path, digest: str | None = None) -> Path:
+    """Record ``path``'s sha256 (``digest`` if the caller verified the bytes already) in ``<path>.sha256``, for a
+    raw file a stage wrote from verified bytes (a file out of a wheel), so readers re-check it like a download."""
+    _write_record(record_path(path), digest or sha256_file(path))
+    return record_path(path)
 
 
 def fetch(entry: ManifestEntry, dest: str | Path, mirror: str | Path | None = None, *,

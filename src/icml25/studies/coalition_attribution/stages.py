@@ -22,7 +22,7 @@ import numpy as np
 from icml25.core.claims import log_verdicts, write_claims
 from icml25.core.cli import Stage
 from icml25.core.config import config_hash, to_dict
-from icml25.core.download import fetch, read_manifest
+from icml25.core.download import fetch, read_manifest, verified
 from icml25.core.io import atomic_path, load_npz, read_json, save_figure, save_npz, write_json, write_text
 
 from . import MANIFEST, PAPER
@@ -247,6 +247,8 @@ def train_real(stage: Stage, run: Any) -> None:
     missing = [str(p) for p in stage.inputs if not p.exists()]
     if missing:
         raise FileNotFoundError(f"{SLUG} train_real {experiment}: missing inputs {missing}")
+    for path in stage.inputs:  # the downloaded files, re-hashed against their records before anything reads them
+        verified(path)
     raise NotImplementedError(
         f"{SLUG} train_real {experiment}: the paper's real-data experiments (fine-tuning the network, choosing the "
         "10 input variables, 2**10 masked forwards per explained input on a GPU) are not implemented in this "

@@ -20,7 +20,7 @@ import numpy as np
 from icml25.core.claims import log_verdicts, write_claims
 from icml25.core.cli import Stage
 from icml25.core.config import config_hash, to_dict
-from icml25.core.download import fetch, read_manifest
+from icml25.core.download import fetch, read_manifest, verified
 from icml25.core.io import load_npz, read_json, save_figure, save_npz, write_json, write_text
 
 from . import MANIFEST, PAPER
@@ -70,7 +70,7 @@ def preprocess(stage: Stage, run: Any) -> None:
     for task in cfg.tasks:
         for seed in cfg.seeds:
             if task == "mnist03":
-                d = mnist03(files["mnist_784_arff"], cfg.P, cfg.P_test, seed)
+                d = mnist03(verified(files["mnist_784_arff"]), cfg.P, cfg.P_test, seed)
             else:
                 d = make_task(task, cfg.D, cfg.P, cfg.P_test, seed, J=cfg.ising_J)
             for k in DATA_KEYS:

@@ -137,7 +137,9 @@ def pretrain(stage: Any, run: Any) -> None:
     from .paper_data import sft_examples
 
     cfg, p = stage.config, stage.config.paper
-    files = {Path(i).stem: Path(i) for i in stage.inputs if str(i).endswith(".parquet")}
+    from icml25.core.download import verified
+
+    files = {Path(i).stem: verified(i) for i in stage.inputs if str(i).endswith(".parquet")}  # re-hashed
     tok = load_tokenizer(p.model, p.revision, trust_unpinned=stage.trust_unpinned)
     try:
         data = sft_examples(p.dataset, files, tok, p.max_length, p.train_examples, p.tulu3_test_examples,
