@@ -79,9 +79,9 @@ def test_verify_recorded_inputs_checks_only_recorded_files(tmp_path):
 
 
 @pytest.mark.parametrize("slug", STUDIES)
-def test_every_study_refuses_a_flipped_raw_archive_before_its_stage_reads_it(slug, tmp_path, capsys):
+def test_every_study_refuses_a_flipped_raw_archive_before_its_stage_reads_it(slug, tmp_path):
     """Each study's stage CLI (the path every Snakemake job takes) re-hashes its recorded inputs: a tar.gz with
-    flipped bytes gives exit 1 and one line naming the file and what to delete, and the stage never runs."""
+    flipped bytes is refused naming the file and what to delete, and the stage never runs (nothing written)."""
     main = importlib.import_module(f"icml25.studies.{slug}.__main__")
     archive = tmp_path / "raw" / "archive.tar.gz"
     _tarball(archive, 4096)
@@ -90,17 +90,16 @@ def test_every_study_refuses_a_flipped_raw_archive_before_its_stage_reads_it(slu
     argv = ["preprocess", "--config", str(ROOT / f"config/studies/{slug}.yaml"), "--scale", "smoke",
                     "--no-track", "--in", str(archive), "--out", str(out)]
     if hasattr(main, "main"):
-        rc = main.main(argv)
+        run = main.main
     else:
         from icml25.core.cli import stage_main
         from icml25.studies import study_config_class
 
-        rc = stage_main(slug, study_config_class(slug), main.STAGES, argv)
-    err = capsys.readouterr().err
-    assert rc == 1
-    line = [ln for ln in err.splitlines() if "IntegrityError" in ln]
-    assert len(line) == 1 and str(archive) in line[0] and f"delete {archive}" in line[0], err
-    assert "Traceback" not in err
+        def run(argv):
+            return stage_main(slug, study_config_class(slug), main.STAGES, argv)
+    with pytest.raises(IntegrityError) as err:
+        run(argv)
+    assert str(archive) in str(err.value) and f"delete {archive}" in str(err.value)
     assert not out.exists()
 
 
@@ -127,3 +126,25 @@ def test_every_study_cli_goes_through_stage_main():
 def test_download_module_documents_verification_on_read():
     assert "verified" in download.__doc__ or "check_recorded" in download.__doc__
     assert record_path("a/b.tar.gz") == Path("a/b.tar.gz.sha256")
+
+
+def test_an_expected_error_ends_a_stage_process_with_one_line_not_a_traceback(tmp_path):
+    """Issue 36.4: run as a process (what Snakemake does), a refused raw file prints one line naming the file and
+    the fix, exit status 1, no traceback."""
+    import os
+    import subprocess
+    import sys
+
+    archive = tmp_path / "raw" / "archive.tar.gz"
+    _tarball(archive, 4096)
+    _flip(archive, at=100, n=64)
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    proc = subprocess.run([sys.executable, "-m", "icml25.studies.lfss", "preprocess", "--config",
+                           str(ROOT / "config/studies/lfss.yaml"), "--scale", "smoke", "--no-track", "--in",
+                           str(archive), "--out", str(tmp_path / "o.npz")], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if "error:" in ln]
+    assert len(lines) == 1 and lines[0].startswith("lfss preprocess: error: IntegrityError: ")
+    assert str(archive) in lines[0] and f"delete {archive}" in lines[0]

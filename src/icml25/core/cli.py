@@ -161,22 +161,19 @@ def stage_main(slug: str, config_cls: type, stages: Mapping[str, StageFn], argv:
     log.info("%s %s: arm=%s seeds=%s scale=%s", slug, args.stage, args.arm, list(args.seeds), scale)
     from .download import verify_recorded_inputs
 
-    try:
-        # every raw input that a download recorded (<file>.sha256) is re-hashed before any stage reads it
-        verify_recorded_inputs(stage.inputs)
-        if args.no_track:
-            fn(stage, _NullRun())
-        else:
-            from .tracking import stage_run
+    install_error_hook(f"{slug} {args.stage}")
+    # every raw input that a download recorded (<file>.sha256) is re-hashed before any stage reads it
+    verify_recorded_inputs(stage.inputs)
+    if args.no_track:
+        fn(stage, _NullRun())
+    else:
+        from .tracking import stage_run
 
-            seed = args.seeds[0] if len(args.seeds) == 1 else None
-            with stage_run(slug, args.stage, arm=args.arm, seed=seed, scale=scale, data_source=args.data_source,
-                           config=raw, results_dir=args.results) as run:
-                fn(stage, run)
-                run.log_metric("job/wall_s", time.perf_counter() - t0)
-    except expected_errors() as err:
-        print(f"{slug} {args.stage}: error: {one_line(err)}", file=sys.stderr)
-        return 1
+        seed = args.seeds[0] if len(args.seeds) == 1 else None
+        with stage_run(slug, args.stage, arm=args.arm, seed=seed, scale=scale, data_source=args.data_source,
+                       config=raw, results_dir=args.results) as run:
+            fn(stage, run)
+            run.log_metric("job/wall_s", time.perf_counter() - t0)
     log.info("%s %s: done in %.1f s", slug, args.stage, time.perf_counter() - t0)
     return 0
 
@@ -189,6 +186,21 @@ def expected_errors() -> tuple[type[BaseException], ...]:
     from .download import DownloadError, IntegrityError
 
     return DownloadError, IntegrityError, DataError, ConfigError
+
+
+def install_error_hook(who: str) -> None:
+    """Make an expected error (:func:`expected_errors`) that ends this process print one line, ``<who>: error:
+    <Class>: <message naming the file and the fix>``, instead of a traceback (exit status 1); other exceptions
+    keep Python's traceback. Only the process's top level is affected: callers in the same process (tests, the
+    tune driver) still get the exception."""
+    previous = sys.excepthook
+
+    def hook(kind: type[BaseException], err: BaseException, tb: Any) -> None:
+        if issubclass(kind, expected_errors()):
+            print(f"{who}: error: {one_line(err)}", file=sys.stderr)
+        else:
+            previous(kind, err, tb)
+    sys.excepthook = hook
 
 
 def one_line(err: BaseException) -> str:
