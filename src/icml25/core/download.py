@@ -28,6 +28,7 @@ downloaded bytes before they are accepted (:func:`netcdf_check`, :func:`csv_chec
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import logging
@@ -37,7 +38,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -272,6 +273,23 @@ def fetch(entry: ManifestEntry, dest: str | Path, mirror: str | Path | None = No
     return dest
 
 
+@contextlib.contextmanager
+def all_or_nothing(dests: Sequence[str | Path]) -> Iterator[None]:
+    """Around the downloads of one multi-file stage: if anything inside fails, remove every ``dest`` and every
+    ``<dest>.sha256`` pin written during the block (pins that existed before are kept), so a download failing on
+    file 2 of 3 leaves no orphan pin of file 1 behind the outputs Snakemake deletes."""
+    dests = [Path(d) for d in dests]
+    had = {d for d in dests if record_path(d).exists()}
+    try:
+        yield
+    except BaseException:
+        for d in dests:
+            if d not in had:
+                record_path(d).unlink(missing_ok=True)
+            d.unlink(missing_ok=True)
+        raise
+
+
 def obtain(entry: ManifestEntry, dest: str | Path, data_source: str, packaged: Callable[[], bytes] | None = None,
            *, mirror: str | Path | None = None, trust_unpinned: bool = False,
            check: Callable[[Path], None] | None = None) -> Path:
@@ -322,19 +340,19 @@ def first_use_check(entry: ManifestEntry, check: Callable[[Path], None] | None =
             raise ValueError("empty file")
         if entry.size is not None and size != entry.size:
             raise ValueError(f"{size} bytes, the manifest gives {entry.size}")
+        if own is not None:
+            own(path)
         with open(path, "rb") as fh:
             head = fh.read(512).lstrip().lower()
         if head.startswith((b"<!doctype html", b"<html", b"<head")) or b"<html" in head[:256]:
             raise ValueError("an HTML page, not the file (a login, error or redirect page?)")
-        if own is not None:
-            own(path)
     return first_use
 
 
 def kind_check(name: str) -> Callable[[Path], None] | None:
     """A check that reads a whole file of the kind its name says, so a truncated copy fails: gzip (the stream to
     its end-of-stream trailer, CRC and length), tar / tar.gz (every member), zip (every CRC), parquet (footer and
-    schema), netCDF (opens), CSV (whole rows to the last newline), JSON Lines and text (ends with a newline).
+    schema), netCDF (opens), CSV (whole rows to the last newline), JSON Lines (every line).
     None for a kind it does not know (only the empty / HTML / size checks then apply)."""
     low = name.lower().rsplit("?", 1)[0]
     if low.endswith((".tar.gz", ".tgz", ".tar", ".tar.bz2", ".tar.xz")):
@@ -351,8 +369,6 @@ def kind_check(name: str) -> Callable[[Path], None] | None:
         return jsonl_check()
     if low.endswith(".gz"):
         return _gzip_check
-    if low.endswith((".txt", ".arff", ".json")):
-        return _text_check
     return None
 
 
@@ -432,10 +448,11 @@ def netcdf_check(variables: Sequence[str], read: bool = True) -> Callable[[Path]
     return check
 
 
-def csv_check(columns: Sequence[str], encoding: str = "utf-8") -> Callable[[Path], None]:
+def csv_check(columns: Sequence[str], encoding: str = "utf-8", rows: int | None = None) -> Callable[[Path], None]:
     """A check that the file is a CSV whose header holds ``columns``, read whole: every row has the header's
     number of fields, there is at least one data row and the file ends with a newline (a download cut short,
-    even at a row boundary of a file that should go on, fails the newline or the field count of its last row)."""
+    inside a row fails the newline or the field count of its last row). A cut exactly at a row boundary leaves a
+    well-formed shorter CSV: only the expected number of data ``rows`` (or the manifest's size) finds it."""
     def check(path: Path) -> None:
         try:
             with open(path, newline="", encoding=encoding) as fh:
@@ -444,8 +461,8 @@ def csv_check(columns: Sequence[str], encoding: str = "utf-8") -> Callable[[Path
                 missing = [c for c in columns if c not in [h.strip() for h in header]]
                 if missing:
                     raise ValueError(f"CSV header lacks column(s) {missing}")
-                rows = 0
-                for rows, row in enumerate(reader, start=1):
+                n = 0
+                for n, row in enumerate(reader, start=1):
                     if len(row) != len(header):
                         raise ValueError(f"CSV line {reader.line_num} has {len(row)} fields, the header "
                                          f"{len(header)} (cut short?)")
@@ -453,8 +470,10 @@ def csv_check(columns: Sequence[str], encoding: str = "utf-8") -> Callable[[Path
             raise ValueError(f"not {encoding} text ({err.reason} at byte {err.start})") from None
         except csv.Error as err:
             raise ValueError(f"not CSV ({err})") from None
-        if rows == 0:
+        if n == 0:
             raise ValueError("CSV has a header but no data rows")
+        if rows is not None and n != rows:
+            raise ValueError(f"CSV has {n} data rows, expected {rows} (cut short?)")
         _text_check(path)
     return check
 

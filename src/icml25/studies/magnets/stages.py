@@ -51,7 +51,7 @@ def _paper_guard(stage: Stage) -> None:
 def prepare(stage: Stage, run: Any) -> None:
     """MNIST-5k → raw/mnist_train.npz, raw/mnist_test.npz; at paper scale fetch the manifest's files."""
     if stage.config.data == "paper":
-        from icml25.core.download import fetch, read_manifest
+        from icml25.core.download import all_or_nothing, fetch, read_manifest
 
         if stage.data_source != "remote":
             raise SystemExit(f"{SLUG} prepare: the paper data need --data-source remote (got "
@@ -59,9 +59,10 @@ def prepare(stage: Stage, run: Any) -> None:
         entries = list(read_manifest(MANIFEST).values())
         if len(entries) != len(stage.outputs):
             raise SystemExit(f"{SLUG} prepare: {len(stage.outputs)} --out paths for {len(entries)} manifest rows")
-        for entry, dest in zip(entries, stage.outputs):
-            fetch(entry, dest, stage.mirror, trust_unpinned=stage.trust_unpinned)
-            run.log_metric(f"prepare/{entry.name}_bytes", dest.stat().st_size)
+        with all_or_nothing(stage.outputs):  # no orphan pins when file k fails
+            for entry, dest in zip(entries, stage.outputs):
+                fetch(entry, dest, stage.mirror, trust_unpinned=stage.trust_unpinned)
+                run.log_metric(f"prepare/{entry.name}_bytes", dest.stat().st_size)
         return
     from icml25.core.datasets import load_mnist5k, mnist5k_split
 

@@ -25,7 +25,7 @@ from icml25.core.claims import log_verdicts, write_claims
 from icml25.core.cli import Stage
 from icml25.core.config import config_hash, to_dict
 from icml25.core.datasets import MNIST5K, MNIST5K_SHA256, packaged_bytes, parse_mnist5k
-from icml25.core.download import fetch, read_manifest, verified, write_record
+from icml25.core.download import all_or_nothing, fetch, read_manifest, verified, write_record
 from icml25.core.io import atomic_path, load_npz, read_json, save_figure, save_npz, write_json
 
 from .config import RAW_FILES
@@ -54,10 +54,11 @@ def download(stage: Stage, run: Any) -> None:
         run.log_metric("download/mnist5k_bytes", len(raw))
         return
     manifest = read_manifest(MANIFEST)
-    for i, name in enumerate(names):
-        # rows with sha256 UNPINNED carry the publisher's md5: core.download verifies it, then pins the sha256
-        dest = fetch(manifest[name], stage.output(i), stage.mirror, trust_unpinned=stage.trust_unpinned)
-        run.log_metric(f"download/{Path(name).stem}_bytes", dest.stat().st_size)
+    with all_or_nothing(stage.outputs[:len(names)]):  # no orphan pins when file k fails
+        for i, name in enumerate(names):
+            # rows with sha256 UNPINNED carry the publisher's md5: core.download verifies it, then pins the sha256
+            dest = fetch(manifest[name], stage.output(i), stage.mirror, trust_unpinned=stage.trust_unpinned)
+            run.log_metric(f"download/{Path(name).stem}_bytes", dest.stat().st_size)
     run.log_artifact(MANIFEST)
 
 
