@@ -20,7 +20,8 @@ What the wrapper adds to a bare ``mlflow server``:
   that ends the server's process group once that parent is gone, even by SIGKILL; the tie exists before the
   server process does (the pipeline's local server uses this);
 * loopback by default; ``--host 0.0.0.0 --auth`` serves a cluster with MLflow's built-in basic authentication
-  (``--app-name basic-auth``; clients send ``MLFLOW_TRACKING_USERNAME``/``MLFLOW_TRACKING_PASSWORD``).
+  (``--app-name basic-auth``; clients send ``MLFLOW_TRACKING_USERNAME``/``MLFLOW_TRACKING_PASSWORD``); a
+  non-loopback host without ``--auth`` is refused unless ``--insecure`` says an open server is intended.
 
 Usage (also ``icml25 server ...``)::
 
@@ -46,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_PORT = 5000
+LOOPBACK = ("127.0.0.1", "localhost", "::1")  #: hosts that serve this machine only
 # MLflow's own defaults (mlflow.server.security_utils), kept when the list is given explicitly.
 _MLFLOW_DEFAULT_HOSTS = ("localhost", "127.0.0.1", "[::1]", "0.0.0.0", "192.168.*", "10.*",
                          *(f"172.{i}.*" for i in range(16, 32)))
@@ -321,6 +323,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--detach", action="store_true", help="return once the server answers, leave it running")
     p.add_argument("--pid-file", default=None, help="write the server's process group id here")
     p.add_argument("--stop", action="store_true", help="stop the server whose group id is in --pid-file")
+    p.add_argument("--insecure", action="store_true",
+                   help="allow a non-loopback --host without --auth: anyone who can reach the port may read and "
+                        "write every run (refused without this flag)")
     p.add_argument("--auth", action="store_true",
                    help="MLflow's basic authentication (--app-name basic-auth): set MLFLOW_AUTH_CONFIG_PATH to an "
                         "ini with your admin password first; clients export MLFLOW_TRACKING_USERNAME/PASSWORD")
@@ -339,6 +344,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         Path(args.pid_file).unlink()
         print(f"mlflow server (process group {pgid}) {'stopped' if stopped else 'was not running'}")
         return 0
+    loopback = args.host in LOOPBACK
+    if not loopback and not args.auth and not args.insecure:
+        print(f"refusing --host {args.host} without --auth: the server would let anyone who can reach "
+              f"{args.host}:{args.port} read, change and delete every run. Start it with --auth (MLflow's basic "
+              "authentication), keep it on loopback and reach it through an SSH tunnel, or pass --insecure to "
+              "accept an open server on a trusted network", file=sys.stderr)
+        return 2
     results = Path(args.results).resolve()
     backend = args.backend_store_uri or f"sqlite:///{results / 'mlflow-server.db'}"
     artifacts = args.artifacts_destination or str(results / "mlartifacts-server")
@@ -354,12 +366,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     if args.pid_file:
         Path(args.pid_file).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.pid_file).write_text(f"{server.pgid}\n")
+        tmp = Path(args.pid_file).with_name(f".{Path(args.pid_file).name}.part")
+        tmp.write_text(f"{server.pgid}\n")
+        os.replace(tmp, args.pid_file)  # atomic: a reader never sees an empty or half-written pid file
     names = [n for n in machine_names() if n != "localhost"] or ["localhost"]
     public = names[-1] if args.host == "0.0.0.0" else args.host
-    if args.host not in ("127.0.0.1", "localhost", "::1") and not args.auth:
-        print(f"warning: {args.host}:{args.port} serves the store without authentication to anyone who can "
-              "reach it; consider --auth", file=sys.stderr)
+    if not loopback and not args.auth:
+        print(f"warning (--insecure): {args.host}:{args.port} serves the store without authentication to anyone "
+              "who can reach it", file=sys.stderr)
+    elif not loopback:
+        print(f"note: --auth sends passwords as HTTP basic auth over plain http; off a trusted network reach "
+              f"{args.host}:{args.port} through an SSH tunnel or a TLS proxy", file=sys.stderr)
     print(f"mlflow server up (process group {server.pgid}); for jobs and the UI:\n"
           f"  export MLFLOW_TRACKING_URI=http://{public}:{args.port}", flush=True)
     if args.detach:
