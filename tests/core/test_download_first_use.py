@@ -134,3 +134,14 @@ def test_pid_genimage_download_failing_on_archive_2_leaves_no_orphan_pins(tmp_pa
     with pytest.raises(DownloadError, match="b.zip"):
         stages._download_genimage(stage, None)
     assert not any(p.exists() or record_path(p).exists() for p in outs)
+
+
+def test_no_manifest_row_uses_plain_http():
+    """Issue 36.10: every study's remote file is fetched over https (lfss's STL-10 and Tiny-ImageNet rows were
+    plain http protected only by an md5; the same files are served over https)."""
+    from icml25.core.download import read_manifest
+
+    root = Path(__file__).resolve().parents[2] / "src/icml25/studies"
+    plain = [f"{m.parent.name}:{e.name}" for m in sorted(root.glob("*/manifest.csv"))
+             for e in read_manifest(m, rehearsal=False).values() if e.url.startswith("http://")]
+    assert plain == []
