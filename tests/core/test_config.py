@@ -189,3 +189,16 @@ def test_retype_strings_restores_cli_types():
            "name": "cat_k2", "nested": {"k": "2"}}
     assert retype_strings(cli) == {"n": [4000, 300], "flag": True, "rate": 0.5, "none": None,
                                    "url": "http://127.0.0.1:8000/", "name": "cat_k2", "nested": {"k": 2}}
+
+
+def test_errors_are_sorted_by_key_path_whatever_order_pydantic_reports():
+    """Issue 36.11: the order of reported errors is the project's (sorted by key path, a key after the keys under
+    it), the same for every order the installed pydantic may report them in."""
+    import itertools
+
+    from icml25.core.config import ordered_errors
+
+    want = [("arms", 0), ("arms",), ("bogus",), ("inner", "rows"), ("seeds", 1), ("seeds", 10), ("z",)]
+    for perm in itertools.permutations(want):
+        got = ordered_errors([{"loc": loc, "type": "x", "msg": "m"} for loc in perm])
+        assert [e["loc"] for e in got] == want
