@@ -56,11 +56,16 @@ include: "workflow/rules/pid.smk"
 include: "workflow/rules/summary.smk"
 
 
+# Each study's claims.json (and the rest of <slug>__all) is a target itself: Snakemake does not rerun a job for an
+# input that is merely missing when its output exists, so after `rm -rf results/<scale>/<slug>` only a target that
+# is gone rebuilds the study; the rebuilt claims.json is then newer than claims.md, which is rebuilt too.
 rule all:
     default_target: True
     input:
         f"{SCALE_DIR}/claims.md",
         f"{SCALE_DIR}/claims.csv",
+        [res(slug, "claims.json") for slug in SELECTED],
+        [getattr(rules, f"{slug}__all").input for slug in SELECTED],
 
 
 onstart:

@@ -674,3 +674,20 @@ def test_two_clones_on_one_store_keep_artifacts_beside_the_store(tmp_path):
     runs = _runs(uri)
     assert len(runs) == 2 and all(r.info.artifact_uri.startswith((store_dir / "mlartifacts").as_uri())
                                   for r in runs)
+
+
+def test_deleting_a_studys_results_rebuilds_it_and_the_claims_table(tmp_path):
+    """Issue 36.7: after ``rm -rf results/smoke/<slug>`` a plain ``snakemake`` rebuilds the study and then
+    claims.md (each study's claims.json is a target of ``rule all``), instead of "Nothing to be done" with the
+    stale rows of the deleted study left in claims.md."""
+    proj = copy_project(tmp_path / "proj")
+    scale_dir = proj / "results" / "smoke"
+    scale_dir.mkdir(parents=True)
+    for name in ("claims.md", "claims.csv", "claims.html", "claims_overview.png"):  # a finished earlier run
+        (scale_dir / name).write_text("stale\n")
+    out = run_snakemake(proj, "-n", "--cores", "1", "--config", "studies=[lfss]", "scale=smoke", timeout=300)
+    assert out.returncode == 0, tail(out)
+    text = out.stdout + out.stderr
+    assert "Nothing to be done" not in text
+    for rule in ("lfss__evaluate", "summary__claims"):
+        assert re.search(rf"^rule {rule}:", text, re.M), tail(out)
