@@ -6,6 +6,7 @@ import uuid
 
 from snakemake.utils import min_version, validate
 
+from icml25.core.cli import parent_token
 from icml25.core.config import retype_strings
 
 min_version("9.20")
@@ -23,6 +24,8 @@ validate(config, "workflow/schemas/config.schema.yaml")
 os.environ.setdefault(
     "ICML25_INVOCATION", f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
 )
+# Jobs stop within a second when this Snakemake process is gone (kill -9), instead of running on unrecorded.
+os.environ["ICML25_PARENT"] = parent_token()
 
 
 include: "workflow/rules/common.smk"
