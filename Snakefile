@@ -35,6 +35,7 @@ include: "workflow/rules/common.smk"
 envvars:
     "MLFLOW_TRACKING_URI",
     "ICML25_INVOCATION",
+    "ICML25_PARENT",
 
 
 include: "workflow/rules/cat_iv.smk"
