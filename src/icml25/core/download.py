@@ -352,8 +352,9 @@ def first_use_check(entry: ManifestEntry, check: Callable[[Path], None] | None =
 def kind_check(name: str) -> Callable[[Path], None] | None:
     """A check that reads a whole file of the kind its name says, so a truncated copy fails: gzip (the stream to
     its end-of-stream trailer, CRC and length), tar / tar.gz (every member), zip (every CRC), parquet (footer and
-    schema), netCDF (opens), CSV (whole rows to the last newline), JSON Lines (every line).
-    None for a kind it does not know (only the empty / HTML / size checks then apply)."""
+    schema), CSV (whole rows to the last newline), JSON Lines (every line).
+    None for a kind it does not know (only the empty / HTML / size checks then apply; netCDF readers pass
+    :func:`netcdf_check` with the variables they need, coastalbench's rows carry the listing's sizes)."""
     low = name.lower().rsplit("?", 1)[0]
     if low.endswith((".tar.gz", ".tgz", ".tar", ".tar.bz2", ".tar.xz")):
         return _tar_check
@@ -361,8 +362,6 @@ def kind_check(name: str) -> Callable[[Path], None] | None:
         return _zip_check
     if low.endswith(".parquet"):
         return parquet_check(())
-    if low.endswith(".nc"):
-        return netcdf_check((), read=False)
     if low.endswith(".csv"):
         return csv_check(())
     if low.endswith(".jsonl"):
