@@ -87,7 +87,6 @@ class EvalSection(Section):
     """Evaluation and claims."""
 
     invariance_configs: int = Field(4, ge=1, description="random rotation configurations of check 3a (plus none, all)")
-    bootstrap_resamples: int = Field(2000, ge=100, description="resamples of the bootstrap CIs in the claims")
 
 
 class PaperSection(Section):
