@@ -371,6 +371,15 @@ def test_build_claims_verdicts_under_the_headroom_gates():
     assert ev.mde == pytest.approx((4.302652729911275 + 1.0606601717798212) * d.std(ddof=1) / np.sqrt(3))
     lo = ok["c1_roste_beats_ste"].statistic["t_interval"]["ci_low"]
     assert lo == pytest.approx(d.mean() - 4.302652729911275 * d.std(ddof=1) / np.sqrt(3))
+    # the effect-size floor is config eval.c1_margin: a floor above mean d = 0.183 leaves claim 1 inconclusive
+    strict = {c.id: c for c in build_claims(
+        _losses(fp_sft=[1.0] * 3, rtn=[2.0, 2.1, 2.0], ste=[1.4, 1.5, 1.4], roste=[1.2, 1.25, 1.3]),
+        [{"max_abs_diff": 0.0}], [], {}, {}, paper_data=False, c1_margin=0.3)}["c1_roste_beats_ste"]
+    assert strict.verdict == INCONCLUSIVE and "mean d > 0.3" in strict.threshold
+    assert strict.gates[0].threshold == ">= 0.3" and strict.gates[0].passed  # headroom 0.433
+    raw = yaml.safe_load((ROOT / "config/studies/roste.yaml").read_text())
+    raw.pop("scales")
+    assert build(Config, raw, "roste").eval.c1_margin == 0.02
     bad = by(_losses(fp_sft=[1.0, 1.0, 1.0], rtn=[2.0, 2.1, 2.0], ste=[1.3, 1.3, 1.3], roste=[1.35, 1.8, 1.3],
                      ste_a1=[1.1, 1.1, 1.1], roste_a1=[1.0, 1.0, 1.0]))
     assert [bad[c].verdict for c in ("c1_roste_beats_ste", "c2_qasft_beats_ptq", "c4_control_and_reported")] == [

@@ -111,10 +111,10 @@ def _seed_means(cells: pd.DataFrame, keys: list[str], col: str = "mean_err") -> 
 # --- check 1: separation ----------------------------------------------------------------------------------------
 
 def check_separation(cells: pd.DataFrame) -> tuple[bool, bool, dict[str, Any]]:
-    """Check 1 (reported as ``(passes, clearly_fails, stat)``). Cells with η ≥ 1.5c and m ∈ {500, 2000}: under ``adaptive`` every learner's mean error (mean over
-    seeds) ≥ 0.45 and err(2000) ≥ err(500) − 0.03; under each oblivious strategy with the same (c, η, m)
-    ``robust``'s mean error ≤ 0.05. Reproduced: all cells pass (the full set present). Not reproduced: an
-    adaptive cell < 0.40 or an oblivious cell > 0.10. Else inconclusive."""
+    """Check 1 (reported as ``(passes, clearly_fails, stat)``). Cells with η ≥ 1.5c and m ∈ {500, 2000}: under
+    ``adaptive`` every learner's mean error (mean over seeds) ≥ 0.45 and err(2000) ≥ err(500) − 0.03; under each
+    oblivious strategy with the same (c, η, m) ``robust``'s mean error ≤ 0.05. Passes: all cells pass (the full set
+    present). Clearly fails: an adaptive cell < 0.40 or an oblivious cell > 0.10. Else undecided."""
     sel = cells[(cells["eta_over_c"] >= SEP_RATIO - _TOL) & cells["m"].isin(SEP_M)]
     ada = _seed_means(sel[sel["adversary"] == "adaptive"], ["c", "eta_over_c", "m", "learner"])
     obl = _seed_means(sel[sel["adversary"].isin(OBLIVIOUS) & (sel["learner"] == "robust")],

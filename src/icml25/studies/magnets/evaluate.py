@@ -80,7 +80,8 @@ def decide_sanity(fd_magnets: Sequence[float], fd_small: Sequence[float]) -> tup
 
 
 def decide_prediction(fd: Mapping[str, Sequence[float]]) -> dict:
-    """Entry 5 (reported only: untested at this scale): per comparison arm, the seeds on which magnets has the lower FD."""
+    """Entry 5 (reported only: untested at this scale): per comparison arm, the seeds on which magnets has the
+    lower FD."""
     out = {}
     m = np.asarray(fd["magnets"], dtype=float)
     for other in ("magnets_reversed", "mid_all"):

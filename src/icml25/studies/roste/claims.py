@@ -58,19 +58,21 @@ def headroom(per_seed: Mapping[str, Mapping[int, Mapping[str, float]]], arm: str
     return float(np.mean(np.subtract(a, b))) if seeds else float("nan")
 
 
-def adequacy_gates(per_seed: Mapping[str, Mapping[int, Mapping[str, float]]]) -> dict[str, Any]:
+def adequacy_gates(per_seed: Mapping[str, Mapping[int, Mapping[str, float]]], c1_margin: float = CLAIM1_MARGIN
+                   ) -> dict[str, Any]:
     """The adequacy gates of claims 1, 2 and 4 (issue 31), from the run's per-seed test losses. Their thresholds
     are the claims' own margins, not free choices:
 
-    * ``qat_headroom`` (claims 1 and 4): mean loss(ste) − loss(fp_sft) ≥ 0.02 — STE QAT must leave more than the
-      claim-1 margin above full precision for RoSTE to beat it by that margin; and a control saying "rotation
-      changes the loss by < 0.02 without outliers" says nothing when quantization costs < 0.02 even with them.
+    * ``qat_headroom`` (claims 1 and 4): mean loss(ste) − loss(fp_sft) ≥ ``c1_margin`` (0.02) for claim 1 and ≥ the
+      control's 0.02 for claim 4 — STE QAT must leave more than the claim-1 margin above full precision for RoSTE to
+      beat it by that margin; and a control saying "rotation changes the loss by < 0.02 without outliers" says
+      nothing when quantization costs < 0.02 even with them.
     * ``rtn_headroom`` (claim 2): mean loss(rtn) − loss(fp_sft) ≥ 0.5 — RoSTE can beat RTN by 0.5 while staying
       above full precision only if RTN costs more than 0.5 (at default it costs 0.018 nats).
     """
     qat = headroom(per_seed, "ste")
     rtn = headroom(per_seed, "rtn")
-    return {"qat_headroom": gate("qat_headroom", qat, at_least=CLAIM1_MARGIN,
+    return {"qat_headroom": gate("qat_headroom", qat, at_least=c1_margin,
                                  text="mean test_loss(ste) - test_loss(fp_sft) at alpha = 30: the loss QAT leaves "
                                       "above full precision"),
             "qat_headroom_control": gate("qat_headroom", qat, at_least=CONTROL_MARGIN,
@@ -83,25 +85,26 @@ def adequacy_gates(per_seed: Mapping[str, Mapping[int, Mapping[str, float]]]) ->
 
 def build_claims(per_seed: Mapping[str, Mapping[int, Mapping[str, float]]], invariance: Sequence[Mapping[str, Any]],
                  searches: Sequence[Mapping[str, Any]], bounds: Mapping[str, Any],
-                 outlier_ratio: Mapping[float, float], *, paper_data: bool) -> list[Claim]:
+                 outlier_ratio: Mapping[float, float], *, paper_data: bool,
+                 c1_margin: float = CLAIM1_MARGIN) -> list[Claim]:
     """Every claim and check of the study (ids :data:`CLAIM_IDS`), from per-arm, per-seed test metrics.
     ``paper_data``: True when the run used the paper's SFT data (paper scale: TL;DR or Tulu 3), False on the
-    generated stand-in task."""
+    generated stand-in task. ``c1_margin``: claim 1's effect-size floor (config ``eval.c1_margin``)."""
     claims: list[Claim] = []
     missing_note = "arm(s) {} not run at this scale"
     data = PAPER_DATA if paper_data else DATA
-    gates = adequacy_gates(per_seed)
+    gates = adequacy_gates(per_seed, c1_margin)
     gate_values = {k: g.value for k, g in gates.items()}
 
     seeds, (ste, ro) = _paired(per_seed, ("ste", "roste"))
-    rep, notrep, stat = decide_claim1(ste, ro)
+    rep, notrep, stat = decide_claim1(ste, ro, c1_margin)
     s_d, ev = _diff_evidence(stat["d"], paper_data)
     claims.append(Claim(
         id="c1_roste_beats_ste", title="RoSTE beats STE (outliers, α=30)", source="paper", data=data,
         statement="Quantization-aware SFT with adaptive rotations (RoSTE) reaches a lower held-out W4A4KV4 loss "
                   "than plain STE QAT when activations have outlier channels (paper Table 1).",
         test="d_s = test_loss(ste) - test_loss(roste) per seed (paired; t interval over seeds)",
-        threshold=f"reproduced: mean d > {CLAIM1_MARGIN} and every d_s > 0; not reproduced: mean d <= 0",
+        threshold=f"reproduced: mean d > {c1_margin} and every d_s > 0; not reproduced: mean d <= 0",
         verdict=verdict(rep, notrep), statistic={**stat, "seeds": seeds, "t_interval": s_d},
         metrics={**_metrics(per_seed, ("fp_sft", "ste", "roste")), **({"d": s_d} if s_d else {})}, evidence=ev,
         gates=[gates["qat_headroom"]],
@@ -146,7 +149,8 @@ def build_claims(per_seed: Mapping[str, Mapping[int, Mapping[str, float]]], inva
 
     holds, stat = decide_bound(bounds.get("rows", 0), bounds.get("violations", 0))
     claims.append(check(
-        "c3c_prop44_bound", "Every weight row of the trained RoSTE models satisfies Proposition 4.4's no-rotation bound "
+        "c3c_prop44_bound", "Every weight row of the trained RoSTE models satisfies Proposition 4.4's no-rotation "
+        "bound "
         "||Q(w) - w||^2 <= d max w^2 / (4 (2^(b-1) - 1)^2) (symmetric, c = 1).", holds=holds,
         data="trained roste weights, every seed", test="violations among output-channel rows",
         threshold="0 violations", evidence=Evidence(bounds.get("rows", 0), "weight rows"),
