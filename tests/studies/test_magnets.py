@@ -319,7 +319,7 @@ def test_build_claims_every_verdict_and_the_adequacy_gates():
     assert metrics["gates"]["generator_fd_over_floor"] == pytest.approx(41.0 / 20.0)
     assert by["c1_compute"].kind == "check" and by["c1_compute"].holds is True
     assert by["c1_compute"].key_numbers["flops_ratio"] == pytest.approx(39_234_688 / 135_536_640)
-    assert by["c5_fd_flops"].verdict == "untested" and by["c5_fd_flops"].testable_at == "paper"
+    assert by["c5_fd_flops"].status == "untested" and by["c5_fd_flops"].testable_at == "paper"
     ev = by["c2_quality"].evidence
     assert (ev.n, ev.unit, ev.paper_data, ev.ci_method) == (3, "training seeds", False, "t 95%, n=3 training seeds")
     rho = np.array(good["magnets"]) / np.array(good["full_nocache"])
@@ -376,7 +376,7 @@ def test_smoke_pipeline_claims(smoke_run):
     assert (ev["n"], ev["unit"], ev["paper_data"]) == (1, "training seeds", False)
     assert ev["ci_method"] == "none (n=1 training seeds)"
     assert {g["name"] for g in by["c2_quality"]["gates"]} == {"generator_class_acc", "generator_fd_over_floor"}
-    assert by["c5_fd_flops"]["verdict"] == "untested" and by["c5_fd_flops"]["testable_at"] == "paper"
+    assert by["c5_fd_flops"]["status"] == "untested" and by["c5_fd_flops"]["testable_at"] == "paper"
     assert by["c1_compute"]["key_numbers"]["flops_ratio"] == pytest.approx(39_234_688 / 135_536_640)
     assert by["c1_compute"]["statistic"]["counter_matches_closed_form"] is True
     arms = (smoke_run / "results/smoke/magnets/metrics/arms.csv").read_text()
