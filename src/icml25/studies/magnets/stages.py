@@ -179,6 +179,12 @@ def evaluate(stage: Stage, run: Any) -> None:
     net.eval()
     X_te, _ = D.read_split(stage.input(2))
     real_feats, _ = evaluator_outputs(net, X_te)
+    from .evaluate import frechet_distance
+
+    pool, patch = int(tok["pool"]), int(tok["patch"])  # the adequacy gates' reference: the tokenizer floor
+    rt_feats, _ = evaluator_outputs(net, D.decode_images(D.encode(X_te, tok["codebook"], pool, patch),
+                                                         tok["codebook"], pool, patch))
+    fd_floor_tokenizer = frechet_distance(rt_feats, real_feats)
     models = _load_models(list(stage.inputs[3:]))
     missing = sorted(set(cfg.seeds) - set(models))
     if missing:
@@ -194,7 +200,9 @@ def evaluate(stage: Stage, run: Any) -> None:
             rows.append({k: v for k, v in r.items() if k not in ("tokens", "classes")})
         checks[seed] = mechanism_checks(models[seed], settings, seed)
     table = pd.DataFrame(rows)
-    claims, metrics = build_claims(table, checks, list(cfg.seeds), list(cfg.decode_arms))
+    claims, metrics = build_claims(table, checks, list(cfg.seeds), list(cfg.decode_arms),
+                                   fd_floor_tokenizer=fd_floor_tokenizer, adequacy=cfg.adequacy.model_dump(),
+                                   paper_data=cfg.data == "paper")
     doc = write_claims(stage.output(0), study=SLUG, scale=stage.scale, data_source=stage.data_source,
                        claims=claims, config_hash=config_hash(stage.config), paper=PAPER, seeds=list(cfg.seeds))
     write_json(stage.output(1), {"scale": stage.scale, "seeds": list(cfg.seeds), **metrics,
@@ -218,6 +226,7 @@ def evaluate(stage: Stage, run: Any) -> None:
             for r in g.itertuples(index=False):
                 with arun.seed_run(int(r.seed)) as srun:
                     srun.log_metrics({"eval/fd": r.fd, "eval/class_acc": r.class_acc, "eval/wall_s": r.wall_s})
+    run.log_metric("eval/fd_floor_tokenizer", fd_floor_tokenizer)
     for c in claims:
         for k, v in c.key_numbers.items():
             if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v:
