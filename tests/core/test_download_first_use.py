@@ -36,7 +36,7 @@ def _tgz(n: int = 4000) -> bytes:
     ("t.csv", _csv(40), lambda b: b[:-5]),                            # cut inside the last row
     ("t.bin", b"\x00" * 100, lambda b: b"<!DOCTYPE html><html><body>Sign in</body></html>"),
     ("t.bin", b"\x00" * 100, lambda b: b""),
-])
+], ids=["tar.gz-truncated", "gz-truncated", "csv-cut-in-a-row", "html-page", "empty"])  # stable ids for xdist
 def test_first_use_refuses_a_truncated_html_or_empty_file_and_pins_nothing(tmp_path, name, good, cut):
     mirror = tmp_path / "mirror"
     mirror.mkdir()
