@@ -718,7 +718,8 @@ def test_claims_without_their_arms_are_untested_and_one_seed_is_inconclusive():
     claims = E.evaluate_claims(_records(quad=False))
     assert [(c.verdict, c.holds) for c in claims[:2]] == [(INCONCLUSIVE, None), (INCONCLUSIVE, None)]
     assert all("not computed" in c.note for c in claims[:2])
-    assert claims[3].verdict == "untested" and claims[3].testable_at == "default"  # no FedNova / FedExp arm
+    assert claims[3].status == "untested" and claims[3].testable_at == "default"  # no FedNova / FedExp arm
+    assert claims[3].verdict == INCONCLUSIVE
     two = E.claim_accuracy(_records(acc_fedecado=(0.99, 0.98), acc_fedavg=(0.5, 0.5), quad=False))
     assert two.verdict == INCONCLUSIVE and two.evidence.n == 2 and "evidence rule" in two.note
     with pytest.raises(ValueError, match="two train outputs"):
