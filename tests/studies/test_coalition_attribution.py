@@ -625,6 +625,9 @@ def test_train_real_stops_with_a_clear_error(tmp_path):
 
     raw = tmp_path / "sst2_train"
     raw.write_bytes(b"x")
+    from icml25.core.download import record_path, sha256_file
+
+    record_path(raw).write_text(sha256_file(raw))  # the record a verified download leaves (core checks it)
     args = ["train_real", "--scale", "paper", "--no-track", "--config", str(YAML), "--arm", "sst2_bert_large",
             "--in", str(raw), "--out", str(tmp_path / "x.json")]
     with pytest.raises(NotImplementedError, match="real-data experiments .* are not implemented"):
