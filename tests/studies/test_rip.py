@@ -590,3 +590,14 @@ def test_mechanism_checks_fail_on_constructed_violations():
     assert [got[k].holds for k in MECHANISM_CHECKS] == [False, False, False, False]
     assert got["mechanism_rip_subset"].key_numbers == {"not_subset_of": "m2_only"}
     assert mechanism_checks(ok, {})[0].holds is None  # no train records: not computed
+
+
+def test_claims_without_their_arms_are_untested_not_a_fixed_inconclusive():
+    from icml25.studies.rip.evaluate import evaluate_claims
+
+    records = {"rip": {s: {"step0_loss": math.log(2)} for s in range(3)}}
+    m = {"rip": _metrics({0: 0.02, 1: 0.03, 2: 0.04})["rip"]}  # only rip: no random_same_size, no none
+    c = {x.id: x for x in evaluate_claims(m, {"test_reward": 0.4}, records, _pairs8(), (0.5, 0.5, 0.5))}
+    for cid in ("rip_beats_random", "rip_vs_none_and_others"):
+        assert c[cid].verdict == "untested" and c[cid].testable_at == "default"
+    assert c["rip_drops_low_quality"].verdict != "untested"  # the pair table is there: computed
