@@ -978,7 +978,7 @@ def test_error_growth_gate_fails_when_persistence_does_not_grow():
     assert c.gates[0].value == pytest.approx(-0.1) and "the test alone gives 'reproduced'" in c.note
     assert c.evidence.ci_method.startswith("t 95%, n=3 seeds")
     m["rmse_claim"].pop("vit")
-    assert {c.id: c for c in make_claims(cfg, m, {})}["vit_vs_persistence"].verdict == "untested"
+    assert {c.id: c for c in make_claims(cfg, m, {})}["vit_vs_persistence"].status == "untested"
 
 
 def test_train_seeds_default_to_config_and_unknown_seeds_fail():

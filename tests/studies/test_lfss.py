@@ -593,7 +593,7 @@ def test_build_claims_gates_evidence_and_t_interval():
     # without the base arm nothing is measured: untested at default, not a fixed inconclusive
     only_lfss = {k: v for k, v in _results([0.46] * 3, [0.48] * 3).items() if k[0] == "lfss"}
     claims, _ = build_claims(only_lfss, refs, trials)
-    assert [x.verdict for x in claims[:2]] == ["untested", "untested"] and claims[0].testable_at == "default"
+    assert [x.status for x in claims[:2]] == ["untested", "untested"] and claims[0].testable_at == "default"
 
 
 def test_stability_correctness_statistics():

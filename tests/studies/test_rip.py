@@ -599,5 +599,5 @@ def test_claims_without_their_arms_are_untested_not_a_fixed_inconclusive():
     m = {"rip": _metrics({0: 0.02, 1: 0.03, 2: 0.04})["rip"]}  # only rip: no random_same_size, no none
     c = {x.id: x for x in evaluate_claims(m, {"test_reward": 0.4}, records, _pairs8(), (0.5, 0.5, 0.5))}
     for cid in ("rip_beats_random", "rip_vs_none_and_others"):
-        assert c[cid].verdict == "untested" and c[cid].testable_at == "default"
-    assert c["rip_drops_low_quality"].verdict != "untested"  # the pair table is there: computed
+        assert c[cid].status == "untested" and c[cid].testable_at == "default"
+    assert c["rip_drops_low_quality"].status == "tested"  # the pair table is there: computed
