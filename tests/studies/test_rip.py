@@ -528,7 +528,8 @@ def test_evaluate_claims_three_verdicts_and_evidence_rule():
 
     pairs = _pairs8()
     records = {"rip": {s: {"step0_loss": math.log(2)} for s in range(3)}}
-    by = lambda m: {c.id: c for c in evaluate_claims(m, {"test_reward": 0.4}, records, pairs, (0.5, 0.5, 0.5))}  # noqa: E731
+    by = lambda m: {c.id: c for c in  # noqa: E731
+                    evaluate_claims(m, {"test_reward": 0.4}, records, pairs, (0.5, 0.5, 0.5))}
     assert by(_metrics({0: 0.02, 1: 0.03, 2: 0.04}))["rip_beats_random"].verdict == "reproduced"
     assert by(_metrics({0: -0.02, 1: 0.01, 2: -0.01}))["rip_beats_random"].verdict == "not reproduced"
     assert by(_metrics({0: 0.02, 1: -0.001, 2: 0.05}))["rip_beats_random"].verdict == "inconclusive"

@@ -189,7 +189,7 @@ def claim_headline(synth: Records) -> Claim:
         mdes.append(_mde_of(f1.values()))
     if not counts:
         return untested("c1_headline", "CAT with known K = 2 recovers the valid IV set {Z1, Z2} of case1_sin.",
-                        scale="default", title="CAT (K = 2) recovers the valid IV set", unit=UNIT,
+                        scale="default", title="CAT (K = 2) recovers the valid IV set", unit=UNIT, paper_data=False,
                         reason=f"no cat_k2 results at n = {list(CLAIM_N)} at this scale (default runs them).")
     note = f"cat_k2 results missing at n = {missing} at this scale." if missing else ""
     ci_method = next((m["ci_method"] for k, m in metrics.items() if "/f1/" in k), "none (no results)")
@@ -246,7 +246,8 @@ def claim_vs_linear(synth: Records, *, min_diff: float = DIFF_MEAN_MIN, ci_low_m
     if not dmean:
         return untested("c2_vs_linear", "CAT selects valid IVs better than linear selection methods in the "
                         "nonlinear model.", scale="default", title="CAT beats linear IV selection (nonlinear model)",
-                        unit=UNIT, reason="cat_k2, ciiv_like and sisvive_like are not all run at this scale "
+                        unit=UNIT, paper_data=False,
+                        reason="cat_k2, ciiv_like and sisvive_like are not all run at this scale "
                         f"(default runs them): {' '.join(notes)}")
     key = {}
     for n in dmean:
@@ -313,7 +314,7 @@ def claim_s01(synth: Records) -> Claim:
     if not recs:
         return untested("c3_s01_smallest", f"At n = {MECHANISM_N}, the valid pair's score s_01 is the smallest "
                         "off-diagonal score.", scale="default", source="ours", unit=UNIT,
-                        title="valid pair has the smallest CAT score",
+                        paper_data=False, title="valid pair has the smallest CAT score",
                         reason=f"no cat_k2 results at n = {MECHANISM_N} at this scale (default runs it).")
     if len(recs) != SPEC_SEEDS:
         notes.append(f"{len(recs)} datasets at n = {MECHANISM_N} (spec: 20); threshold applied as rate >= 0.9.")
@@ -360,7 +361,8 @@ def claim_unknown_k(synth: Records) -> Claim:
                 threshold="correct rate among non-empty >= 0.90 and non-empty rate >= 0.5")
     if not recs:
         return untested("c4_unknown_k", base["statement"], scale="default", source="ours", title=base["title"],
-                        reason="cat_unknown_k is not run at this scale (default runs it).", unit=UNIT)
+                        reason="cat_unknown_k is not run at this scale (default runs it).", unit=UNIT,
+                        paper_data=False)
 
     def rates(key: str | None) -> dict[str, Any]:
         sel = [(r["selected_by_test"][key] if key else r["selected"]) for r in recs]

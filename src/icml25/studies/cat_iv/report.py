@@ -9,7 +9,8 @@ from .evaluate import CLAIM_SETTING
 
 
 def f1_figure(eval_doc: Mapping[str, Any], setting: str = CLAIM_SETTING):
-    """Mean F1 (95% Student-t CI over the simulated datasets as error bars) against n, one line per arm; returns a matplotlib figure."""
+    """Mean F1 (95% Student-t CI over the simulated datasets as error bars) against n, one line per arm; returns a
+    matplotlib figure."""
     import matplotlib
 
     matplotlib.use("Agg")
