@@ -256,11 +256,13 @@ def decide_underpowering(share: list[float], median: list[float]) -> tuple[str, 
     studies with power ≥ target and of the median power. Reproduced iff both intervals lie below 0.5; not
     reproduced iff either lies at or above 0.5 (CI low ≥ 0.5); else inconclusive (and with fewer than 2 seeds).
     The type-I calibration is an adequacy gate of the claim, not part of this rule."""
-    if len(share) < 2:
-        return INCONCLUSIVE, {"n": len(share)}
+    if not share:
+        return INCONCLUSIVE, {"n": 0}
     sh, me = summarize(share), summarize(median)
     st = {"n": sh["n"], "share_ci": [sh["ci_low"], sh["ci_high"]], "median_ci": [me["ci_low"], me["ci_high"]],
           "ci_method": sh["ci_method"], "mde_share": mde(sh["n"], sh["std"])}
+    if sh["n"] < 2:
+        return INCONCLUSIVE, st
     if sh["ci_high"] < 0.5 and me["ci_high"] < 0.5:
         return REPRODUCED, st
     if sh["ci_low"] >= 0.5 or me["ci_low"] >= 0.5:
@@ -298,8 +300,8 @@ def underpowering_claim(power: pd.DataFrame | None, cfg: Config, real: bool, dat
     n_studies = summary[seeds[0]]["n_studies"]
     v, st = decide_underpowering(share, median)
     g = gate("type1_calibrated", float(np.mean(type1)), at_least=p.type1_range[0], at_most=p.type1_range[1],
-             text=f"mean over seeds of the calibration run's type-I error at delta = 0 (B = "
-                  f"{p.calibration_baseliners}, m = {p.calibration_items}, {p.calibration_reps} replicates)")
+             text="mean over seeds of the calibration run's type-I error at delta = 0 (its B, m and replicates: "
+                  "config power.calibration_*)")
     notes = []
     if n_studies != SPEC_NUMERIC_B:
         notes.append(f"{n_studies} studies with a numeric baseliner count (spec: {SPEC_NUMERIC_B})")
