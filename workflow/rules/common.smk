@@ -11,13 +11,25 @@ from icml25.studies import STUDIES, study_config_class, study_stage_keys
 # live apart under results/<scale>/ (<slug>/..., claims.md, claims.csv), so smoke, default and paper coexist.
 RESULTS = "results"
 SCALE = config["scale"]
-SCALE_DIR = f"{RESULTS}/{SCALE}"
+# `rehearsal=true` runs the paper DAG on miniature real-format files (icml25.core.rehearsal): its results live in
+# results/rehearsal/, its mirror and manifests in results/rehearsal/mirror/, never mixed with results/paper/.
+REHEARSAL = bool(config.get("rehearsal"))
+if REHEARSAL and SCALE != "paper":
+    raise ConfigError(
+        f"rehearsal: true needs scale=paper (it rehearses the paper DAG), got scale={SCALE}"
+    )
+SCALE_DIR = f"{RESULTS}/rehearsal" if REHEARSAL else f"{RESULTS}/{SCALE}"
+REHEARSAL_DIR = str(Path(RESULTS, "rehearsal", "mirror").resolve())
 SELECTED = list(STUDIES) if config["studies"] == "all" else list(config["studies"])
 _unimplemented = [s for s in SELECTED if s not in STUDIES]
 if _unimplemented:
     raise ConfigError(
         f"studies: {_unimplemented} not implemented yet (implemented: {list(STUDIES)})"
     )
+if REHEARSAL:
+    from icml25.core.rehearsal import require_rehearsals
+
+    require_rehearsals(SELECTED, workflow.basedir)
 
 # Merged study configs, validated by each study's Config model at parse time: `snakemake -n` fails fast on a
 # bad key. Jobs get the whole config through the environment (no rerun trigger) and the keys their stage reads
@@ -58,12 +70,19 @@ def stage_cmd(slug, stage):
     value from the configuration is shell-quoted (a `mirror` such as `x; rm -rf ~` stays one argument).
     """
     q = wf.shell_quote
-    mirror = f" --mirror {q(config['mirror'])}" if config.get("mirror") else ""
+    data_source = config["data_source"]
+    if (
+        REHEARSAL
+    ):  # every file through the download path, from the miniatures' mirror, with their hashes
+        data_source = "remote"
+        mirror = f" --mirror {q(REHEARSAL_DIR)} --rehearsal {q(REHEARSAL_DIR)}"
+    else:
+        mirror = f" --mirror {q(config['mirror'])}" if config.get("mirror") else ""
     mirror += " --trust-unpinned" if config.get("trust_unpinned") else ""
     return (
         f"python -m icml25.studies.{q(slug)} {q(stage)} --scale {q(SCALE)}"
         f' --config-json "${wf.config_env_var(slug)}"'
-        f" --data-source {q(config['data_source'])}{mirror} --results {q(RESULTS)}"
+        f" --data-source {q(data_source)}{mirror} --results {q(RESULTS)}"
         f" --rule {q(f'{slug}__{stage}')}"
     )
 
@@ -91,6 +110,10 @@ def init_tracking():
     """
     from icml25.core.tracking import resolve_tracking_uri
 
+    if REHEARSAL:
+        from icml25.core.rehearsal import build_mirror
+
+        build_mirror(SELECTED, REHEARSAL_DIR)
     uri = resolve_tracking_uri(RESULTS)
     if workflow.non_local_exec and uri.startswith("sqlite:"):
         raise ConfigError(

@@ -111,6 +111,9 @@ def stage_parser(slug: str, stages: Sequence[str], description: str = "") -> arg
                         help="accept remote files whose manifest row pins no sha256 (UNPINNED) on first use; "
                              "each is logged and its hash pinned for later runs")
     parser.add_argument("--results", default="results", help="results root (MLflow store lives here)")
+    parser.add_argument("--rehearsal", default=None, metavar="DIR",
+                        help="paper-scale rehearsal: read the study's manifest from DIR/manifests/<slug>/ (the "
+                             "miniatures' hashes; see icml25.core.rehearsal)")
     parser.add_argument("--set", dest="extra", nargs="*", default=[], metavar="KEY=VALUE",
                         help="stage-specific options")
     parser.add_argument("--rule", help="Snakemake rule name (MLflow tag)")
@@ -145,6 +148,10 @@ def stage_main(slug: str, config_cls: type, stages: Mapping[str, StageFn], argv:
                   mirror=args.mirror, inputs=tuple(map(Path, args.inputs)), outputs=tuple(map(Path, args.outputs)),
                   arm=args.arm, seeds=tuple(args.seeds), results_dir=Path(args.results), extra=extra,
                   trust_unpinned=args.trust_unpinned)
+    if args.rehearsal:
+        from .rehearsal import ENV as REHEARSAL_ENV
+
+        os.environ[REHEARSAL_ENV] = str(Path(args.rehearsal).resolve())
     if args.rule:
         os.environ["ICML25_RULE"] = args.rule
     if args.jobid:
@@ -159,7 +166,8 @@ def stage_main(slug: str, config_cls: type, stages: Mapping[str, StageFn], argv:
 
         seed = args.seeds[0] if len(args.seeds) == 1 else None
         with stage_run(slug, args.stage, arm=args.arm, seed=seed, scale=scale, data_source=args.data_source,
-                       config=raw, results_dir=args.results) as run:
+                       config=raw, results_dir=args.results, inputs=stage.inputs, outputs=stage.outputs,
+                       seeds=stage.seeds) as run:
             fn(stage, run)
             run.log_metric("job/wall_s", time.perf_counter() - t0)
     log.info("%s %s: done in %.1f s", slug, args.stage, time.perf_counter() - t0)

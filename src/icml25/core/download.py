@@ -73,9 +73,15 @@ class ManifestEntry:
     md5: str = ""
 
 
-def read_manifest(path: str | Path) -> dict[str, ManifestEntry]:
-    """Parse a manifest.csv into ``{name: entry}``; a malformed file raises naming the row and column."""
+def read_manifest(path: str | Path, *, rehearsal: bool = True) -> dict[str, ManifestEntry]:
+    """Parse a manifest.csv into ``{name: entry}``; a malformed file raises naming the row and column. In a
+    paper-scale rehearsal job (``core.rehearsal``) the study's rehearsal manifest is read instead (same rows, the
+    miniatures' hashes and sizes); ``rehearsal=False`` always reads ``path``."""
     path = Path(path)
+    if rehearsal:
+        from .rehearsal import manifest_override
+
+        path = manifest_override(path) or path
     with open(path, newline="", encoding="utf-8") as fh:
         reader = csv.DictReader(fh)
         missing = [c for c in MANIFEST_COLUMNS if c not in (reader.fieldnames or [])]

@@ -10,7 +10,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .config import SCALES, build, load_yaml, merge_scale, stage_params, study_schema, to_dict, validate_schema
+from .config import (SCALES, build, deep_merge, load_yaml, merge_scale, stage_params, study_schema, to_dict,
+                     validate_schema)
 
 
 def resolve_study(slug: str, config_cls: type, global_config: Mapping[str, Any], root: str | Path = ".") -> dict:
@@ -29,7 +30,12 @@ def resolve_study(slug: str, config_cls: type, global_config: Mapping[str, Any],
     for other in SCALES:
         if other != scale:
             build(config_cls, merge_scale(raw, other), path=f"{where}: scales.{other}: {slug}")
-    merged = merge_scale(raw, scale, (global_config.get("overrides") or {}).get(slug))
+    user = (global_config.get("overrides") or {}).get(slug) or {}
+    if global_config.get("rehearsal"):  # the paper DAG at rehearsal sizes: config/rehearsal/<slug>.yaml, then --config
+        rehearsal_yaml = root / "config" / "rehearsal" / f"{slug}.yaml"
+        if rehearsal_yaml.is_file():
+            user = deep_merge(load_yaml(rehearsal_yaml) or {}, user)
+    merged = merge_scale(raw, scale, user)
     if global_config.get("seeds") is not None:
         merged["seeds"] = list(global_config["seeds"])
     return to_dict(build(config_cls, merged, path=slug))

@@ -1,0 +1,101 @@
+"""The paper-scale rehearsal (icml25.core.rehearsal): miniature real-format files written deterministically, a
+rehearsal manifest that differs from the real one only in the miniatures' hashes and sizes, the paper DAG planned
+and run through claims.json on CPU for every study that has a rehearsal."""
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+from conftest import ROOT, copy_project, run_snakemake, tail
+from icml25.core import rehearsal as R
+from icml25.core.claims import load_claims
+from icml25.core.download import read_manifest
+from icml25.studies import STUDIES
+
+REHEARSED = [s for s in STUDIES if R.has_rehearsal(s, ROOT)]
+
+
+def _rows(path):
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_at_least_one_study_has_a_rehearsal():
+    assert "cat_iv" in REHEARSED
+
+
+@pytest.mark.parametrize("slug", REHEARSED)
+def test_mirror_is_deterministic_and_manifest_differs_only_in_hashes(slug, tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    names = R.build_mirror([slug], a)[slug]
+    assert R.build_mirror([slug], b)[slug] == names and names
+    real = _rows(R.package_dir(slug) / "manifest.csv")
+    rehearsed = _rows(a / "manifests" / slug / "manifest.csv")
+    assert [r["name"] for r in rehearsed] == [r["name"] for r in real]
+    for r_real, r_reh in zip(real, rehearsed):
+        same = {k for k in r_real if r_real[k] == r_reh[k]}
+        if r_real["name"] in names:
+            assert same >= set(r_real) - {"sha256", "size", "md5"}, r_real["name"]
+            assert r_reh["sha256"] != r_real["sha256"]
+            path = a / r_reh["mirror_path"]
+            assert (b / r_reh["mirror_path"]).read_bytes() == path.read_bytes()  # same bytes on every call
+            assert int(r_reh["size"]) == path.stat().st_size
+        else:
+            assert r_reh == r_real  # rows the rehearsal does not use keep their real hashes
+
+
+def test_manifest_override_only_in_a_rehearsal_job(tmp_path, monkeypatch):
+    R.build_mirror(["cat_iv"], tmp_path)
+    real = R.package_dir("cat_iv") / "manifest.csv"
+    monkeypatch.delenv(R.ENV, raising=False)
+    assert read_manifest(real)["card"].sha256 == _rows(real)[0]["sha256"]
+    monkeypatch.setenv(R.ENV, str(tmp_path))
+    assert read_manifest(real)["card"].sha256 == _rows(tmp_path / "manifests" / "cat_iv" / "manifest.csv")[0]["sha256"]
+    assert read_manifest(real, rehearsal=False)["card"].sha256 == _rows(real)[0]["sha256"]
+    monkeypatch.setenv(R.ENV, str(tmp_path / "elsewhere"))
+    with pytest.raises(R.RehearsalError, match="manifests/cat_iv/manifest.csv missing"):
+        read_manifest(real)
+
+
+def test_cat_iv_miniatures_pass_the_real_loader(tmp_path):
+    """The loader checks the real files' exact shapes and columns: the miniatures must pass it unchanged."""
+    from icml25.studies.cat_iv import data as D
+
+    R.build_mirror(["cat_iv"], tmp_path)
+    entries = read_manifest(R.package_dir("cat_iv") / "manifest.csv", rehearsal=False)
+    for name in ("card", "mroz"):
+        arrays = D.real_arrays(D.read_raw(tmp_path / entries[name].mirror_path, name), name)
+        assert arrays["X"].size > 100 and arrays["Z"].shape[1] == len(arrays["candidates"])
+
+
+def test_rehearsal_needs_paper_scale_and_a_rehearsal(tmp_path):
+    work = copy_project(tmp_path / "p")
+    out = run_snakemake(work, "-n", "--config", "scale=default", "rehearsal=true", "studies=[cat_iv]", timeout=300)
+    assert out.returncode != 0 and "rehearsal: true needs scale=paper" in out.stdout + out.stderr
+    lacking = next((s for s in STUDIES if s not in REHEARSED), None)
+    if lacking:
+        out = run_snakemake(work, "-n", "--config", "scale=paper", "rehearsal=true", f"studies=[{lacking}]",
+                            timeout=300)
+        assert out.returncode != 0 and f"no rehearsal for ['{lacking}'] yet" in out.stdout + out.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("slug", REHEARSED)
+def test_rehearsal_runs_the_paper_dag_through_claims(slug, tmp_path):
+    """`snakemake --config scale=paper rehearsal=true studies=[<slug>]`: every paper rule runs on the miniatures
+    (downloaded through the mirror and hash-checked), and the claims document validates with every claim."""
+    work = copy_project(tmp_path / "p")
+    plan = run_snakemake(work, "-n", "--config", "scale=paper", "rehearsal=true", f"studies=[{slug}]", timeout=300)
+    assert plan.returncode == 0, tail(plan)
+    out = run_snakemake(work, "--cores", "2", "--config", "scale=paper", "rehearsal=true", f"studies=[{slug}]",
+                        timeout=1200)
+    assert out.returncode == 0, tail(out)
+    doc = load_claims(work / "results" / "rehearsal" / slug / "claims.json")
+    assert doc["scale"] == "paper" and doc["claims"]
+    raw = work / "results" / "rehearsal" / slug / "raw"
+    pins = sorted(p.name for p in raw.rglob("*.sha256"))
+    assert pins, "the rehearsal downloaded nothing through the mirror"
+    assert not (work / "results" / "paper").exists()  # never mixed with a real paper run
+    assert json.loads(json.dumps(doc))["study"] == slug
