@@ -311,7 +311,7 @@ def test_build_claims_verdicts_and_gates(cross, fixed, expected):
     for k in expected:
         assert by[k].evidence.paper_data is False and by[k].evidence.unit == "seeds" and by[k].evidence.n == 3
         assert by[k].evidence.ci_method.startswith("t 95%") and by[k].evidence.mde > 0
-    assert by["c5_reported"].verdict == "untested" and by["c5_reported"].testable_at == "paper"
+    assert by["c5_reported"].status == "untested" and by["c5_reported"].testable_at == "paper"
     doc = {"study": "action_piece", "scale": "default", "data_source": "offline", "claims": [
         __import__("dataclasses").asdict(c) for c in claims]}
     validate_claims(json.loads(json.dumps(doc, default=float)))
@@ -341,7 +341,7 @@ def test_smoke_pipeline_claims(smoke_run):
         assert (ev["n"], ev["unit"], ev["paper_data"]) == (1, "seeds", False)  # the world is a stand-in
         assert ev["ci_method"] == "none (n=1 seeds)"
         assert "cross_action_merges" in {g["name"] for g in by[cid]["gates"]}
-    assert by["c5_reported"]["source"] == "ours" and by["c5_reported"]["verdict"] == "untested"
+    assert by["c5_reported"]["source"] == "ours" and by["c5_reported"]["status"] == "untested"
     assert by["c5_reported"]["testable_at"] == "paper"
     m = json.loads((smoke_run / "results/smoke/action_piece/metrics/eval.json").read_text())
     assert set(m["per_seed"]) == {"fixed_tokens", "naive_seg", "spr_q1", "actionpiece"}

@@ -337,8 +337,8 @@ def test_underpowering_claim_verdicts():
     assert bad_cal.verdict == "inconclusive" and "adequacy gate type1_calibrated" in bad_cal.note
     assert bad_cal.gates[0].passed is False and bad_cal.gates[0].value == pytest.approx(0.20)
     synth = E.underpowering_claim(_fake_power([True] * 3, 0.05), cfg, False, "synthetic")[0]
-    assert synth.verdict == "untested" and synth.testable_at == "default" and "synthetic" in synth.note
-    assert E.underpowering_claim(None, cfg, True, "real")[0].verdict == "untested"
+    assert synth.status == "untested" and synth.testable_at == "default" and "synthetic" in synth.note
+    assert E.underpowering_claim(None, cfg, True, "real")[0].status == "untested"
     assert power_summary(_fake_power([True], 0.05), cfg.power)[0]["median_0.05"] == 0.1
 
 
@@ -395,7 +395,7 @@ def test_anchor_and_reference_claims(synthetic):
     assert real.verdict == "reproduced" and real.evidence.paper_data is True and real.evidence.n == 115
     assert real.evidence.ci_method.startswith("exact count")
     synth = E.anchors_claim(table, False, "x")  # the synthetic workbook plants the anchors: untested there
-    assert synth.verdict == "untested" and synth.testable_at == "default" and synth.evidence.paper_data is False
+    assert synth.status == "untested" and synth.testable_at == "default" and synth.evidence.paper_data is False
     changed = table.copy()
     changed.at["4.1 Significance test", ("all", "yes_n")] = 9
     assert E.anchors_claim(changed, True, "x").verdict == "not reproduced"
@@ -405,8 +405,8 @@ def test_anchor_and_reference_claims(synthetic):
     assert claim.verdict == "not reproduced" and len(mismatches) == 1
     assert "4.1 Significance test all yes_n" in claim.note
     no_ref = E.full_table_claim(table, None, True, "x", None)[0]
-    assert no_ref.verdict == "untested" and "reference_table" in no_ref.note and len(no_ref.statistic) == 16
-    assert E.full_table_claim(table, table.copy(), False, "x", "ref.csv")[0].verdict == "untested"
+    assert no_ref.status == "untested" and "reference_table" in no_ref.note and len(no_ref.statistic) == 16
+    assert E.full_table_claim(table, table.copy(), False, "x", "ref.csv")[0].status == "untested"
 
 
 def test_config_scales_build_and_bad_keys_fail():
@@ -540,7 +540,7 @@ def test_smoke_all_stages_offline(tmp_path, monkeypatch):
         assert claims[cid]["kind"] == "check" and claims[cid]["holds"] is True, cid
     for cid in ("table_iii_anchors", "table_iii_full", "underpowering"):  # statements about the real workbook
         c = claims[cid]
-        assert c["kind"] == "claim" and c["verdict"] == "untested" and c["testable_at"] == "default", cid
+        assert c["kind"] == "claim" and c["status"] == "untested" and c["testable_at"] == "default", cid
         assert c["evidence"]["paper_data"] is False and "synthetic" in c["note"] and "synthetic" in c["data"], cid
     assert doc["data_source"] == "offline (synthetic)"
     assert doc["paper"]["title"].startswith("Position: Human Baselines")
@@ -573,7 +573,7 @@ def test_remote_stages_reproduce_table_iii_anchors(tmp_path, shared_mirror_url, 
     assert claims["table_iii_anchors"]["verdict"] == "reproduced"
     ev = claims["table_iii_anchors"]["evidence"]
     assert (ev["n"], ev["unit"], ev["paper_data"]) == (115, "studies", True) and ev["ci_method"].startswith("exact")
-    assert claims["table_iii_full"]["verdict"] == "untested"  # no reference table configured
+    assert claims["table_iii_full"]["status"] == "untested"  # no reference table configured
     assert claims["underpowering"]["evidence"]["paper_data"] is True
     assert claims["underpowering"]["evidence"]["ci_method"] == "none (n=1 seeds)"  # smoke: one seed
     assert claims["underpowering"]["verdict"] == "inconclusive"

@@ -295,7 +295,7 @@ def test_claims_gate_and_evidence(chelsea_crops, val_auc, expected):
     assert c3.gates[0].name == "detectors_learn_training_generator" and c3.gates[0].passed == (val_auc >= 0.75)
     if expected == "inconclusive":
         assert "detectors_learn_training_generator" in c3.note
-    assert by["robustness_report"].verdict == UNTESTED and by["robustness_report"].testable_at == "paper"
+    assert by["robustness_report"].status == UNTESTED and by["robustness_report"].testable_at == "paper"
 
 
 def test_calibrate_threshold_maximises_validation_accuracy():
@@ -359,7 +359,7 @@ def test_smoke_pipeline_claims(smoke_run):
         "n": 1, "unit": "images", "paper_data": False, "ci_method": "none (n=1 images)"}
     assert c3["statistic"]["gate"] == "fewer than 3 seeds"
     assert [g["name"] for g in c3["gates"]] == ["detectors_learn_training_generator"]
-    assert by["robustness_report"]["verdict"] == "untested" and by["robustness_report"]["testable_at"] == "paper"
+    assert by["robustness_report"]["status"] == "untested" and by["robustness_report"]["testable_at"] == "paper"
     ev = json.loads((r / "metrics/eval.json").read_text())
     assert set(ev["arms"]) == {"rgb", "pid", "pid_noise", "npr"}
     for m in ev["arms"].values():
