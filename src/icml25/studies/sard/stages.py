@@ -24,7 +24,7 @@ import numpy as np
 from icml25.core.claims import log_verdicts, write_claims
 from icml25.core.cli import Stage
 from icml25.core.config import config_hash, to_dict
-from icml25.core.download import obtain, read_manifest
+from icml25.core.download import obtain, read_manifest, verified
 from icml25.core.io import atomic_path, load_npz, read_json, save_figure, save_npz, write_json, write_text
 
 from . import data as D
@@ -87,7 +87,7 @@ def preprocess(stage: Stage, run: Any) -> None:
             raise SystemExit(f"{SLUG} preprocess: dataset {ds!r} (paper scale) is planned, not implemented: its "
                              "agents (ResNet-18 / Faster R-CNN) and rejector need a GPU cluster; the offline "
                              f"datasets are {list(OFFLINE_DATASETS)}")
-        data = D.read_raw(ds, [raw[n] for n in D.DATASET_FILES[ds]])
+        data = D.read_raw(ds, [verified(raw[n]) for n in D.DATASET_FILES[ds]])
         section = getattr(cfg, ds)
         settings = {ds: {k: to_dict(getattr(section, k)) for k in _PREP_KEYS[ds]}}
         arrays: dict[str, np.ndarray] = {}
