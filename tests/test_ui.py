@@ -1,10 +1,13 @@
 """The UIs a user looks at, seen through headless Chromium: ``mlflow ui`` on a finished smoke run (the study
-experiments' runs pages and a run's metric chart) and Snakemake's ``results/report.html``.
+experiments' runs pages and a run's metric chart; a study's page in MLflow's own terms: the paper in the experiment's
+description, the Dataset, Source and Models columns, the Datasets filter, the Models tab; the summary run's claims
+table) and Snakemake's ``results/report.html``.
 
 Screenshots go to ``$ICML25_SCREENSHOTS`` (docs/img/ holds the ones shown in docs/slurm.md) or a temp dir.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -211,3 +214,96 @@ def test_report_html_shows_each_study_and_its_figures(browser, report_html, shot
         page.close()
     assert dag >= 1
     assert width > 100  # a real figure, decoded
+
+
+# -- MLflow as its users know it (issue 40) -----------------------------------------------------------------------
+
+UI_STUDY = "cat_iv"  # download -> preprocess (manifest files) -> train (models) -> evaluate; in every smoke run
+COLUMN = "[col-id='attributes.`{}`']"
+
+
+def _job(runs, stage: str):
+    return sorted((r for r in runs if r.data.tags.get("stage") == stage and r.data.tags.get("run_level") == "job"),
+                  key=lambda r: r.info.run_name)[0]
+
+
+def _row_cell(page, run_name: str, column: str):
+    """The ``column`` cell of the runs-table row whose Run Name is ``run_name`` (AG Grid splits a row between its
+    pinned and centre containers; ``row-index`` ties them)."""
+    cells = page.locator(NAME_CELLS).all()
+    [cell] = [c for c in cells if c.inner_text().strip().splitlines()[-1:] == [run_name]]
+    index = cell.evaluate("e => e.closest('[row-index]').getAttribute('row-index')")
+    return page.locator(f".ag-row[row-index='{index}'] {COLUMN.format(column)}").first
+
+
+def test_study_page_shows_paper_datasets_models_and_source(browser, mlflow_ui, smoke_run, store, shots):
+    """The experiment page names the paper (its description); a train run's Dataset and Models cells are filled;
+    the Source column shows the commit; the Datasets filter lists the study's data; the Models tab lists the
+    trained models. The screenshot is the README's ``docs/img/mlflow_runs.png``."""
+    from mlflow.tracking import MlflowClient
+
+    exp_id, runs = store[f"icml25/{UI_STUDY}"]
+    paper = json.loads((smoke_run / "results" / "smoke" / UI_STUDY / "claims.json").read_text())["paper"]["title"]
+    train = _job(runs, "train")
+    commit = train.data.tags["mlflow.source.git.commit"]
+    client = MlflowClient(tracking_uri=f"sqlite:///{smoke_run / 'results' / 'mlflow.db'}")
+    models = {m.source_run_id: m.name for m in client.search_logged_models([exp_id])}
+    datasets = [i.dataset.name for i in client.get_run(train.info.run_id).inputs.dataset_inputs]
+    assert train.info.run_id in models and datasets
+    page = _page(browser, height=max(VIEWPORT["height"], 380 + 34 * len(runs)))
+    try:
+        page.goto(f"{mlflow_ui}/#/experiments/{exp_id}/runs{UI_QUERY}")
+        page.get_by_text("pipeline/").first.wait_for()
+        _classic_layout(page)
+        page.get_by_text(paper).first.wait_for()  # the description's heading, shown above the runs
+        _expand_all(page)
+        dataset_cell = _row_cell(page, train.info.run_name, "Dataset")
+        models_cell = _row_cell(page, train.info.run_name, "Models")
+        source_cell = _row_cell(page, train.info.run_name, "Source")
+        dataset_text, models_text = dataset_cell.inner_text(), models_cell.inner_text()
+        source_text = source_cell.inner_text()
+        page.screenshot(path=str(shots / "mlflow_runs.png"))
+        page.get_by_text("Datasets", exact=True).first.click()  # the Datasets filter: the study's data files
+        page.get_by_text(f"{datasets[0]} (").first.wait_for()
+        filter_lists = page.get_by_text(f"{datasets[0]} (").count()
+        page.screenshot(path=str(shots / "mlflow_datasets_filter.png"))
+        page.keyboard.press("Escape")
+        page.goto(f"{mlflow_ui}/#/experiments/{exp_id}/runs/{train.info.run_id}{UI_QUERY}")  # the run's overview
+        page.get_by_text(f"@{commit[:7]}").first.wait_for()
+        overview_commit = page.get_by_text(commit[:7]).count()
+        page.screenshot(path=str(shots / "mlflow_run_overview.png"))
+        page.goto(f"{mlflow_ui}/#/experiments/{exp_id}/models{UI_QUERY}")
+        page.get_by_text(models[train.info.run_id]).first.wait_for()
+        listed = [name for name in models.values() if page.get_by_text(name).count()]
+        page.screenshot(path=str(shots / "mlflow_models.png"))
+    finally:
+        page.close()
+    assert datasets[0] in dataset_text or datasets[0][:20] in dataset_text, dataset_text
+    assert models[train.info.run_id][:20] in models_text, models_text
+    assert f"@{commit[:7]}" in source_text and source_text.strip().startswith(f"{UI_STUDY}:train"), source_text
+    assert filter_lists >= 1 and overview_commit >= 1
+    assert sorted(listed) == sorted(models.values())
+
+
+def test_summary_run_renders_the_claims_table(browser, mlflow_ui, smoke_run, store, shots):
+    """The summary run's ``claims_table.json`` opens in the artifact view as a table: its header has the claims
+    table's columns and its rows the claims of ``claims.csv``."""
+    import pandas as pd
+
+    exp_id, runs = store["icml25/summary"]
+    (run,) = [r for r in runs if r.info.run_name == "summary"][-1:]
+    csv = pd.read_csv(smoke_run / "results" / "smoke" / "claims.csv")
+    first = csv.iloc[0]
+    page = _page(browser)
+    try:
+        page.goto(f"{mlflow_ui}/#/experiments/{exp_id}/runs/{run.info.run_id}/artifacts{UI_QUERY}")
+        page.get_by_text("claims_table.json").first.wait_for()
+        _classic_layout(page)
+        page.get_by_text("claims_table.json").first.click()
+        page.get_by_text("View as table").first.wait_for()
+        page.get_by_text(str(first["claim"]), exact=True).first.wait_for()
+        header = [h.strip() for h in page.locator("[role=columnheader], th").all_inner_texts()]
+        page.screenshot(path=str(shots / "mlflow_claims_table.png"))
+    finally:
+        page.close()
+    assert {"study", "claim", "kind", "verdict", "key_numbers", "threshold"} <= set(header), header

@@ -59,12 +59,15 @@ def test_stand_in_claims_keep_their_verdict_in_their_own_tier():
 
 @pytest.mark.parametrize("field, value, message", [
     ("paper_data", None, "needs evidence.paper_data true"),
-    ("ci_method", "", "needs evidence.ci_method"),
+    ("ci_method", "", "needs ci_method"),
 ])
 def test_validate_refuses_paper_claim_without_paper_data_or_ci_method(tmp_path, field, value, message):
     doc = write_claims(tmp_path / "c.json", study="x", scale="smoke", data_source="offline",
                        claims=[_claim(REPRODUCED, 5)])
-    planted = dict(doc, claims=[dict(doc["claims"][0], evidence=dict(doc["claims"][0]["evidence"], **{field: value}))])
+    entry = doc["claims"][0]
+    assert entry["ci_method"] == entry["evidence"]["ci_method"] == "t 95%, n seeds"  # copied to the top level
+    planted = dict(doc, claims=[dict(entry, evidence=dict(entry["evidence"], **{field: value}),
+                                     **({"ci_method": value} if field == "ci_method" else {}))])
     with pytest.raises(ValueError, match=rf"claims\.0 \(c\): .*{message}"):
         validate_claims(planted)
 
@@ -77,11 +80,14 @@ def test_validate_refuses_a_verdict_fixed_in_code(tmp_path):
         write_claims(tmp_path / "c.json", study="x", scale="smoke", data_source="offline", claims=[fixed])
     ok = untested("c5", "robust to JPEG", scale="paper", reason="needs GenImage")
     doc = write_claims(tmp_path / "c.json", study="x", scale="smoke", data_source="offline", claims=[ok])
-    assert doc["claims"][0]["verdict"] == UNTESTED and doc["claims"][0]["testable_at"] == "paper"
+    assert doc["claims"][0]["status"] == UNTESTED and doc["claims"][0]["testable_at"] == "paper"
+    assert doc["claims"][0]["verdict"] == INCONCLUSIVE  # untested is a status: the verdict stays one of three
     counts = verdict_counts(doc)
     assert counts["untested"] == 1 and counts["claims_inconclusive"] == 0  # never counted among claims
     with pytest.raises(ValueError, match="scale must be one of"):
         untested("c5", "s", scale="cluster", reason="r")
+    with pytest.raises(ValueError, match="an untested entry must be a claim, verdict inconclusive"):
+        validate_claims(dict(doc, claims=[dict(doc["claims"][0], verdict=REPRODUCED)]))
 
 
 def test_failed_gate_makes_the_claim_inconclusive_naming_gate_and_numbers(tmp_path):

@@ -101,8 +101,9 @@ def test_csv_html_figure_and_metrics_follow_the_tiers(tmp_path):
     csv = pd.read_csv(tmp_path / "claims.csv", keep_default_na=False)
     assert list(csv["kind"]) == ["claim"] * 5 + ["check", "check", "claim"]
     assert list(csv["tier"]) == ["paper_data", "stand_in", "stand_in", "stand_in", "stand_in", "", "", "stand_in"]
-    assert list(csv["verdict"]) == [REPRODUCED, NOT_REPRODUCED, "inconclusive", "inconclusive", "untested",
+    assert list(csv["verdict"]) == [REPRODUCED, NOT_REPRODUCED, "inconclusive", "inconclusive", "inconclusive",
                                     REPRODUCED, NOT_REPRODUCED, REPRODUCED]
+    assert list(csv["status"]) == ["tested"] * 4 + ["untested"] + ["tested"] * 3
     assert list(csv["ci_method"])[:2] == [T3, T3] and csv["gates_failed"][3].startswith("above_chance = 0.17")
     png = (tmp_path / "claims_overview.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000

@@ -120,3 +120,65 @@ def test_local_server_watchdog_stops_server_when_parent_dies(tmp_path):
         time.sleep(0.5)
     else:
         pytest.fail("server still running 30 s after its parent died")
+
+
+def test_rest_client_logs_inputs_logged_models_and_outputs(live, tmp_path):
+    """The issue-40 endpoints over the stdlib client: runs/log-inputs (dataset + model inputs), logged-models
+    (create with >100 params, tags, finalize, artifacts), runs/outputs, and a metric recorded on a model."""
+    root, store, url = live
+    rest = RestTracking(url)
+    exp = rest.experiment_id("icml25/local")
+    run_id, _ = rest.create_run(exp, "train/a", {"stage": "train"})
+    params = {f"p{i:03d}": str(i) for i in range(150)}
+    model_id, model_uri = rest.create_logged_model(exp, "local-a-s0", run_id, params=params,
+                                                   tags={"model_sha256": "ab" * 32}, model_type="icml25/local")
+    weights = tmp_path / "w.json"
+    weights.write_text("[1, 2]")
+    rest.log_model_artifact(model_id, model_uri, weights)
+    rest.set_model_tags(model_id, {"seeds": "0"})
+    rest.finalize_logged_model(model_id, "READY")
+    rest.log_outputs(run_id, [model_id])
+    dataset = {"name": "local/processed/x.npz", "digest": "0123456789abcdef", "source_type": "local",
+               "source": '{"uri": "file:///x.npz"}', "schema": '{"mlflow_colspec": [{"name": "X", "type": "f8"}]}',
+               "profile": '{"num_rows": 3}'}
+    rest.log_inputs(run_id, datasets=[(dataset, {"mlflow.data.context": "training"})], models=[model_id])
+    rest.log_batch(run_id, metrics=[("eval/acc", 0.5, 1000, 0, model_id), ("train/loss", 1.0, 1000, 0),
+                                    ("eval/f1", 0.25, 1000, 0, model_id, dataset["name"], dataset["digest"])])
+    rest.set_terminated(run_id)
+
+    client = _read(store)
+    run = client.get_run(run_id)
+    [ds] = run.inputs.dataset_inputs
+    assert (ds.dataset.name, ds.dataset.digest, ds.dataset.profile) == (dataset["name"], dataset["digest"],
+                                                                        dataset["profile"])
+    assert [(t.key, t.value) for t in ds.tags] == [("mlflow.data.context", "training")]
+    assert [m.model_id for m in run.inputs.model_inputs] == [model_id]
+    assert [m.model_id for m in run.outputs.model_outputs] == [model_id]
+    model = client.get_logged_model(model_id)
+    assert str(model.status).endswith("READY") and model.source_run_id == run_id and model.params == params
+    assert model.tags["seeds"] == "0" and model.tags["model_sha256"] == "ab" * 32
+    assert {m.key: m.value for m in model.metrics} == {"eval/acc": 0.5, "eval/f1": 0.25}
+    assert {m.key: m.dataset_digest for m in model.metrics} == {"eval/acc": None, "eval/f1": dataset["digest"]}
+    assert run.data.metrics == {"eval/acc": 0.5, "train/loss": 1.0, "eval/f1": 0.25}
+    assert [a.path for a in client.list_logged_model_artifacts(model_id)] == ["w.json"]
+
+
+def test_concurrent_jobs_logging_the_same_new_dataset_all_succeed(live):
+    """Parallel train jobs read the same processed file: the store's check-then-insert of a dataset races (one
+    insert hits the UNIQUE constraint); the client retries, every run gets its input, the dataset exists once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    root, store, url = live
+    rest = RestTracking(url)
+    exp = rest.experiment_id("icml25/race")
+    runs = [rest.create_run(exp, f"train/a{i}", {})[0] for i in range(8)]
+    dataset = {"name": "race/processed/x.npz", "digest": "feedfacefeedface", "source_type": "local",
+               "source": "{}"}
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda r: RestTracking(url).log_inputs(r, [(dataset, {"mlflow.data.context": "training"})]),
+                      runs))
+    client = _read(store)
+    for r in runs:
+        assert [i.dataset.digest for i in client.get_run(r).inputs.dataset_inputs] == ["feedfacefeedface"]
+    found = client.search_runs([exp], filter_string="dataset.name = 'race/processed/x.npz'")
+    assert len(found) == 8

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 
 import pytest
 
@@ -142,3 +143,127 @@ def test_single_seed_job_is_its_own_seed_run_and_large_models_go_by_hash(tmp_pat
                     "model_sha256": hashlib.sha256(manifest.encode()).hexdigest()}
     assert job.data.tags["model_logged"] == "path" and job.data.tags["model_path"] == str(weights)
     assert client.list_artifacts(job_id, "model") == []
+
+
+# -- MLflow as its users know it (issue 40): datasets, LoggedModels, source, descriptions ------------------------
+
+def _study_files(root):
+    """A study's results tree: processed data (npz + csv), and where a train job writes its model."""
+    import numpy as np
+
+    d = root / "smoke" / "mlf"
+    (d / "processed").mkdir(parents=True)
+    (d / "models" / "a").mkdir(parents=True)
+    np.savez(d / "processed" / "data.npz", X_train=np.zeros((12, 3)), y_train=np.ones(12))
+    (d / "processed" / "table.csv").write_text("a,b\n1,2\n3,4\n5,6\n")
+    return d
+
+
+@pytest.mark.parametrize("path", ["direct", "rest"])
+def test_datasets_models_source_and_descriptions_in_mlflow_terms(stores, path, tmp_path, monkeypatch):
+    """A train job logs its data files as dataset inputs (name, sha256 digest, schema, rows, context training), its
+    model as a READY LoggedModel linked as the run's output (config as params, files, its run's metrics); the
+    evaluate job links that model as an input, attaches the arm's eval metric to it, and its claims.json becomes
+    the experiment's Markdown description; every run carries mlflow.source.*."""
+    import numpy as np
+
+    from icml25.core import mlflow_native as native
+
+    uri, read, results = stores[path]
+    results = results / f"mlf-{tmp_path.name}"
+    monkeypatch.setenv("ICML25_INVOCATION", f"inv-{path}")
+    d = _study_files(results)
+    npz, table = d / "processed" / "data.npz", d / "processed" / "table.csv"
+    model = d / "models" / "a" / "chunk0.json"
+    with stage_run("mlf", "train", arm="a", scale="smoke", config={"lr": 0.1, "net": {"width": 8}},
+                   results_dir=results, uri=uri, inputs=[npz, table], seeds=[3]) as run:
+        with run.seed_run(3) as srun:
+            srun.log_metric("train/loss", 0.5, step=1)
+        model.write_text(json.dumps({"w": [1.5, 2.5]}))
+        run.log_metric("train/final_loss", 0.25)
+        run.log_model(model, {"lr": 0.1, "net": {"width": 8}})
+        train_id = run.run_id
+    claims = d / "claims.json"
+    claims.write_text(json.dumps({
+        "study": "mlf", "scale": "smoke", "data_source": "offline", "seeds": [3],
+        "paper": {"title": "A Paper About Widgets", "ref": "ICML 2025"},
+        "claims": [{"id": "C1", "kind": "claim", "source": "paper", "verdict": "not reproduced",
+                    "statement": "widgets beat gadgets", "title": "widgets win", "threshold": "diff > 0",
+                    "key_numbers": {"diff": -0.125}, "holds": None}]}))
+    with stage_run("mlf", "evaluate", scale="smoke", results_dir=results, uri=uri, inputs=[model],
+                   outputs=[claims]) as run:
+        with run.child(arm="a") as arun:
+            arun.log_metric("eval/accuracy", 0.875)
+        eval_id = run.run_id
+
+    client = _client(read)
+    exp = client.get_experiment_by_name("icml25/mlf")
+    note = exp.tags[native.NOTE]
+    assert note.startswith("## A Paper About Widgets") and "*ICML 2025*" in note
+    assert "| C1: widgets win | paper | **not reproduced** | diff = -0.125 | diff > 0 |" in note
+    assert "src/icml25/studies/mlf/README.md" in note
+
+    train = client.get_run(train_id)
+    sha = hashlib.sha256(npz.read_bytes()).hexdigest()
+    inputs = {i.dataset.name: i for i in train.inputs.dataset_inputs}
+    assert set(inputs) == {"mlf/processed/data.npz", "mlf/processed/table.csv"}
+    ds = inputs["mlf/processed/data.npz"]
+    assert ds.dataset.digest == sha[:16] and json.loads(ds.dataset.profile)["sha256"] == sha
+    assert json.loads(ds.dataset.schema) == {"mlflow_colspec": [{"name": "X_train", "type": "float64[12, 3]"},
+                                                                {"name": "y_train", "type": "float64[12]"}]}
+    assert json.loads(ds.dataset.profile)["num_rows"] == 12
+    assert json.loads(inputs["mlf/processed/table.csv"].dataset.profile)["num_rows"] == 3
+    assert [(t.key, t.value) for t in ds.tags] == [("mlflow.data.context", "training")]
+    commit = native.git_info()["commit"]
+    for r in client.search_runs([exp.experiment_id]):  # every run: parent, jobs, nested
+        assert r.data.tags["mlflow.source.type"] == "LOCAL"
+        assert r.data.tags["mlflow.source.name"].startswith("icml25/studies/mlf:")
+        if commit:
+            assert r.data.tags["mlflow.source.git.commit"] == commit
+            assert r.data.tags["mlflow.source.name"].endswith(f"@{commit[:7]}")
+    parent = client.get_run(train.data.tags["mlflow.parentRunId"])
+    assert "scale `smoke`" in parent.data.tags[native.NOTE] and "0 reproduced · 1 not reproduced" in \
+        parent.data.tags[native.NOTE]
+    # the search a user types in the Datasets filter finds the runs that read the file
+    found = client.search_runs([exp.experiment_id], filter_string=f"dataset.digest = '{sha[:16]}'")
+    assert {r.info.run_id for r in found} == {train_id, eval_id}
+
+    [m] = client.search_logged_models([exp.experiment_id])
+    assert m.status.to_int() == 2 or str(m.status).endswith("READY")
+    assert m.source_run_id == train_id and m.name == "mlf-a-s3-chunk0"
+    assert m.params == {"lr": "0.1", "net.width": "8"}
+    assert m.tags["model_sha256"] == hashlib.sha256(model.read_bytes()).hexdigest() and m.tags["seeds"] == "3"
+    metrics = {x.key: (x.value, x.run_id) for x in m.metrics}
+    assert metrics["train/final_loss"] == (0.25, train_id)
+    evaluated = client.get_run(eval_id)
+    arm_run = [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("mlflow.parentRunId") == eval_id]
+    assert metrics["eval/accuracy"] == (0.875, arm_run[0].info.run_id)
+    on_data = {x.key: (x.dataset_name, x.dataset_digest) for x in m.metrics}
+    assert on_data["train/final_loss"] == (None, None)  # the train job read two files: no one dataset
+    assert on_data["eval/accuracy"] == (None, None)  # the evaluate job read the two through the model
+    assert [o.model_id for o in train.outputs.model_outputs] == [m.model_id]
+    assert [i.model_id for i in evaluated.inputs.model_inputs] == [m.model_id]
+    assert [i.dataset.name for i in evaluated.inputs.dataset_inputs] == ["mlf/processed/data.npz",
+                                                                         "mlf/processed/table.csv"]
+    files = sorted(a.path for a in client.list_logged_model_artifacts(m.model_id))
+    assert files == ["chunk0.json", "config.json"]
+    got = client.download_artifacts(train_id, "model/chunk0.json", str(tmp_path / "dl"))
+    assert json.loads(Path(got).read_text()) == {"w": [1.5, 2.5]}
+    assert np.load(npz)["X_train"].shape == (12, 3)
+
+
+def test_native_records_can_be_switched_off(tmp_path, monkeypatch):
+    """``ICML25_MLFLOW_NATIVE=0``: the logging is what it was before (no inputs, no LoggedModel, no source tags)."""
+    monkeypatch.setenv("ICML25_MLFLOW_NATIVE", "0")
+    monkeypatch.delenv("ICML25_INVOCATION", raising=False)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    d = _study_files(tmp_path)
+    model = d / "models" / "a" / "m.json"
+    model.write_text("{}")
+    with stage_run("off", "train", arm="a", results_dir=tmp_path, uri=uri, inputs=[d / "processed" / "data.npz"]) \
+            as run:
+        run.log_model(model)
+    client = _client(uri)
+    r = client.get_run(run.run_id)
+    assert r.inputs.dataset_inputs == [] and "mlflow.source.name" not in r.data.tags
+    assert client.search_logged_models([r.info.experiment_id]) == []

@@ -48,8 +48,12 @@ import numpy as np
 from .io import read_json, write_json
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "reproduced", "not reproduced", "inconclusive"
-UNTESTED = "untested"  # a statement the run's scale cannot test: shown apart, never counted among claims
-VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, UNTESTED)
+VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE)
+#: ``status`` of a claim-kind entry: ``tested`` (its verdict was computed) or ``untested`` (a statement the run's
+#: scale cannot test: verdict ``inconclusive``, shown apart, never counted among claims; ``testable_at`` names the
+#: scale that would test it)
+TESTED, UNTESTED = "tested", "untested"
+STATUSES = (TESTED, UNTESTED)
 SCALES = ("smoke", "default", "paper")
 CLAIM, CHECK = "claim", "check"
 KINDS = (CLAIM, CHECK)
@@ -89,6 +93,8 @@ CLAIMS_SCHEMA: dict[str, Any] = {
                     "threshold": {"type": "string"},
                     "statistic": {},
                     "verdict": {"enum": list(VERDICTS)},
+                    "status": {"enum": list(STATUSES)},
+                    "ci_method": {"type": "string"},
                     "holds": {"type": ["boolean", "null"]},
                     "key_numbers": {"type": "object"},
                     "evidence": {
@@ -369,7 +375,7 @@ def apply_evidence_rules(kind: str, computed: str, evidence: Evidence) -> tuple[
     """``(verdict, note)``: ``computed`` unless a claim breaks an evidence rule, then ``inconclusive`` with a note
     naming the rule and what the test alone gave."""
     rule = evidence_rule(kind, evidence)
-    if rule and computed not in (INCONCLUSIVE, UNTESTED):
+    if rule and computed != INCONCLUSIVE:
         return INCONCLUSIVE, f"{rule} (the test alone gives {computed!r})"
     return computed, ""
 
@@ -378,7 +384,7 @@ def apply_gates(kind: str, computed: str, gates: Sequence[Gate]) -> tuple[str, s
     """``(verdict, note)``: a claim with a failed adequacy gate is ``inconclusive``; the note names every failed
     gate with its value and threshold, and what the test alone gave."""
     failed = [g for g in gates if not g.passed]
-    if kind == CHECK or not failed or computed == UNTESTED:
+    if kind == CHECK or not failed:
         return computed, ""
     text = "; ".join(g.describe() for g in failed)
     if computed != INCONCLUSIVE:
@@ -417,6 +423,8 @@ class Claim:
     holds: bool | None = None
     gates: list[Gate] = field(default_factory=list)
     testable_at: str = ""
+    status: str = TESTED
+    ci_method: str = ""
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
@@ -426,10 +434,13 @@ class Claim:
         if not isinstance(self.evidence, Evidence):
             self.evidence = Evidence(**self.evidence)
         self.gates = [g if isinstance(g, Gate) else Gate(**g) for g in self.gates]
-        if self.verdict == UNTESTED:
-            if self.kind != CLAIM or self.testable_at not in SCALES:
-                raise ValueError(f"claim {self.id}: untested needs kind='claim' and testable_at in {SCALES} "
-                                 "(use icml25.core.claims.untested)")
+        self.ci_method = self.ci_method or self.evidence.ci_method  # top-level copy, what tables and tools read
+        if self.status not in STATUSES:
+            raise ValueError(f"claim {self.id}: status must be one of {STATUSES}, got {self.status!r}")
+        if self.status == UNTESTED:
+            if self.kind != CLAIM or self.testable_at not in SCALES or self.verdict != INCONCLUSIVE:
+                raise ValueError(f"claim {self.id}: untested needs kind='claim', verdict inconclusive and "
+                                 f"testable_at in {SCALES} (use icml25.core.claims.untested)")
             return
         if self.kind == CHECK:
             self.holds = None if self.verdict == INCONCLUSIVE else self.verdict == REPRODUCED
@@ -459,8 +470,8 @@ def untested(id: str, statement: str, *, scale: str, reason: str, source: Litera
     if scale not in SCALES:
         raise ValueError(f"untested {id}: scale must be one of {SCALES}, got {scale!r}")
     return Claim(id=id, statement=statement, source=source, data=data or "not run at this scale",
-                 test="not run at this scale", threshold="", verdict=UNTESTED, note=reason, title=title,
-                 evidence=Evidence(0, unit, paper_data, ""), testable_at=scale)
+                 test="not run at this scale", threshold="", verdict=INCONCLUSIVE, note=reason, title=title,
+                 evidence=Evidence(0, unit, paper_data, ""), testable_at=scale, status=UNTESTED)
 
 
 def verdict_counts(doc: Mapping[str, Any], source: str | None = None, tier: str | None = None) -> dict[str, int]:
@@ -481,7 +492,7 @@ def verdict_counts(doc: Mapping[str, Any], source: str | None = None, tier: str 
             continue
         if (source is not None and c["source"] != source) or (tier is not None and _tier_of(c) != tier):
             continue
-        if c["verdict"] == UNTESTED:
+        if c.get("status") == UNTESTED:
             counts["untested"] += 1
         else:
             counts["claims_" + c["verdict"].replace(" ", "_")] += 1
@@ -539,17 +550,18 @@ def validate_claims(doc: Mapping[str, Any], where: str = "claims") -> None:
     for i, c in enumerate(doc["claims"]):
         at = f"{where}: claims.{i} ({c['id']})"
         ev = c["evidence"]
-        if c["verdict"] == UNTESTED:
-            if c["kind"] != CLAIM or c.get("testable_at", "") not in SCALES:
-                raise ValueError(f"{at}: an untested entry must be a claim naming the scale that would test it "
-                                 "(testable_at)")
+        if c.get("status") == UNTESTED:
+            if c["kind"] != CLAIM or c.get("testable_at", "") not in SCALES or c["verdict"] != INCONCLUSIVE:
+                raise ValueError(f"{at}: an untested entry must be a claim, verdict inconclusive, naming the scale "
+                                 "that would test it (testable_at)")
             continue
         if c["kind"] == CLAIM:
             if c["source"] == "paper" and not isinstance(ev.get("paper_data"), bool):
                 raise ValueError(f"{at}: a paper claim needs evidence.paper_data true (the paper's data) or false "
                                  f"(a stand-in), got {ev.get('paper_data')!r}")
-            if not str(ev.get("ci_method", "")).strip():
-                raise ValueError(f"{at}: a claim needs evidence.ci_method (how its interval was computed)")
+            if not str(c.get("ci_method") or ev.get("ci_method") or "").strip():
+                raise ValueError(f"{at}: a claim needs ci_method (how its interval was computed; "
+                                 "Evidence(..., ci_method=...))")
             if not _measured(c):
                 raise ValueError(f"{at}: verdict {c['verdict']!r} with nothing measured (no finite metric, "
                                  "statistic or key number) is a verdict fixed in code; use untested(...) for a "

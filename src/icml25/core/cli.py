@@ -166,7 +166,8 @@ def stage_main(slug: str, config_cls: type, stages: Mapping[str, StageFn], argv:
 
         seed = args.seeds[0] if len(args.seeds) == 1 else None
         with stage_run(slug, args.stage, arm=args.arm, seed=seed, scale=scale, data_source=args.data_source,
-                       config=raw, results_dir=args.results) as run:
+                       config=raw, results_dir=args.results, inputs=stage.inputs, outputs=stage.outputs,
+                       seeds=stage.seeds) as run:
             fn(stage, run)
             run.log_metric("job/wall_s", time.perf_counter() - t0)
     log.info("%s %s: done in %.1f s", slug, args.stage, time.perf_counter() - t0)

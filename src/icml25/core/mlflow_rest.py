@@ -4,7 +4,9 @@ Why: importing ``mlflow`` and opening its SQLAlchemy store costs a stage job abo
 dominates small jobs. When the pipeline logs to a tracking server — the cluster's, or the local one the Snakefile
 starts for the length of a run — jobs talk to it with this client instead and pay a few milliseconds. It covers
 exactly what stage jobs and the store set-up do: find/create/tag an experiment, trash the empty ``Default``
-experiment, create a run, log a batch, upload an artifact, end a run.
+experiment, create a run, log a batch, log dataset/model inputs (``runs/log-inputs``), create, tag, finalize a
+LoggedModel and link it to its run as an output (``logged-models``, ``runs/outputs``), upload an artifact (of a run
+or a LoggedModel), end a run.
 Everything else (reading runs, the UI) uses MLflow itself.
 
 Credentials, as MLflow's own client reads them: ``MLFLOW_TRACKING_USERNAME``/``MLFLOW_TRACKING_PASSWORD`` (basic
@@ -30,7 +32,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-Metric = tuple[str, float, int, int]  # key, value, timestamp (ms), step
+#: (key, value, timestamp ms, step[, model_id[, dataset_name, dataset_digest]]): a model_id also records the value
+#: on that LoggedModel (computed on that dataset, when given: the Models tab's Dataset column)
+Metric = tuple
+#: A dataset input: ``{"name", "digest", "source_type", "source", "schema", "profile"}`` (strings) and its input
+#: tags ``{"mlflow.data.context": "training"}``, as MLflow's ``DatasetInput`` proto.
+DatasetInput = tuple[dict, dict]
 
 
 _USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
@@ -142,10 +149,14 @@ class RestTracking:
 
     def log_batch(self, run_id: str, metrics: Iterable[Metric] = (), params: Iterable[tuple[str, str]] = (),
                   tags: Iterable[tuple[str, str]] = ()) -> None:
-        """One ``log-batch`` call (callers keep within 1000 metrics / 100 params+tags)."""
+        """One ``log-batch`` call (callers keep within 1000 metrics / 100 params+tags). A metric with a fifth
+        element (a LoggedModel id) is recorded on that model too, with the dataset of elements 6-7 if given."""
         self._call("POST", "/api/2.0/mlflow/runs/log-batch", {
             "run_id": run_id,
-            "metrics": [{"key": k, "value": v, "timestamp": ts, "step": s} for k, v, ts, s in metrics],
+            "metrics": [{"key": m[0], "value": m[1], "timestamp": m[2], "step": m[3],
+                         **({"model_id": m[4]} if len(m) > 4 and m[4] else {}),
+                         **({"dataset_name": m[5], "dataset_digest": m[6]} if len(m) > 6 and m[5] else {})}
+                        for m in metrics],
             "params": [{"key": k, "value": v} for k, v in params],
             "tags": [{"key": k, "value": v} for k, v in tags]})
 
@@ -181,6 +192,60 @@ class RestTracking:
             dest = "/".join(p for p in (artifact_path, rel) if p)
             self._put(artifact_uri, f, dest)
 
+    def log_inputs(self, run_id: str, datasets: Iterable[DatasetInput] = (), models: Iterable[str] = ()) -> None:
+        """Record datasets (``(dataset, input tags)``) and LoggedModels (ids) as the run's inputs.
+
+        Two jobs that log the same new dataset of an experiment at once race in the store (it checks, then
+        inserts: one gets a UNIQUE-constraint error); the loser retries and then finds the dataset."""
+        payload = {"run_id": run_id, "datasets": [{"dataset": dict(ds), "tags": _kv(tags)} for ds, tags in datasets],
+                   "models": [{"model_id": m} for m in models]}
+        for attempt in range(5):
+            try:
+                self._call("POST", "/api/2.0/mlflow/runs/log-inputs", payload)
+                return
+            except RestError as err:
+                if not is_dataset_race(err) or attempt == 4:
+                    raise
+                time.sleep(0.1 * (attempt + 1))
+
+    def create_logged_model(self, experiment_id: str, name: str, source_run_id: str | None = None,
+                            params: Mapping[str, str] | None = None, tags: Mapping[str, str] | None = None,
+                            model_type: str | None = None) -> tuple[str, str]:
+        """Create a PENDING LoggedModel; return ``(model_id, artifact_uri)``. Params beyond the first 100 go in
+        further ``params`` calls."""
+        items = list((params or {}).items())
+        model = self._call("POST", "/api/2.0/mlflow/logged-models", {
+            "experiment_id": experiment_id, "name": name, "tags": _kv(tags or {}),
+            "params": _kv(dict(items[:100])),
+            **({"source_run_id": source_run_id} if source_run_id else {}),
+            **({"model_type": model_type} if model_type else {})})["model"]["info"]
+        for i in range(100, len(items), 100):
+            self.log_model_params(model["model_id"], dict(items[i:i + 100]))
+        return model["model_id"], model["artifact_uri"]
+
+    def log_model_params(self, model_id: str, params: Mapping[str, str]) -> None:
+        self._call("POST", f"/api/2.0/mlflow/logged-models/{urllib.parse.quote(model_id)}/params",
+                   {"model_id": model_id, "params": _kv(params)})
+
+    def set_model_tags(self, model_id: str, tags: Mapping[str, str]) -> None:
+        self._call("PATCH", f"/api/2.0/mlflow/logged-models/{urllib.parse.quote(model_id)}/tags",
+                   {"model_id": model_id, "tags": _kv(tags)})
+
+    def finalize_logged_model(self, model_id: str, status: str = "READY") -> None:
+        """Mark the LoggedModel ``READY`` (or ``FAILED``)."""
+        self._call("PATCH", f"/api/2.0/mlflow/logged-models/{urllib.parse.quote(model_id)}",
+                   {"model_id": model_id, "status": f"LOGGED_MODEL_{status}"})
+
+    def log_outputs(self, run_id: str, models: Iterable[str], step: int = 0) -> None:
+        """Link LoggedModels (ids) to the run as its outputs (the runs table's Models column)."""
+        self._call("POST", "/api/2.0/mlflow/runs/outputs",
+                   {"run_id": run_id, "models": [{"model_id": m, "step": step} for m in models]})
+
+    def log_model_artifact(self, model_id: str, artifact_uri: str, local: str | Path,
+                           artifact_path: str | None = None) -> None:
+        """Upload a file or a directory's files to the LoggedModel whose artifact root is ``artifact_uri``."""
+        self.log_artifact(model_id, artifact_uri, local, artifact_path)
+
     def set_experiment_tag(self, experiment_id: str, key: str, value: str) -> None:
         self._call("POST", "/api/2.0/mlflow/experiments/set-experiment-tag",
                    {"experiment_id": experiment_id, "key": key, "value": str(value)})
@@ -215,6 +280,12 @@ class RestTracking:
             self._call("PUT", f"/api/2.0/mlflow-artifacts/artifacts/{path}", data=src.read_bytes())
         else:
             raise RestError(400, f"artifact URI scheme {parsed.scheme!r} is not handled by the REST client", "")
+
+
+def is_dataset_race(err: BaseException) -> bool:
+    """Whether ``err`` is the store's answer to two concurrent inserts of the same dataset (retry: it exists now)."""
+    text = str(getattr(err, "body", "") or err)
+    return "UNIQUE constraint failed: datasets" in text or ("Duplicate entry" in text and "datasets" in text)
 
 
 def _kv(mapping: Mapping[str, str]) -> list[dict[str, str]]:

@@ -3,7 +3,9 @@
 * :class:`SpoolingClient` wraps a tracking backend (``core.tracking.backend``). While the store answers, calls go
   through. On the first outage (no answer, a 5xx, a locked or unreachable store) the job does not fail: this call
   and every later one of the process are appended to a journal ``<results>/.tracking/spool/<id>.jsonl`` (artifacts
-  copied beside it), with placeholder ids (``spool-...``) for runs created while the store is away.
+  copied beside it), with placeholder ids (``spool-...``) for runs and LoggedModels created while the store is
+  away. Dataset/model inputs, LoggedModels (create, params, tags, finalize, artifacts), run outputs and
+  experiment tags are journaled and replayed like metrics and artifacts.
 * :func:`replay` writes journals into the store they were meant for, in order, resolving placeholders
   (``spool/ids.json`` maps them to real run ids, shared by all journals, so a parent run created by one job while
   the store was away is found by the others). It stops at the first outage and resumes there next time
@@ -75,6 +77,11 @@ def _write_json(path: Path, data: Any) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(data))
     os.replace(tmp, path)
+
+
+def _pending(*ids: str) -> bool:
+    """Whether any of ``ids`` is a placeholder (of a run, experiment or model the store has not seen yet)."""
+    return any(isinstance(i, str) and i.startswith(PLACEHOLDER) for i in ids)
 
 
 def _now_ms() -> int:
@@ -166,7 +173,8 @@ class SpoolingClient:
 
     def log_batch(self, run_id: str, metrics=(), params=(), tags=()) -> None:
         metrics, params, tags = list(metrics), list(params), list(tags)
-        if not run_id.startswith(PLACEHOLDER):
+        metrics = [(*m[:4], self._resolve(m[4]), *m[5:]) if len(m) > 4 and m[4] else tuple(m[:4]) for m in metrics]
+        if not _pending(run_id, *(m[4] for m in metrics if len(m) > 4)):
             ok, _ = self._try("log_batch", run_id, metrics=metrics, params=params, tags=tags)
             if ok:
                 return
@@ -181,10 +189,11 @@ class SpoolingClient:
                 return
         self._record({"op": "set_terminated", "run_id": run_id, "status": status, "end_time": end})
 
-    def log_artifact(self, run_id: str, artifact_uri: str, local: Path, artifact_path: str | None = None) -> None:
+    def log_artifact(self, run_id: str, artifact_uri: str, local: Path, artifact_path: str | None = None,
+                     op: str = "log_artifact") -> None:
         local = Path(local)
         if not run_id.startswith(PLACEHOLDER):
-            ok, _ = self._try("log_artifact", run_id, artifact_uri, local, artifact_path)
+            ok, _ = self._try(op, run_id, artifact_uri, local, artifact_path)
             if ok:
                 return
         self._record({"op": "noop"})  # creates the journal (and its name) before the copy
@@ -193,8 +202,65 @@ class SpoolingClient:
         keep = self.journal.with_suffix(".files") / str(self._n_files) / local.name
         keep.parent.mkdir(parents=True, exist_ok=True)
         (shutil.copytree if local.is_dir() else shutil.copy2)(local, keep)
-        self._record({"op": "log_artifact", "run_id": run_id, "artifact_uri": artifact_uri, "path": str(keep),
+        self._record({"op": op, "run_id": run_id, "artifact_uri": artifact_uri, "path": str(keep),
                       "artifact_path": artifact_path})
+
+    # -- MLflow 3's datasets and LoggedModels (issue 40), journaled like the rest ------------------------------
+    def _call_or_record(self, entry: dict, ids: tuple[str, ...], *args: Any, **kwargs: Any) -> tuple[bool, Any]:
+        """Send ``entry["op"]`` unless an id in ``ids`` is still a placeholder or the store is away; else journal
+        ``entry``. Returns ``(sent, result)``."""
+        if not _pending(*ids):
+            ok, out = self._try(entry["op"], *args, **kwargs)
+            if ok:
+                return True, out
+        self._record(entry)
+        return False, None
+
+    def log_inputs(self, run_id: str, datasets=(), models=()) -> None:
+        datasets = [[dict(d), dict(t)] for d, t in datasets]
+        models = [self._resolve(m) for m in models]
+        self._call_or_record({"op": "log_inputs", "run_id": run_id, "datasets": datasets, "models": models},
+                             (run_id, *models), run_id, datasets=[tuple(x) for x in datasets], models=models)
+
+    def create_logged_model(self, experiment_id: str, name: str, source_run_id: str | None = None,
+                            params=None, tags=None, model_type: str | None = None) -> tuple[str, str]:
+        source_run_id = self._resolve(source_run_id) if source_run_id else None
+        placeholder = f"{PLACEHOLDER}m-{uuid.uuid4().hex}"
+        entry = {"op": "create_logged_model", "id": placeholder, "experiment_id": experiment_id, "name": name,
+                 "source_run_id": source_run_id, "params": dict(params or {}), "tags": dict(tags or {}),
+                 "model_type": model_type}
+        sent, out = self._call_or_record(entry, (experiment_id, source_run_id or ""), experiment_id, name,
+                                         source_run_id, params=dict(params or {}), tags=dict(tags or {}),
+                                         model_type=model_type)
+        return out if sent else (placeholder, "")
+
+    def log_model_params(self, model_id: str, params) -> None:
+        model_id = self._resolve(model_id)
+        self._call_or_record({"op": "log_model_params", "model_id": model_id, "params": dict(params)},
+                             (model_id,), model_id, dict(params))
+
+    def set_model_tags(self, model_id: str, tags) -> None:
+        model_id = self._resolve(model_id)
+        self._call_or_record({"op": "set_model_tags", "model_id": model_id, "tags": dict(tags)},
+                             (model_id,), model_id, dict(tags))
+
+    def finalize_logged_model(self, model_id: str, status: str = "READY") -> None:
+        model_id = self._resolve(model_id)
+        self._call_or_record({"op": "finalize_logged_model", "model_id": model_id, "status": status},
+                             (model_id,), model_id, status)
+
+    def log_outputs(self, run_id: str, models, step: int = 0) -> None:
+        models = [self._resolve(m) for m in models]
+        self._call_or_record({"op": "log_outputs", "run_id": run_id, "models": models, "step": step},
+                             (run_id, *models), run_id, models, step)
+
+    def log_model_artifact(self, model_id: str, artifact_uri: str, local: Path, artifact_path: str | None = None
+                           ) -> None:
+        self.log_artifact(self._resolve(model_id), artifact_uri, local, artifact_path, op="log_model_artifact")
+
+    def set_experiment_tag(self, experiment_id: str, key: str, value: str) -> None:
+        self._call_or_record({"op": "set_experiment_tag", "experiment_id": experiment_id, "key": key,
+                              "value": value}, (experiment_id,), experiment_id, key, value)
 
 
 # -- replay ---------------------------------------------------------------------------------------------------
@@ -294,11 +360,34 @@ def _replay_one(journal: Path, lines: list[dict], client: Any, d: Path) -> None:
                                                      start_time=entry.get("start_time"))
             ids[entry["id"]] = [run_id, artifact_uri]
         elif op == "log_batch":
-            client.log_batch(real(entry["run_id"]), metrics=[tuple(m) for m in entry["metrics"]],
+            client.log_batch(real(entry["run_id"]),
+                             metrics=[(*m[:4], real(m[4]), *m[5:]) if len(m) > 4 and m[4] else tuple(m)
+                                      for m in entry["metrics"]],
                              params=[tuple(p) for p in entry["params"]], tags=[tuple(t) for t in entry["tags"]])
         elif op == "set_terminated":
             client.set_terminated(real(entry["run_id"]), entry["status"], end_time=entry.get("end_time"))
-        elif op == "log_artifact":
+        elif op == "log_inputs":
+            client.log_inputs(real(entry["run_id"]), datasets=[tuple(x) for x in entry["datasets"]],
+                              models=[real(m) for m in entry["models"]])
+        elif op == "create_logged_model":
+            exp = entry["experiment_id"]
+            if exp.startswith(PLACEHOLDER) and exp not in ids:
+                exp = client.experiment_id(exp[len(f"{PLACEHOLDER}exp:"):])
+            source = entry.get("source_run_id")
+            ids[entry["id"]] = list(client.create_logged_model(
+                real(exp), entry["name"], real(source) if source else None, params=entry.get("params"),
+                tags=entry.get("tags"), model_type=entry.get("model_type")))
+        elif op == "log_model_params":
+            client.log_model_params(real(entry["model_id"]), entry["params"])
+        elif op == "set_model_tags":
+            client.set_model_tags(real(entry["model_id"]), entry["tags"])
+        elif op == "finalize_logged_model":
+            client.finalize_logged_model(real(entry["model_id"]), entry["status"])
+        elif op == "log_outputs":
+            client.log_outputs(real(entry["run_id"]), [real(m) for m in entry["models"]], entry.get("step", 0))
+        elif op == "set_experiment_tag":
+            client.set_experiment_tag(real(entry["experiment_id"]), entry["key"], entry["value"])
+        elif op in ("log_artifact", "log_model_artifact"):
             run = entry["run_id"]
             uri = ids[run][1] if run.startswith(PLACEHOLDER) else entry["artifact_uri"]
             root = artifact_root(store)
@@ -311,7 +400,7 @@ def _replay_one(journal: Path, lines: list[dict], client: Any, d: Path) -> None:
                 RestTracking("http://unused").log_artifact(real(run), local_uri, Path(entry["path"]),
                                                            entry.get("artifact_path"))
             else:
-                client.log_artifact(real(run), uri, Path(entry["path"]), entry.get("artifact_path"))
+                getattr(client, op)(real(run), uri, Path(entry["path"]), entry.get("artifact_path"))
         _write_json(ids_file, ids)
         progress.write_text(str(i))
 

@@ -21,7 +21,7 @@ import pandas as pd
 from .claims import CHECK, CLAIM, COUNT_KEYS, MIN_UNITS, UNTESTED, load_claims, tier, verdict_counts
 from .io import atomic_path, write_text
 
-COLUMNS = ["study", "kind", "claim", "source", "title", "verdict", "holds", "tier", "key_numbers", "threshold",
+COLUMNS = ["study", "kind", "claim", "source", "title", "verdict", "status", "holds", "tier", "key_numbers", "threshold",
            "evidence_n", "evidence_unit", "ci_method", "mde", "paper_data", "gates_failed", "testable_at", "scale",
            "seeds", "data_source", "config_hash", "paper", "data", "statement", "note"]
 TIER_TITLES = {"paper_data": "On the paper's data",
@@ -44,12 +44,12 @@ def claims_table(paths: Sequence[Path]) -> pd.DataFrame:
                 "holds": "" if c.get("holds") is None else bool(c["holds"]),
                 "tier": "" if c["kind"] == CHECK else tier(c),
                 "key_numbers": key_numbers_text(c), "threshold": c["threshold"], "evidence_n": ev["n"],
-                "evidence_unit": ev["unit"], "ci_method": ev.get("ci_method", ""),
+                "evidence_unit": ev["unit"], "ci_method": c.get("ci_method") or ev.get("ci_method", ""),
                 "mde": "" if ev.get("mde") is None else ev["mde"],
                 "paper_data": "" if ev["paper_data"] is None else ev["paper_data"],
                 "gates_failed": "; ".join(f"{g['name']} = {_fmt(g['value'])} (needs {g['threshold']})"
                                           for g in c.get("gates") or [] if not g["passed"]),
-                "testable_at": c.get("testable_at", ""),
+                "testable_at": c.get("testable_at", ""), "status": c.get("status", "tested"),
                 "scale": doc["scale"], "seeds": seeds_text(doc.get("seeds") or []),
                 "data_source": doc["data_source"], "config_hash": doc.get("config_hash", ""),
                 "paper": paper.get("title", ""), "data": c["data"], "statement": c["statement"],
@@ -60,6 +60,7 @@ def claims_table(paths: Sequence[Path]) -> pd.DataFrame:
 def counts(table: pd.DataFrame, source: str | None = None, tier: str | None = None) -> dict[str, int]:
     """:func:`icml25.core.claims.verdict_counts` over the rows of a claims table."""
     entries = [{"kind": r["kind"], "source": r["source"], "verdict": r["verdict"], "holds": _holds(r["holds"]),
+                "status": r["status"],
                 "evidence": {"paper_data": r["paper_data"] if isinstance(r["paper_data"], bool) else None}}
                for _, r in table.iterrows()]
     return verdict_counts({"claims": entries}, source=source, tier=tier)
@@ -159,7 +160,7 @@ def sections(table: pd.DataFrame) -> list[dict[str, Any]]:
     """The document as data (shared by the markdown and HTML writers): per tier (paper's data, stand-in) the
     studies with claims in it and their rows; then the untested statements; then per study the checks."""
     out = []
-    is_claim = (table["kind"] == CLAIM) & (table["verdict"] != UNTESTED)
+    is_claim = (table["kind"] == CLAIM) & (table["status"] != UNTESTED)
     for tier_key, title in TIER_TITLES.items():
         part = table[is_claim & (table["tier"] == tier_key)]
         c_paper, c_ours = counts(part, "paper"), counts(part, "ours")
@@ -171,7 +172,7 @@ def sections(table: pd.DataFrame) -> list[dict[str, Any]]:
         out.append({"kind": "tier", "tier": tier_key, "title": title,
                     "count_line": f"paper claims: {_count_text(c_paper)}; our claims: {_count_text(c_ours)}",
                     "header": CLAIM_HEADER, "studies": studies})
-    unt = table[table["verdict"] == UNTESTED]
+    unt = table[table["status"] == UNTESTED]
     out.append({"kind": "untested", "title": "Untested at this scale (never counted)",
                 "header": ["study", "claim", "source", "would be tested at", "why not here"],
                 "rows": [[r["study"], f"{r['claim']}: {r['title']}", r["source"], r["testable_at"],
@@ -299,7 +300,7 @@ def overview_figure(table: pd.DataFrame, path: Path) -> Path:
             if r["kind"] == CHECK:
                 key, hatch, edge, ls = _check_result(r), None, "#555555", "-"
             else:
-                key = r["verdict"]
+                key = UNTESTED if r["status"] == UNTESTED else r["verdict"]
                 hatch = "////" if (r["tier"] == "stand_in" and key != UNTESTED) else None
                 edge, ls = ("#888888", "--") if key == UNTESTED else ("#333333", "-")
             ax.add_patch(Rectangle((j, len(studies) - 1 - i), 0.92, 0.86, facecolor=VERDICT_COLOURS[key],
@@ -352,6 +353,9 @@ def run_summary(paths: Sequence[Path], md: Path, csv: Path, results_dir: Path, t
             for path in (md, csv, html_out, figure):
                 if path is not None:
                     run.log_artifact(path)
+            from .mlflow_native import log_claims_table
+
+            log_claims_table(run, table)  # the table the artifact view renders (issue 40)
     return table
 
 

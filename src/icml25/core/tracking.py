@@ -35,11 +35,12 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from . import mlflow_native as native
 from .config import config_hash, flatten
 from .io import file_lock
 
@@ -136,8 +137,60 @@ class _MlflowBackend:
     def log_batch(self, run_id: str, metrics=(), params=(), tags=()) -> None:
         from mlflow.entities import Metric, Param, RunTag
 
-        _retry(self.client.log_batch, run_id, metrics=[Metric(*m) for m in metrics],
+        _retry(self.client.log_batch, run_id,
+               metrics=[Metric(*m[:4], model_id=m[4] if len(m) > 4 and m[4] else None,
+                               dataset_name=m[5] if len(m) > 6 else None,
+                               dataset_digest=m[6] if len(m) > 6 else None) for m in metrics],
                params=[Param(*p) for p in params], tags=[RunTag(*t) for t in tags])
+
+    def log_inputs(self, run_id: str, datasets=(), models=()) -> None:
+        from mlflow.entities import Dataset, DatasetInput, InputTag, LoggedModelInput
+
+        inputs = [DatasetInput(Dataset(d["name"], d["digest"], d["source_type"], d["source"], d.get("schema"),
+                                       d.get("profile")), [InputTag(k, v) for k, v in tags.items()])
+                  for d, tags in datasets]
+        from .mlflow_rest import is_dataset_race
+
+        for attempt in range(5):  # two jobs inserting the same new dataset race in the store (see RestTracking)
+            try:
+                _retry(self.client.log_inputs, run_id, datasets=inputs or None,
+                       models=[LoggedModelInput(m) for m in models] or None)
+                return
+            except Exception as err:  # noqa: BLE001 - MLflow wraps the IntegrityError
+                if not is_dataset_race(err) or attempt == 4:
+                    raise
+                time.sleep(0.1 * (attempt + 1))
+
+    def create_logged_model(self, experiment_id: str, name: str, source_run_id: str | None = None,
+                            params=None, tags=None, model_type: str | None = None) -> tuple[str, str]:
+        model = _retry(self.client.create_logged_model, experiment_id, name=name, source_run_id=source_run_id,
+                       tags=dict(tags or {}), params=dict(params or {}) or None, model_type=model_type)
+        return model.model_id, model.artifact_location
+
+    def log_model_params(self, model_id: str, params) -> None:
+        _retry(self.client.log_model_params, model_id, dict(params))
+
+    def set_model_tags(self, model_id: str, tags) -> None:
+        _retry(self.client.set_logged_model_tags, model_id, dict(tags))
+
+    def finalize_logged_model(self, model_id: str, status: str = "READY") -> None:
+        _retry(self.client.finalize_logged_model, model_id, status)
+
+    def log_outputs(self, run_id: str, models, step: int = 0) -> None:
+        from mlflow.entities import LoggedModelOutput
+
+        _retry(self.client.log_outputs, run_id, [LoggedModelOutput(m, step) for m in models])
+
+    def log_model_artifact(self, model_id: str, artifact_uri: str, local: Path, artifact_path: str | None = None
+                           ) -> None:
+        from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+
+        repo = get_artifact_repository(artifact_uri)
+        local = Path(local)
+        if local.is_dir():
+            _retry(repo.log_artifacts, str(local), "/".join(p for p in (artifact_path, local.name) if p))
+        else:
+            _retry(repo.log_artifact, str(local), artifact_path)
 
     def set_terminated(self, run_id: str, status: str = "FINISHED", end_time: int | None = None) -> None:
         _retry(self.client.set_terminated, run_id, status, end_time=end_time)
@@ -307,6 +360,14 @@ class StageRun:
         self.tags = dict(tags or {})
         self._metrics: list[tuple[str, float, int, int]] = []
         self._last_flush = time.monotonic()
+        self._latest: dict[str, tuple[float, int, int]] = {}  # key -> (value, timestamp, step) last logged
+        self.model_ids: list[str] = []  # LoggedModels this run produced (log_model)
+        #: registry entries of the models the evaluate job read: its runs' metrics go to the model they describe
+        self.input_models: list[dict[str, Any]] = []
+        self.datasets: list[tuple[str, str]] = []  # (name, digest) of the job's dataset inputs
+        self.store = ""  # the store the registry names (set by stage_run)
+        self.results_dir: Path | None = None
+        self.seeds: tuple[int, ...] = ()
 
     @contextlib.contextmanager
     def child(self, *, arm: str | None = None, seed: int | None = None,
@@ -327,6 +388,9 @@ class StageRun:
             {**own, "mlflow.parentRunId": self.run_id})
         handle = StageRun(self.client, run_id, artifact_uri, self.flush_every, experiment_id=self.experiment_id,
                           tags=own, parent_run_id=self.parent_run_id)
+        handle.input_models, handle.datasets = self.input_models, self.datasets
+        handle.store, handle.results_dir = self.store, self.results_dir
+        handle.seeds = (seed,) if seed is not None else self.seeds
         with _ended(handle):
             yield handle
 
@@ -368,15 +432,86 @@ class StageRun:
         self.set_tags(info)
         if size <= limit:
             self.log_artifact(path, "model")
-        if config is not None:
-            from .config import to_dict
+        plain = None
+        with tempfile.TemporaryDirectory() as tmp:
+            cfg = Path(tmp) / "config.json"
+            if config is not None:
+                from .config import to_dict
 
-            with tempfile.TemporaryDirectory() as tmp:
-                cfg = Path(tmp) / "config.json"
                 plain = config.model_dump(mode="json") if hasattr(config, "model_dump") else to_dict(config)
                 cfg.write_text(json.dumps(plain, indent=1, sort_keys=True, default=str))
                 self.log_artifact(cfg, "model")
+            if native.enabled() and self.experiment_id is not None:
+                self._logged_model(path, info, plain, cfg if config is not None else None, size <= limit)
         return info
+
+    def _logged_model(self, path: Path, info: Mapping[str, Any], config: Any, cfg_file: Path | None,
+                      upload: bool) -> str:
+        """The MLflow 3 LoggedModel of a model logged by :meth:`log_model`: the study config as params, tags
+        (study, stage, arm, seeds, ``model_*``, source), the files (or, above the size limit, only their path,
+        size and sha256: an external model), READY, linked to this run as its output; recorded in the model
+        registry so the evaluate job can link it. Loading it back stays the study's own safe loader
+        (``torch.load(weights_only=True)``, json, npz): no MLmodel flavour, no pickled code."""
+        t = self.tags
+        seeds = list(self.seeds) or ([int(t["seed"])] if t.get("seed", "").isdigit() else [])
+        seed_text = (f"s{seeds[0]}" if len(seeds) == 1 else f"s{seeds[0]}-{seeds[-1]}") if seeds else ""
+        name = "-".join(x for x in (t.get("study"), t.get("arm") or t.get("stage"), seed_text,
+                                    Path(path).stem) if x)
+        name = re_sub_bad(name)[:200] or "model"
+        params = {k: str(v)[:6000] for k, v in flatten(config).items()} if isinstance(config, Mapping) else {}
+        tags = {k: v for k, v in t.items() if k in ("study", "stage", "arm", "scale", "data_source", "config_hash",
+                                                     "git_sha") or k.startswith("mlflow.source.")}
+        tags |= {k: str(v) for k, v in info.items()} | {"seeds": " ".join(map(str, seeds)),
+                                                         "model_external": str(not upload).lower()}
+        if self.datasets:
+            tags["trained_on"] = "; ".join(f"{n}@{d}" for n, d in self.datasets)[:8000]
+        model_id, model_uri = self.client.create_logged_model(
+            self.experiment_id, name, self.run_id, params=params, tags=tags,
+            model_type=f"icml25/{t.get('study', '')}")
+        if upload:
+            self.client.log_model_artifact(model_id, model_uri, path)
+        if cfg_file is not None:
+            self.client.log_model_artifact(model_id, model_uri, cfg_file)
+        self.client.finalize_logged_model(model_id, "READY")
+        self.client.log_outputs(self.run_id, [model_id])
+        self.model_ids.append(model_id)
+        if self.results_dir is not None:
+            native.register_model(self.results_dir, self.store, path, {
+                "model_id": model_id, "experiment_id": self.experiment_id, "arm": t.get("arm"), "seeds": seeds,
+                "sha256": info["model_sha256"], "datasets": [list(d) for d in self.datasets]})
+        return model_id
+
+    def _attach_metrics_to_models(self) -> None:
+        """At the end of the run: its latest metric values go on the models they describe — the models this run
+        produced, and, in an evaluate job, the model one arm (and seed) was evaluated on
+        (:func:`~icml25.core.mlflow_native.matching_models`)."""
+        if not native.enabled():
+            return
+        targets = list(self.model_ids)
+        if self.input_models:
+            targets += native.matching_models(self.input_models, self.tags.get("arm"), self.tags.get("seed"))
+        latest = [(k, v, ts, step) for k, (v, ts, step) in self._latest.items()]
+        # computed on one dataset (the job read exactly one): the model's metrics name it (Models tab, Dataset)
+        data = tuple(self.datasets[0]) if len(self.datasets) == 1 else ()
+        for model_id in dict.fromkeys(targets):
+            for i in range(0, len(latest), 1000):
+                self.client.log_batch(self.run_id, metrics=[(*m, model_id, *data) for m in latest[i:i + 1000]])
+
+    def log_table(self, rows: Sequence[Mapping[str, Any]], columns: Sequence[str], artifact_file: str) -> None:
+        """Log ``rows`` as a table artifact ``artifact_file`` (``.json``) the way ``MlflowClient.log_table`` does:
+        the pandas ``orient="split"`` JSON plus the ``mlflow.loggedArtifacts`` tag, so the run's artifact view
+        shows a sortable table. Without MLflow or pandas (stage jobs log over REST)."""
+        import tempfile
+
+        if not artifact_file.endswith(".json"):
+            raise ValueError(f"log_table: {artifact_file!r}: the table file must end in .json")
+        with tempfile.TemporaryDirectory() as tmp:
+            local = Path(tmp) / Path(artifact_file).name
+            local.write_text(json.dumps(native.table_json(rows, columns)))
+            parent = str(Path(artifact_file).parent)
+            self.log_artifact(local, None if parent == "." else parent)
+        self._tables = [*getattr(self, "_tables", []), artifact_file]
+        self.set_tags({native.LOGGED_ARTIFACTS: native.logged_artifacts_tag(self._tables)})
 
     def log_params(self, params: Mapping[str, Any]) -> None:
         """Log params (nested mappings are flattened with dots; values are stringified, ≤ 6000 chars)."""
@@ -392,7 +527,9 @@ class StageRun:
 
     def log_metric(self, key: str, value: float, step: int = 0) -> None:
         """Buffer one metric value at ``step``; flushed in batches."""
-        self._metrics.append((key, float(value), int(time.time() * 1000), int(step)))
+        ts = int(time.time() * 1000)
+        self._metrics.append((key, float(value), ts, int(step)))
+        self._latest[key] = (float(value), ts, int(step))
         if len(self._metrics) >= self.flush_every or time.monotonic() - self._last_flush > 30:
             self.flush()
 
@@ -431,6 +568,13 @@ class StageRun:
         self._last_flush = time.monotonic()
 
 
+def re_sub_bad(name: str) -> str:
+    """A LoggedModel name: MLflow refuses ``/ : . % " '``; they become ``_``."""
+    import re
+
+    return re.sub(r"[/:.%\"']", "_", name)
+
+
 def _sha256(path: Path) -> str:
     import hashlib
 
@@ -444,10 +588,15 @@ def _sha256(path: Path) -> str:
 @contextlib.contextmanager
 def stage_run(slug: str, stage: str, *, arm: str | None = None, seed: int | None = None, scale: str = "",
               data_source: str = "", config: Any = None, tags: Mapping[str, Any] | None = None,
-              results_dir: str | Path = "results", uri: str | None = None) -> Iterator[StageRun]:
+              results_dir: str | Path = "results", uri: str | None = None, inputs: Sequence[Path] = (),
+              outputs: Sequence[Path] = (), seeds: Sequence[int] = ()) -> Iterator[StageRun]:
     """Open the MLflow run of one stage job; mark it FINISHED, FAILED or KILLED (SIGTERM) on exit.
 
     ``config`` (dataclass or mapping) is logged flattened as params, and its hash as tag ``config_hash``.
+    ``inputs`` (the job's ``--in`` paths) are logged as the run's dataset inputs (data files) and model inputs
+    (LoggedModels of the train jobs); when ``outputs`` hold a ``claims.json``, the experiment's description (and
+    the parent run's) is refreshed from it at the end. ``seeds``: the job's seeds (tag of its LoggedModels).
+    See :mod:`icml25.core.mlflow_native`.
     """
     results_dir = Path(results_dir).resolve()
     uri = uri or resolve_tracking_uri(results_dir)
@@ -458,6 +607,9 @@ def stage_run(slug: str, stage: str, *, arm: str | None = None, seed: int | None
     experiment_id = _experiment_id(client, slug, results_dir, uri)
     base_tags = {"study": slug, "scale": scale, "data_source": data_source, "git_sha": git_sha(),
                  "host": socket.gethostname()}
+    on = native.enabled()
+    if on:
+        base_tags |= native.source_tags(slug, stage)
     all_tags = {
         **base_tags, "stage": stage, "arm": arm, "seed": seed,
         "config_hash": config_hash(config) if config is not None else None,
@@ -465,16 +617,21 @@ def stage_run(slug: str, stage: str, *, arm: str | None = None, seed: int | None
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"), "invocation": os.environ.get(ENV_INVOCATION),
         **(tags or {}),
     }
-    parent = _parent_run(client, uri, slug, experiment_id, results_dir, base_tags)
+    parent_tags = {**base_tags, native.SOURCE_NAME: native.source_tags(slug, "pipeline")[native.SOURCE_NAME],
+                   native.NOTE: native.parent_note(slug, scale, os.environ.get(ENV_INVOCATION, ""))} if on else base_tags
+    parent = _parent_run(client, uri, slug, experiment_id, results_dir, parent_tags)
     all_tags["run_level"] = "job"
     own = {k: str(v) for k, v in all_tags.items() if v is not None}
     run_id, artifact_uri = client.create_run(experiment_id, run_name(stage, arm, seed),
                                              {**own, **({"mlflow.parentRunId": parent} if parent else {})})
     handle = StageRun(client, run_id, artifact_uri, experiment_id=experiment_id, tags=own, parent_run_id=parent)
+    handle.results_dir, handle.store, handle.seeds = results_dir, client.store_uri, tuple(seeds)
     if config is not None:
         from .config import to_dict
 
         handle.log_params(to_dict(config))
+    if on and inputs:
+        _log_stage_inputs(handle, slug, stage, inputs, results_dir)
     previous = signal.getsignal(signal.SIGTERM)
 
     def _on_term(signum, frame):  # SLURM and Snakemake stop jobs with SIGTERM
@@ -485,9 +642,51 @@ def stage_run(slug: str, stage: str, *, arm: str | None = None, seed: int | None
     try:
         with _ended(handle):
             yield handle
+            claims = [Path(p) for p in outputs if Path(p).name == "claims.json" and Path(p).exists()]
+            if on and claims:
+                describe_experiment(handle, slug, claims[0], scale)
     finally:  # after the run is terminated: a SIGTERM during the final flush still ends it KILLED
         with contextlib.suppress(ValueError):
             signal.signal(signal.SIGTERM, previous)
+
+
+def _log_stage_inputs(handle: StageRun, slug: str, stage: str, inputs: Sequence[Path], results_dir: Path) -> None:
+    """Dataset inputs (data files) and model inputs (the train jobs' LoggedModels) of a stage job, one
+    ``log-inputs`` call. An evaluate job that reads only models gets the models' training datasets as its dataset
+    inputs (context ``evaluation``): the data its numbers come from."""
+    datasets, entries = native.stage_inputs(inputs, slug, stage, results_dir, handle.store)
+    resolve = getattr(handle.client, "_resolve", lambda x: x)
+    for e in entries:
+        e["model_id"] = resolve(e["model_id"])
+    handle.input_models = entries
+    if not datasets and entries:
+        seen: dict[tuple[str, str], None] = {}
+        for e in entries:
+            for name, digest in e.get("datasets") or []:
+                seen[(name, digest)] = None
+        datasets = [({"name": n, "digest": d, "source_type": "local",
+                      "source": json.dumps({"via": "the evaluated models' training data"})},
+                     {native.CONTEXT_TAG: native.context(stage)}) for n, d in seen]
+    handle.datasets = [(d["name"], d["digest"]) for d, _ in datasets]
+    if datasets or entries:
+        handle.client.log_inputs(handle.run_id, datasets=datasets, models=[e["model_id"] for e in entries])
+
+
+def describe_experiment(handle: StageRun, slug: str, claims_path: Path, scale: str) -> None:
+    """Refresh ``mlflow.note.content`` of the experiment ``icml25/<slug>`` (paper, method, claims and verdicts per
+    scale, README path) from ``claims_path`` and the study's claims at the other scales, and that of the study's
+    parent run (scale, invocation, verdict counts)."""
+    from .claims import verdict_counts
+
+    docs = native.claims_by_scale(claims_path, slug)
+    if not docs:
+        return
+    note = native.experiment_note(slug, docs, f"src/icml25/studies/{slug}/README.md",
+                                  native.STUDIES_DIR / slug / "README.md")
+    handle.client.set_experiment_tag(handle.experiment_id, native.NOTE, note)
+    doc = docs.get(scale) or next(iter(docs.values()))
+    handle.set_parent_tags({native.NOTE: native.parent_note(
+        slug, scale, os.environ.get(ENV_INVOCATION, ""), verdict_counts(doc))})
 
 
 @contextlib.contextmanager
@@ -504,5 +703,7 @@ def _ended(handle: StageRun) -> Iterator[StageRun]:
     finally:
         try:
             handle.flush()
+            if status == "FINISHED":
+                handle._attach_metrics_to_models()
         finally:
             handle.client.set_terminated(handle.run_id, status)

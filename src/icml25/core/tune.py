@@ -99,7 +99,7 @@ def record_from_claims(doc: Mapping[str, Any], *, seeds: Sequence[int], sets: Ma
     metric means."""
     metrics, key_numbers, verdicts = {}, {}, {}
     for c in doc["claims"]:
-        verdicts[c["id"]] = c["verdict"]
+        verdicts[c["id"]] = "untested" if c.get("status") == "untested" else c["verdict"]
         if c.get("key_numbers"):
             key_numbers[c["id"]] = c["key_numbers"]
         means = {arm: m.get("mean") for arm, m in (c.get("metrics") or {}).items() if isinstance(m, Mapping)}
