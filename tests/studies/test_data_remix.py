@@ -663,4 +663,4 @@ def test_smoke_pipeline_through_snakemake(tmp_path):
     assert set(evals) == set(ev["summary"]["synth"])
     assert evals["remix"].data.metrics["eval/fused_acc"] == pytest.approx(rec["final"]["fused_acc"])
     evaluate = next(x for x in runs if x.data.tags.get("stage") == "evaluate" and x.data.tags["run_level"] == "job")
-    assert evaluate.data.metrics["verdicts/checks_hold"] == 1.0
+    assert evaluate.data.metrics["verdicts/checks_hold"] == 2.0  # c1 (routing) and c2 are checks
