@@ -6,6 +6,7 @@ import uuid
 
 from snakemake.utils import min_version, validate
 
+from icml25.core.cli import parent_token
 from icml25.core.config import retype_strings
 
 min_version("9.20")
@@ -23,6 +24,8 @@ validate(config, "workflow/schemas/config.schema.yaml")
 os.environ.setdefault(
     "ICML25_INVOCATION", f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
 )
+# Jobs stop within a second when this Snakemake process is gone (kill -9), instead of running on unrecorded.
+os.environ["ICML25_PARENT"] = parent_token()
 
 
 include: "workflow/rules/common.smk"
@@ -32,6 +35,7 @@ include: "workflow/rules/common.smk"
 envvars:
     "MLFLOW_TRACKING_URI",
     "ICML25_INVOCATION",
+    "ICML25_PARENT",
 
 
 include: "workflow/rules/cat_iv.smk"
@@ -56,11 +60,16 @@ include: "workflow/rules/pid.smk"
 include: "workflow/rules/summary.smk"
 
 
+# Each study's claims.json (and the rest of <slug>__all) is a target itself: Snakemake does not rerun a job for an
+# input that is merely missing when its output exists, so after `rm -rf results/<scale>/<slug>` only a target that
+# is gone rebuilds the study; the rebuilt claims.json is then newer than claims.md, which is rebuilt too.
 rule all:
     default_target: True
     input:
         f"{SCALE_DIR}/claims.md",
         f"{SCALE_DIR}/claims.csv",
+        [res(slug, "claims.json") for slug in SELECTED],
+        [getattr(rules, f"{slug}__all").input for slug in SELECTED],
 
 
 onstart:

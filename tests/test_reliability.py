@@ -674,3 +674,71 @@ def test_two_clones_on_one_store_keep_artifacts_beside_the_store(tmp_path):
     runs = _runs(uri)
     assert len(runs) == 2 and all(r.info.artifact_uri.startswith((store_dir / "mlartifacts").as_uri())
                                   for r in runs)
+
+
+def test_deleting_a_studys_results_rebuilds_it_and_the_claims_table(tmp_path):
+    """Issue 36.7: after ``rm -rf results/smoke/<slug>`` a plain ``snakemake`` rebuilds the study and then
+    claims.md (each study's claims.json is a target of ``rule all``), instead of "Nothing to be done" with the
+    stale rows of the deleted study left in claims.md."""
+    proj = copy_project(tmp_path / "proj")
+    scale_dir = proj / "results" / "smoke"
+    scale_dir.mkdir(parents=True)
+    for name in ("claims.md", "claims.csv", "claims.html", "claims_overview.png"):  # a finished earlier run
+        (scale_dir / name).write_text("stale\n")
+    out = run_snakemake(proj, "-n", "--cores", "1", "--config", "studies=[lfss]", "scale=smoke", timeout=300)
+    assert out.returncode == 0, tail(out)
+    text = out.stdout + out.stderr
+    assert "Nothing to be done" not in text
+    for rule in ("lfss__evaluate", "summary__claims"):
+        assert re.search(rf"^rule {rule}:", text, re.M), tail(out)
+
+
+_SLOW_STAGE = '''
+import sys, time
+from pathlib import Path
+from icml25.core.cli import stage_main
+from icml25.core.config import StudyConfig
+
+class Config(StudyConfig):
+    pass
+
+def train(stage, run):
+    time.sleep(6)  # the job is mid-way when its Snakemake is killed
+    stage.output(0).write_text("complete-looking output")
+
+sys.exit(stage_main("toy", Config, {"train": train}, sys.argv[1:], stage_keys={"train": ()}))
+'''
+
+
+def test_a_job_stops_quickly_without_outputs_when_its_snakemake_is_killed(tmp_path):
+    """Issue 36.9: ``kill -9`` of Snakemake's own process. Before, the running job stalled ~20 s on the dead
+    pipeline server, spooled, then wrote outputs as if complete. Now a job started by a Snakemake on this host
+    ($ICML25_PARENT, exported by the Snakefile) stops within a second with one line and exit 75, writing nothing."""
+    from icml25.core.cli import PARENT_EXIT, parent_alive, parent_token
+
+    assert 'os.environ["ICML25_PARENT"] = parent_token()' in (Path(__file__).resolve().parents[1] /
+                                                               "Snakefile").read_text()
+    script = tmp_path / "toy.py"
+    script.write_text(_SLOW_STAGE)
+    parent = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    token = parent_token(parent.pid)
+    assert parent_alive(token)
+    out = tmp_path / "out.json"
+    job = subprocess.Popen([sys.executable, str(script), "train", "--config-json", '{"seeds": [0]}', "--no-track",
+                            "--out", str(out)], env=clean_env(ICML25_PARENT=token), stderr=subprocess.PIPE,
+                           text=True)
+    time.sleep(2.0)
+    parent.kill()  # SIGKILL
+    parent.wait()
+    t0 = time.monotonic()
+    _, err = job.communicate(timeout=30)
+    assert job.returncode == PARENT_EXIT and time.monotonic() - t0 < 3.0
+    assert not out.exists()
+    assert "the Snakemake process that started this job" in err and "--rerun-incomplete" in err
+    assert not parent_alive(token)
+    # a job whose parent lives (or that no Snakemake started) runs to the end
+    ok = subprocess.run([sys.executable, str(script), "train", "--config-json", '{"seeds": [0]}', "--no-track",
+                         "--out", str(out)], env=clean_env(ICML25_PARENT=parent_token()), capture_output=True,
+                        text=True, timeout=60)
+    assert ok.returncode == 0, ok.stderr
+    assert out.read_text() == "complete-looking output"

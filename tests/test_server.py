@@ -75,6 +75,22 @@ def test_cli_detach_checks_hosts_and_stops_process_group(tmp_path):
     assert not pid_file.exists()
 
 
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.168.1.5"])
+def test_an_open_host_without_auth_is_refused_unless_insecure(tmp_path, capsys, monkeypatch, host):
+    """Issue 36.6: ``--host 0.0.0.0`` without ``--auth`` refuses (exit 2, saying why and what to do) and starts
+    nothing; ``--insecure`` lets it start (with a warning)."""
+    started = []
+    monkeypatch.setattr(srv, "start", lambda **kw: started.append(kw) or (_ for _ in ()).throw(RuntimeError("x")))
+    rc = srv.main(["--host", host, "--port", "5999", "--results", str(tmp_path), "--detach"])
+    err = capsys.readouterr().err
+    assert rc == 2 and not started
+    assert f"refusing --host {host} without --auth" in err and "--insecure" in err and "SSH tunnel" in err
+    rc = srv.main(["--host", host, "--port", "5999", "--results", str(tmp_path), "--detach", "--insecure"])
+    assert rc == 1 and len(started) == 1 and started[0]["host"] == host  # it tried to start (stubbed failure)
+    rc = srv.main(["--host", "127.0.0.1", "--port", "5999", "--results", str(tmp_path), "--detach"])
+    assert rc == 1 and len(started) == 2  # loopback needs neither flag
+
+
 def test_start_reports_a_server_that_cannot_start(tmp_path):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))

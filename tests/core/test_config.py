@@ -189,3 +189,32 @@ def test_retype_strings_restores_cli_types():
            "name": "cat_k2", "nested": {"k": "2"}}
     assert retype_strings(cli) == {"n": [4000, 300], "flag": True, "rate": 0.5, "none": None,
                                    "url": "http://127.0.0.1:8000/", "name": "cat_k2", "nested": {"k": 2}}
+
+
+def test_errors_are_sorted_by_key_path_whatever_order_pydantic_reports():
+    """Issue 36.11: the order of reported errors is the project's (sorted by key path, a key after the keys under
+    it), the same for every order the installed pydantic may report them in."""
+    import itertools
+
+    from icml25.core.config import ordered_errors
+
+    want = [("arms", 0), ("arms",), ("bogus",), ("inner", "rows"), ("seeds", 1), ("seeds", 10), ("z",)]
+    for perm in itertools.permutations(want):
+        got = ordered_errors([{"loc": loc, "type": "x", "msg": "m"} for loc in perm])
+        assert [e["loc"] for e in got] == want
+
+
+def test_install_commands_use_the_constraints_file():
+    """Issue 36.11: the README's install and CI install with constraints.txt, which pins every package of the
+    dependency closure exactly (pyproject keeps its ranges)."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    readme, ci = (root / "README.md").read_text(), (root / ".ci/run").read_text()
+    assert 'pip install -e ".[test]" -c constraints.txt' in readme and '-e ".[test]" -c constraints.txt' in ci
+    pins = [ln for ln in (root / "constraints.txt").read_text().splitlines() if ln and not ln.startswith("#")]
+    assert pins and all(re.fullmatch(r"[A-Za-z0-9._-]+==[0-9][^\s,;]*", ln) for ln in pins)
+    names = {ln.split("==")[0] for ln in pins}
+    assert {"pydantic", "pydantic-core", "mlflow", "snakemake", "torch", "numpy", "pytest"} <= names
+    assert '"pydantic>=2.7"' in (root / "pyproject.toml").read_text()  # the ranges stay in pyproject

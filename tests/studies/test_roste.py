@@ -14,7 +14,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from icml25.core.claims import INCONCLUSIVE, REPRODUCED, load_claims
+from icml25.core.claims import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, load_claims
 from icml25.core.config import ConfigError, build
 from icml25.studies.roste import (Model, ModelConfig, QuantConfig, fake_quant_forward, quantize, random_hadamard,
                                   search_rotation_config)
@@ -334,7 +334,8 @@ def test_decide_control_and_checks():
 def test_build_claims_kinds_and_evidence_rule():
     per_seed = {a: {s: {"test_loss": v + 0.01 * s, "token_acc": 0.5, "rougeL": 0.5} for s in range(3)}
                 for a, v in {"fp_sft": 1.0, "rtn": 2.0, "roste": 1.2, "ste": 1.3}.items()}
-    claims = build_claims(per_seed, [{"max_abs_diff": 1e-6}], [], {"rows": 5, "violations": 0}, 200, {30.0: 5.0})
+    claims = build_claims(per_seed, [{"max_abs_diff": 1e-6}], [], {"rows": 5, "violations": 0}, {30.0: 5.0},
+                          paper_data=False)
     by = {c.id: c for c in claims}
     assert list(by) == list(CLAIM_IDS)
     assert by["c1_roste_beats_ste"].verdict == REPRODUCED and by["c2_qasft_beats_ptq"].verdict == REPRODUCED
@@ -342,8 +343,57 @@ def test_build_claims_kinds_and_evidence_rule():
     assert by["c3b_search_optimal"].holds is False  # no search records: the check cannot pass
     assert by["c4_control_and_reported"].verdict == INCONCLUSIVE  # control arms absent
     one = {a: {0: r[0]} for a, r in per_seed.items()}
-    c1 = build_claims(one, [], [], {}, 200, {})[0]
+    c1 = build_claims(one, [], [], {}, {}, paper_data=False)[0]
     assert c1.verdict == INCONCLUSIVE and "evidence rule" in c1.note  # one seed: never a claim verdict
+
+
+def _losses(**arms):
+    """per_seed of arm -> per-seed test losses (seeds 0, 1, 2)."""
+    return {a: {s: {"test_loss": v, "token_acc": 0.5, "rougeL": 0.5} for s, v in enumerate(vals)}
+            for a, vals in arms.items()}
+
+
+def test_build_claims_verdicts_under_the_headroom_gates():
+    """Every verdict of c1, c2 and c4 with the gates passing, and a failed headroom gate (the default-scale
+    testbed: RTN costs 0.018 nats against the 0.5 margin) turning each into inconclusive, naming the gate."""
+    def by(per_seed, paper_data=False):
+        return {c.id: c for c in build_claims(per_seed, [{"max_abs_diff": 0.0}], [], {}, {}, paper_data=paper_data)}
+
+    ok = by(_losses(fp_sft=[1.0, 1.0, 1.0], rtn=[2.0, 2.1, 2.0], ste=[1.4, 1.5, 1.4], roste=[1.2, 1.25, 1.3],
+                    ste_a1=[1.1, 1.1, 1.1], roste_a1=[1.1, 1.09, 1.11]), paper_data=True)
+    assert [ok[c].verdict for c in ("c1_roste_beats_ste", "c2_qasft_beats_ptq", "c4_control_and_reported")] == [
+        REPRODUCED] * 3
+    assert all(g.passed for c in ok.values() for g in c.gates)
+    assert ok["c2_qasft_beats_ptq"].key_numbers["rtn_headroom"] == pytest.approx(1.0333333333)
+    ev = ok["c1_roste_beats_ste"].evidence
+    d = np.array([0.2, 0.25, 0.1])
+    assert (ev.n, ev.unit, ev.paper_data, ev.ci_method) == (3, "seeds", True, "t 95%, n=3 seeds")
+    assert ev.mde == pytest.approx((4.302652729911275 + 1.0606601717798212) * d.std(ddof=1) / np.sqrt(3))
+    lo = ok["c1_roste_beats_ste"].statistic["t_interval"]["ci_low"]
+    assert lo == pytest.approx(d.mean() - 4.302652729911275 * d.std(ddof=1) / np.sqrt(3))
+    # the effect-size floor is config eval.c1_margin: a floor above mean d = 0.183 leaves claim 1 inconclusive
+    strict = {c.id: c for c in build_claims(
+        _losses(fp_sft=[1.0] * 3, rtn=[2.0, 2.1, 2.0], ste=[1.4, 1.5, 1.4], roste=[1.2, 1.25, 1.3]),
+        [{"max_abs_diff": 0.0}], [], {}, {}, paper_data=False, c1_margin=0.3)}["c1_roste_beats_ste"]
+    assert strict.verdict == INCONCLUSIVE and "mean d > 0.3" in strict.threshold
+    assert strict.gates[0].threshold == ">= 0.3" and strict.gates[0].passed  # headroom 0.433
+    raw = yaml.safe_load((ROOT / "config/studies/roste.yaml").read_text())
+    raw.pop("scales")
+    assert build(Config, raw, "roste").eval.c1_margin == 0.02
+    bad = by(_losses(fp_sft=[1.0, 1.0, 1.0], rtn=[2.0, 2.1, 2.0], ste=[1.3, 1.3, 1.3], roste=[1.35, 1.8, 1.3],
+                     ste_a1=[1.1, 1.1, 1.1], roste_a1=[1.0, 1.0, 1.0]))
+    assert [bad[c].verdict for c in ("c1_roste_beats_ste", "c2_qasft_beats_ptq", "c4_control_and_reported")] == [
+        NOT_REPRODUCED] * 3
+    assert bad["c1_roste_beats_ste"].evidence.paper_data is False
+    # quantization barely hurts: RTN costs 0.018, STE QAT 0.01 -> every claim inconclusive, whatever the test says
+    flat = by(_losses(fp_sft=[1.0, 1.0, 1.0], rtn=[1.018] * 3, ste=[1.01] * 3, roste=[0.5, 0.5, 0.5],
+                      ste_a1=[1.1] * 3, roste_a1=[1.1] * 3))
+    for cid, name in (("c1_roste_beats_ste", "qat_headroom"), ("c2_qasft_beats_ptq", "rtn_headroom"),
+                      ("c4_control_and_reported", "qat_headroom")):
+        c = flat[cid]
+        assert c.verdict == INCONCLUSIVE and f"adequacy gate {name}" in c.note, cid
+        assert "the test alone gives" in c.note and [g.passed for g in c.gates] == [False]
+    assert flat["c2_qasft_beats_ptq"].gates[0].value == pytest.approx(0.018)
 
 
 def test_build_claims_pairs_common_seeds_and_names_a_missing_arm():
@@ -353,7 +403,7 @@ def test_build_claims_pairs_common_seeds_and_names_a_missing_arm():
     per_seed = {"ste": {s: {**rec, "test_loss": 1.5} for s in (0, 1, 2, 3)},
                 "roste": {s: {**rec, "test_loss": 1.5 - 0.1 * s} for s in (1, 2, 3)},
                 "fp_sft": {s: {**rec, "test_loss": 1.0} for s in (0, 1, 2)}}
-    by = {c.id: c for c in build_claims(per_seed, [{"max_abs_diff": 0.0}], [], {}, 200, {})}
+    by = {c.id: c for c in build_claims(per_seed, [{"max_abs_diff": 0.0}], [], {}, {}, paper_data=False)}
     c1 = by["c1_roste_beats_ste"]
     assert c1.statistic["seeds"] == [1, 2, 3] and c1.evidence.n == 3
     assert np.allclose(c1.statistic["d"], [0.1, 0.2, 0.3]) and c1.verdict == REPRODUCED  # seed 0 unpaired: unused
@@ -379,6 +429,12 @@ def test_smoke_pipeline_through_snakemake(smoke_run):
         assert by[cid]["holds"] is True and by[cid]["verdict"] == REPRODUCED
     assert by["c3a_rotation_invariance"]["statistic"]["max_abs_diff"] <= 1e-4
     assert by["c1_roste_beats_ste"]["verdict"] == INCONCLUSIVE and by["c1_roste_beats_ste"]["evidence"]["n"] == 1
+    for cid in ("c1_roste_beats_ste", "c2_qasft_beats_ptq"):
+        ev = by[cid]["evidence"]
+        assert ev["unit"] == "seeds" and ev["paper_data"] is False and ev["ci_method"], cid
+    assert by["c1_roste_beats_ste"]["evidence"]["ci_method"] == "none (n=1 seeds)"
+    assert [g["name"] for g in by["c2_qasft_beats_ptq"]["gates"]] == ["rtn_headroom"]
+    assert by["c2_qasft_beats_ptq"]["gates"][0]["passed"] is False  # rtn not run at smoke: no headroom measured
     metrics = json.loads((r / "metrics/eval.json").read_text())
     assert set(metrics["per_seed"]) == {"fp_sft", "ste", "roste"}
     for arm, runs in metrics["per_seed"].items():

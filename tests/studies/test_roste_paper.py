@@ -65,7 +65,7 @@ def paper_setup(tmp_path_factory):
     doc = yaml.safe_load(YAML.read_text())
     doc["scales"]["paper"] = {
         "seeds": [0], "seeds_per_job": 1, "arms": ["fp_sft", "rtn", "quarot_lite", "ste", "ste_rot_all", "roste"],
-        "search": {"calib_examples": 8}, "eval": {"invariance_configs": 2, "bootstrap_resamples": 200},
+        "search": {"calib_examples": 8}, "eval": {"invariance_configs": 2},
         "paper": {"model": str(root / "tiny"), "dataset": "tldr", "lr": 3e-3, "batch": 4, "epochs": 6,
                   "max_length": 64, "e_every": 4, "eval_examples": 4, "max_new_tokens": 6, "dtype": "float64",
                   "search_dtype": "float64", "invariance_tokens": 8, "device": "cpu"}}

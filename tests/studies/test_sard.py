@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from scipy import stats
 from hypothesis import given, settings as hsettings, strategies as st
 
 from icml25.core.claims import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, load_claims
@@ -535,19 +536,38 @@ def test_stage_keys_cover_what_each_stage_reads():
 
 
 def test_verdict_untargeted_outcomes_and_boundaries():
+    # one per-seed effect per seed: d_s = mean(sard_s) - mean(clean_s); Student-t interval over the seeds
     rep, nrep, s = E.verdict_untargeted([[0.0], [0.0]], [[0.02], [0.02]])
     assert (rep, nrep) == (True, False) and s["mean_diff"] == -0.02 and s["ci_high"] == -0.02
-    assert E.verdict_untargeted([[0.0], [0.0]], [[0.0199], [0.0199]])[:2] == (False, False)
-    assert E.verdict_untargeted([[0.5], [0.5]], [[0.5], [0.5]])[:2] == (False, False)  # CI = [0, 0]
+    # an effect confidently short of the -0.02 floor is "not reproduced" (the floor rule), a positive one too
+    assert E.verdict_untargeted([[0.0], [0.0]], [[0.0199], [0.0199]])[:2] == (False, True)
     assert E.verdict_untargeted([[0.51], [0.51]], [[0.5], [0.5]])[:2] == (False, True)
-    rng = np.random.default_rng(0)
-    noisy = rng.normal(-0.05, 1.0, size=200)  # mean below -0.02 but the CI straddles 0
-    rep, nrep, s = E.verdict_untargeted([noisy + 1.0], [np.ones(200)])
-    assert (rep, nrep) == (False, False) and s["ci_low"] < 0 < s["ci_high"]
+    # three seeds -0.05, -0.03, +0.02: mean -0.02, t interval -0.02 +- 4.303 * sd / sqrt(3) straddles 0 and the floor
+    rep, nrep, s = E.verdict_untargeted([[0.0], [0.0], [0.02]], [[0.05], [0.03], [0.0]])
+    sd = float(np.std([-0.05, -0.03, 0.02], ddof=1))
+    assert (rep, nrep) == (False, False)
+    assert s["ci_high"] == pytest.approx(-0.02 + stats.t.ppf(0.975, 2) * sd / np.sqrt(3))
+    assert s["ci_method"] == "t 95%, n=3 seeds" and s["n_seeds"] == 3
+    assert s["mde"] == pytest.approx((stats.t.ppf(0.975, 2) + stats.t.ppf(0.8, 2)) * sd / np.sqrt(3))
+    # exact two-sided sign flips: |sum| >= 0.06 for 4 of the 8 patterns (0.10 twice, 0.06 twice)
+    assert s["p_sign_flip"] == pytest.approx(0.5)
     with pytest.raises(ValueError, match="paired"):
         E.verdict_untargeted([[0.0, 0.1]], [[0.0]])
     with pytest.raises(ValueError, match="non-finite"):
         E.verdict_untargeted([[np.nan]], [[0.0]])
+
+
+def test_seed_is_the_unit_not_the_test_point():
+    """Issue 31: many test points per seed do not shrink the interval; only seeds do. 3 seeds of 500 points each
+    with per-seed effects -0.05, -0.01, +0.01: pooling the 1,500 points would give a tight interval below 0, the
+    seed-level t interval straddles 0."""
+    rng = np.random.default_rng(0)
+    clean = [rng.uniform(0.3, 0.7, 500) for _ in range(3)]
+    sard_ = [c + d for c, d in zip(clean, (-0.05, -0.01, 0.01))]
+    rep, nrep, s = E.verdict_untargeted(sard_, clean)
+    assert (rep, nrep) == (False, False) and s["ci_low"] < 0 < s["ci_high"]
+    assert s["per_seed_diff"] == pytest.approx([-0.05, -0.01, 0.01])
+    assert s["points_per_seed"] == [500, 500, 500] and s["n_seeds"] == 3
 
 
 def test_verdict_targeted_outcomes_and_boundaries():
@@ -555,19 +575,23 @@ def test_verdict_targeted_outcomes_and_boundaries():
     ones = np.ones(n)
     clean = np.zeros(n)
     clean[:100] = 1.0  # rate 0.05
-    rep, nrep, s = E.verdict_targeted([np.zeros(n)], [ones], [clean], [ones])
-    assert (rep, nrep) == (True, False) and s["rate_diff"] == -0.05 and s["ci_high"] < 0
+    rep, nrep, s = E.verdict_targeted([np.zeros(n)] * 2, [ones] * 2, [clean] * 2, [ones] * 2)
+    assert (rep, nrep) == (True, False) and s["mean_diff"] == pytest.approx(-0.05) and s["ci_high"] < 0
     clean99 = clean.copy()
-    clean99[99] = 0.0  # 4.95 points: CI excludes 0 but the drop is below 5 points
-    rep, nrep, s = E.verdict_targeted([np.zeros(n)], [ones], [clean99], [ones])
-    assert (rep, nrep) == (False, False) and s["ci_high"] < 0
+    clean99[99] = 0.0  # 4.95 points on every seed: short of the 5-point floor -> not reproduced
+    rep, nrep, s = E.verdict_targeted([np.zeros(n)] * 2, [ones] * 2, [clean99] * 2, [ones] * 2)
+    assert (rep, nrep) == (False, True) and s["ci_high"] < 0
     rep, nrep, s = E.verdict_targeted([clean], [ones], [np.zeros(n)], [ones])
     assert (rep, nrep) == (False, True) and s["ci_low"] > 0
     # eligibility enters the rate: sard eligible on half the points, same successes -> higher rate
     half = np.r_[np.ones(n // 2), np.zeros(n // 2)]
     s = E.verdict_targeted([clean], [half], [clean], [ones])[2]
     assert s["rate_sard"] == pytest.approx(0.1) and s["rate_clean"] == pytest.approx(0.05)
-    # a rejector that already sends everything to t: undefined rate -> inconclusive
+    # per-seed rates, not pooled: seed rates 0.1 and 0.0 for sard vs 0.05 and 0.05 -> d = +0.05, -0.05
+    rep, nrep, s = E.verdict_targeted([np.r_[np.ones(10), np.zeros(90)], np.zeros(100)], [np.ones(100)] * 2,
+                                      [np.r_[np.ones(5), np.zeros(95)]] * 2, [np.ones(100)] * 2)
+    assert s["per_seed_diff"] == pytest.approx([0.05, -0.05]) and (rep, nrep) == (False, False)
+    # a rejector that already sends everything to t on some seed: undefined rate -> inconclusive
     rep, nrep, s = E.verdict_targeted([np.zeros(n)], [np.zeros(n)], [clean], [ones])
     assert (rep, nrep) == (False, False) and s["undefined_for"] == ["sard"]
     with pytest.raises(ValueError, match="eligible"):
@@ -577,19 +601,25 @@ def test_verdict_targeted_outcomes_and_boundaries():
 def test_verdict_clean_noninferiority_outcomes_and_boundaries():
     assert E.verdict_clean_noninferiority([[0.03], [0.03]], [[0.0], [0.0]])[:2] == (True, False)
     assert E.verdict_clean_noninferiority([[0.030001], [0.030001]], [[0.0], [0.0]])[:2] == (False, True)
-    mixed = np.r_[np.zeros(100), np.full(100, 0.06)]
-    rep, nrep, s = E.verdict_clean_noninferiority([mixed], [np.zeros(200)])
+    # seed effects 0.0 and 0.06: mean 0.03, a t interval with 1 df is wide on both sides of the margin
+    rep, nrep, s = E.verdict_clean_noninferiority([[0.0], [0.06]], [[0.0], [0.0]])
     assert (rep, nrep) == (False, False) and s["ci_low"] <= 0.03 < s["ci_high"]
     # mean 0 but a wide CI reaching above the margin: inconclusive
-    assert E.verdict_clean_noninferiority([[0.1, 0.2]], [[0.2, 0.1]])[:2] == (False, False)
+    assert E.verdict_clean_noninferiority([[0.1], [0.2]], [[0.2], [0.1]])[:2] == (False, False)
 
 
-def test_bootstrap_is_deterministic_and_pools_seeds():
-    rng = np.random.default_rng(1)
-    a, b = [rng.random(50), rng.random(60)], [rng.random(50), rng.random(60)]
-    s1, s2 = E.verdict_untargeted(a, b)[2], E.verdict_untargeted(a, b)[2]
-    assert s1 == s2 and s1["n_points"] == 110 and s1["points_per_seed"] == [50, 60]
-    assert s1["mean_diff"] == pytest.approx(np.concatenate(a).mean() - np.concatenate(b).mean())
+def test_claim_gates_collapse_and_headroom():
+    ok = E.claim_gates("c1_untargeted", {"sard": [], "clean_l2d": []}, attack_gain_clean=0.3,
+                       targeted_rate_clean=0.6)
+    assert [(g.name, g.passed) for g in ok] == [("no_collapsed_rejector", True), ("attack_headroom", True)]
+    low = E.claim_gates("c1_untargeted", {"sard": [], "clean_l2d": []}, attack_gain_clean=0.019,
+                        targeted_rate_clean=0.6)
+    assert [g.passed for g in low] == [True, False] and low[1].value == pytest.approx(0.019)
+    col = E.claim_gates("c3_clean_noninferiority", {"sard": [1], "clean_l2d": [0, 2]}, attack_gain_clean=0.3,
+                        targeted_rate_clean=0.6)
+    assert [(g.name, g.passed, g.value) for g in col] == [("no_collapsed_rejector", False, 3.0)]
+    t = E.claim_gates("c2_targeted", {"sard": []}, attack_gain_clean=0.0, targeted_rate_clean=0.049)
+    assert [(g.name, g.passed) for g in t] == [("no_collapsed_rejector", True), ("targeted_headroom", False)]
 
 
 def test_collapsed_seeds_flags_constant_rejectors_unless_the_oracle_is_constant():
@@ -604,16 +634,6 @@ def test_collapsed_seeds_flags_constant_rejectors_unless_the_oracle_is_constant(
     assert E.collapsed_seeds([[0.96, 0.04, 0.0], [0.9, 0.1, 0.0]], oracle[:2]) == []
     with pytest.raises(ValueError, match="collapse_share"):
         E.collapsed_seeds([[1.0, 0.0, 0.0]], oracle[:1], share=0.4)
-
-
-def test_adequacy_gate_withholds_both_verdicts_and_keeps_what_the_test_gave():
-    stat = {"mean_diff": -0.3}
-    assert E.adequacy_gate((True, False, stat), {"sard": [], "clean_l2d": []}) == \
-        (True, False, {"mean_diff": -0.3, "adequate": True})
-    rep, nrep, s = E.adequacy_gate((True, False, stat), {"sard": [1], "clean_l2d": []})
-    assert (rep, nrep) == (False, False) and s["test_alone"] == REPRODUCED and s["collapsed_seeds"] == {"sard": [1]}
-    rep, nrep, s = E.adequacy_gate((False, True, stat), {"sard": [], "clean_l2d": [0, 2]})
-    assert (rep, nrep) == (False, False) and s["test_alone"] == NOT_REPRODUCED and not s["adequate"]
 
 
 def _fake_runs(sard_alloc: list[float], shift: float, n: int = 300, seeds=(0, 1, 2)) -> dict:
@@ -641,18 +661,30 @@ def test_build_claims_gates_a_collapsed_sard_and_decides_an_adequate_one():
              "bayes_argmax_is_argmin_cost": 1.0, "n": 100}
     kw = dict(datasets=["digits"], primary="digits", arms=["clean_l2d", "sard"], seeds=[0, 1, 2],
               claim_eps_key="eps0.1", eps_keys=["eps0", "eps0.1"], eps_values=[0.0, 0.1], targets={"digits": 2},
-              identities=ident, n_boot=200)
+              identities=ident)
     good = {c.id: c for c in E.build_claims(_fake_runs([0.5, 0.3, 0.2], shift=0.2), **kw)}
     assert [good[k].verdict for k in ("c1_untargeted", "c2_targeted", "c3_clean_noninferiority")] == \
         [REPRODUCED, REPRODUCED, REPRODUCED]
     assert good["c4_mechanism"].kind == "check" and good["c4_mechanism"].holds is True
-    assert good["c1_untargeted"].evidence.n == 3 and good["c1_untargeted"].statistic["adequate"] is True
+    ev = good["c1_untargeted"].evidence
+    assert (ev.n, ev.unit, ev.paper_data, ev.ci_method) == (3, "seeds", False, "t 95%, n=3 seeds")
+    assert all(g.passed for g in good["c1_untargeted"].gates)
     assert good["c1_untargeted"].metrics["sard"]["mean"] < good["c1_untargeted"].metrics["clean_l2d"]["mean"]
     bad = {c.id: c for c in E.build_claims(_fake_runs([0.0, 1.0, 0.0], shift=0.2), **kw)}
     for k in ("c1_untargeted", "c2_targeted", "c3_clean_noninferiority"):
-        assert bad[k].verdict == INCONCLUSIVE and bad[k].note.startswith("Adequacy gate")
-        assert bad[k].statistic["test_alone"] == REPRODUCED
+        assert bad[k].verdict == INCONCLUSIVE and "adequacy gate no_collapsed_rejector: 3" in bad[k].note
+        assert "(the test alone gives 'reproduced')" in bad[k].note
     assert bad["c4_mechanism"].holds is True
+    # no headroom: the attack does not raise clean_l2d's loss by the floor -> claim 1 inconclusive, a failed gate
+    flat = _fake_runs([0.5, 0.3, 0.2], shift=0.2)
+    for (ds, arm, s), r in flat.items():
+        if arm == "clean_l2d":
+            r["points"]["def_loss_clean"] = r["points"]["def_loss_adv_eps0.1"] - 0.01
+    c1 = next(c for c in E.build_claims(flat, **kw) if c.id == "c1_untargeted")
+    assert c1.verdict == INCONCLUSIVE and "attack_headroom" in c1.note
+    # a not-reproduced verdict (sard worse than clean_l2d) on adequate testbeds
+    worse = {c.id: c for c in E.build_claims(_fake_runs([0.5, 0.3, 0.2], shift=-0.2), **kw)}
+    assert worse["c1_untargeted"].verdict == NOT_REPRODUCED
 
 
 def test_ramp_loss_never_pulls_a_trailing_agent_up():
@@ -756,18 +788,21 @@ def test_smoke_pipeline_through_snakemake(smoke_run):
     for k in ("c1_untargeted", "c2_targeted", "c3_clean_noninferiority"):
         c = entries[k]
         assert (c["kind"], c["source"], c["verdict"]) == ("claim", "paper", INCONCLUSIVE)
-        assert c["evidence"] == {"n": 1, "unit": "seeds", "paper_data": None}
+        assert c["evidence"] == {"n": 1, "unit": "seeds", "paper_data": False, "ci_method": "none (n=1 seeds)",
+                                 "mde": None}
         # the smooth sard rejector of seed 0 routes to every agent: adequate, so only the evidence rule (one seed)
         # withholds the verdict; sard_ce (5 epochs, PGD-3) sends every test point to g: its secondary analysis is
         # gated, and the statistic keeps what the test alone gave
-        assert c["statistic"]["adequate"] is True and "collapsed_seeds" not in c["statistic"]
+        gates = {g["name"]: g for g in c["gates"]}
+        assert gates["no_collapsed_rejector"]["passed"] is True
         assert c["note"] == "" or c["note"].startswith("evidence rule: 1 independent seeds")  # never the gate
         second = c["statistic"]["secondary_sard_ce"]
-        assert second["adequate"] is False and second["collapsed_seeds"] == {"sard_ce": [0]}
+        assert "no_collapsed_rejector" in second["gates_failed"] and "{'sard_ce': [0]}" in second["gate_note"]
     assert entries["c1_untargeted"]["note"].startswith("evidence rule: 1 independent seeds")
     c1 = entries["c1_untargeted"]["statistic"]
     assert c1["mean_diff"] < -0.02 and c1["ci_high"] < 0  # robust routing at eps 0.1 (one seed: not a verdict)
     assert entries["c1_untargeted"]["statistic"]["secondary_sard_ce"]["test_alone"] == REPRODUCED
+    assert entries["c1_untargeted"]["statistic"]["secondary_sard_ce"]["verdict"] == INCONCLUSIVE
     c4 = entries["c4_mechanism"]
     assert (c4["kind"], c4["holds"], c4["verdict"]) == ("check", True, REPRODUCED)
     assert c4["statistic"]["attack_budget"]["n_runs"] == 4 and c4["statistic"]["surrogate_bound"]["holds"]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy import stats as scipy_stats
 import torch
 from hypothesis import given, settings, strategies as st
 
@@ -20,6 +21,7 @@ from icml25.studies.unisoma import (SliceBlock, Unisoma, UnisomaConfig, allocate
 from icml25.studies.unisoma import data as D
 from icml25.studies.unisoma.evaluate import (decide_allocation, decide_data_safety, decide_equivariance,
                                              decide_headline, decide_param_match, per_sample_metrics)
+from icml25.studies.unisoma.evaluate import baseline_gate
 from icml25.studies.unisoma.method import (allocation_check, data_safety_check, equivariance_deviation,
                                            malicious_pickle, random_inputs)
 from icml25.studies.unisoma.model import Implicit, allocation_weights, matched_implicit, param_count
@@ -258,17 +260,39 @@ def test_per_sample_metrics_values():
 # ---------------------------------------------------------------------------------------------------- verdicts
 def test_decide_headline_three_verdicts_and_boundary():
     imp = np.full((3, 50), 0.2)
-    rep, notrep, stat = decide_headline(imp - 0.05, imp, n_resamples=500)
+    rep, notrep, stat = decide_headline(imp - 0.05, imp)
     assert (rep, notrep) == (True, False) and stat["ci_high"] == pytest.approx(-0.05)
-    rep, notrep, stat = decide_headline(imp + 0.05, imp, n_resamples=500)
+    rep, notrep, stat = decide_headline(imp + 0.05, imp)
     assert (rep, notrep) == (False, True) and stat["ci_low"] == pytest.approx(0.05)
-    noisy = imp + np.tile(np.array([0.1, -0.1]), 75).reshape(3, 50)
-    rep, notrep, stat = decide_headline(noisy, imp, n_resamples=500)
-    assert (rep, notrep) == (False, False) and stat["ci_low"] < 0 < stat["ci_high"]
-    rep, notrep, _ = decide_headline(imp, imp, n_resamples=500)  # CI = [0, 0]: strict inequalities
+    rep, notrep, _ = decide_headline(imp, imp)  # CI = [0, 0]: strict inequalities
     assert (rep, notrep) == (False, False)
+    # a floor: -0.05 reaches a 0.045 floor; -0.04 is confidently short of it
+    assert decide_headline(imp - 0.05, imp, floor=0.045)[:2] == (True, False)
+    assert decide_headline(imp - 0.04, imp, floor=0.045)[:2] == (False, True)
     with pytest.raises(ValueError, match="unpaired"):
         decide_headline(imp[:2], imp)
+
+
+def test_decide_headline_uses_seeds_not_pooled_samples():
+    """Issue 31: the per-seed differences of the old default run (-0.0030, -0.0058, -0.0004) give a seed-level t
+    interval that straddles 0 (p of the t-test about 0.19): inconclusive, whatever the 150 pooled samples say."""
+    imp = np.full((3, 50), 0.016)
+    d = np.array([-0.0030, -0.0058, -0.0004])
+    uni = imp + d[:, None] + np.tile(np.linspace(-1e-4, 1e-4, 50), (3, 1))
+    rep, notrep, stat = decide_headline(uni, imp)
+    assert (rep, notrep) == (False, False) and stat["ci_low"] < 0 < stat["ci_high"]
+    half = scipy_stats.t.ppf(0.975, 2) * d.std(ddof=1) / np.sqrt(3)
+    assert stat["ci_high"] == pytest.approx(d.mean() + half) and stat["ci_method"] == "t 95%, n=3 seeds"
+    assert scipy_stats.ttest_1samp(d, 0).pvalue == pytest.approx(0.19, abs=0.01)
+    assert stat["mde"] == pytest.approx((scipy_stats.t.ppf(0.975, 2) + scipy_stats.t.ppf(0.8, 2))
+                                        * d.std(ddof=1) / np.sqrt(3))
+    assert stat["per_seed_diff"] == pytest.approx(d.tolist())
+
+
+def test_baseline_gate():
+    assert baseline_gate([0.4, 0.5], 0.9).passed
+    g = baseline_gate([0.95, 0.97], 0.9)
+    assert not g.passed and g.value == pytest.approx(0.96) and g.name == "baseline_learns"
 
 
 @settings(max_examples=30, deadline=None)
@@ -309,8 +333,10 @@ def test_smoke_pipeline_claims(smoke_run):
                             "data_safety_roundtrip", "baseline_param_match"}
     head = entries["headline_explicit_beats_implicit"]
     assert head["kind"] == "claim" and head["verdict"] == "inconclusive"  # one seed: the evidence rule
-    assert head["evidence"]["n"] == 1
-    assert head["statistic"]["n_pooled"] == 8
+    assert head["evidence"] == {"n": 1, "unit": "seeds", "paper_data": False, "ci_method": "none (n=1 seeds)",
+                                "mde": None}
+    assert head["statistic"]["n_test"] == 8 and head["statistic"]["n_seeds"] == 1
+    assert [g["name"] for g in head["gates"]] == ["baseline_learns"]
     for arm in ("unisoma", "implicit"):
         assert 0 < head["metrics"][arm]["mean"] < 1
     for cid in ("permutation_equivariance", "allocation", "data_safety_roundtrip", "baseline_param_match"):

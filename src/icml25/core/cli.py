@@ -159,6 +159,12 @@ def stage_main(slug: str, config_cls: type, stages: Mapping[str, StageFn], argv:
     fn = stages.get(args.stage, lambda s, r: None)
     t0 = time.perf_counter()
     log.info("%s %s: arm=%s seeds=%s scale=%s", slug, args.stage, args.arm, list(args.seeds), scale)
+    from .download import verify_recorded_inputs
+
+    install_error_hook(f"{slug} {args.stage}")
+    watch_parent(f"{slug} {args.stage}")
+    # every raw input that a download recorded (<file>.sha256) is re-hashed before any stage reads it
+    verify_recorded_inputs(stage.inputs)
     if args.no_track:
         fn(stage, _NullRun())
     else:
@@ -172,6 +178,104 @@ def stage_main(slug: str, config_cls: type, stages: Mapping[str, StageFn], argv:
             run.log_metric("job/wall_s", time.perf_counter() - t0)
     log.info("%s %s: done in %.1f s", slug, args.stage, time.perf_counter() - t0)
     return 0
+
+
+def expected_errors() -> tuple[type[BaseException], ...]:
+    """Errors a user meets with bad input, not bugs: a failed or unverified download, a broken archive or data
+    file, a bad config. The stage CLI prints them as one line naming the file and the fix, not a traceback.
+    A study's own error class joins them by subclassing one of these (e.g. pid's ``ArchiveError(DataError)``)."""
+    from .datasets import DataError
+    from .download import DownloadError, IntegrityError
+
+    return DownloadError, IntegrityError, DataError, ConfigError
+
+
+ENV_PARENT = "ICML25_PARENT"  #: "<host>:<pid>:<start ticks>" of the Snakemake process that starts the jobs
+PARENT_EXIT = 75  #: exit status of a job stopped because its Snakemake is gone (EX_TEMPFAIL)
+
+
+def parent_token(pid: int | None = None) -> str:
+    """``<host>:<pid>:<start>`` naming a process (``pid``, default this one) so that a reused pid is not mistaken
+    for it: the Snakefile exports it for its jobs as ``$ICML25_PARENT``."""
+    import socket
+
+    pid = os.getpid() if pid is None else pid
+    return f"{socket.gethostname()}:{pid}:{_start_ticks(pid)}"
+
+
+def _start_ticks(pid: int) -> str:
+    """The process's start time in clock ticks since boot (Linux ``/proc/<pid>/stat`` field 22), "" elsewhere."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def parent_alive(token: str) -> bool:
+    """Whether the process named by :func:`parent_token` still runs (a zombie or a reused pid does not count);
+    True for a token of another host (a cluster job cannot see its Snakemake) or a malformed one."""
+    import socket
+
+    host, _, rest = token.partition(":")
+    pid_text, _, start = rest.partition(":")
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return True
+    pid = int(pid_text)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return Path("/proc").is_dir() is False  # no /proc: kill(0) said it exists
+    state = stat.rsplit(")", 1)[1].split()
+    return state[0] not in ("Z", "X") and (not start or state[19] == start)
+
+
+def watch_parent(who: str, interval: float = 0.5) -> None:
+    """Stop this job within ``interval`` seconds once the Snakemake that started it is gone (``$ICML25_PARENT``;
+    e.g. ``kill -9`` of Snakemake's own process): a job nobody waits for would otherwise stall on the dead
+    pipeline's tracking server, spool, and then write outputs that look complete although no Snakemake recorded
+    them. The job exits with status :data:`PARENT_EXIT` before writing more; what it wrote atomically is left to
+    ``snakemake --rerun-incomplete`` (Snakemake marked the job incomplete when it started it)."""
+    import threading
+
+    token = os.environ.get(ENV_PARENT, "")
+    if not token or not parent_alive(token):
+        return  # not started by a Snakemake on this host (a test, a user, a cluster node), or no such process
+
+    def watch() -> None:
+        while parent_alive(token):
+            time.sleep(interval)
+        print(f"{who}: error: the Snakemake process that started this job ({token}) is gone; stopping without "
+              "writing further outputs (rerun with snakemake --rerun-incomplete)", file=sys.stderr, flush=True)
+        os._exit(PARENT_EXIT)
+    threading.Thread(target=watch, name="icml25-parent-watch", daemon=True).start()
+
+
+def install_error_hook(who: str) -> None:
+    """Make an expected error (:func:`expected_errors`) that ends this process print one line, ``<who>: error:
+    <Class>: <message naming the file and the fix>``, instead of a traceback (exit status 1); other exceptions
+    keep Python's traceback. Only the process's top level is affected: callers in the same process (tests, the
+    tune driver) still get the exception."""
+    previous = sys.excepthook
+
+    def hook(kind: type[BaseException], err: BaseException, tb: Any) -> None:
+        if issubclass(kind, expected_errors()):
+            print(f"{who}: error: {one_line(err)}", file=sys.stderr)
+        else:
+            previous(kind, err, tb)
+    sys.excepthook = hook
+
+
+def one_line(err: BaseException) -> str:
+    """``err``'s message on one line (newlines folded), prefixed by its class name."""
+    text = " ".join(str(err).split()) or repr(err)
+    return f"{type(err).__name__}: {text}"
 
 
 class _NullRun:

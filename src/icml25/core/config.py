@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -133,7 +133,8 @@ class StudyConfig(Section):
 def build(cls: type[T], data: Any, path: str = "") -> T:
     """Validate plain (json-like) ``data`` into the model ``cls``; :class:`ConfigError` names every bad key.
 
-    The message has one line per error, each starting with the dotted key path under ``path``:
+    The message has one line per error, sorted by key path (:func:`_loc_key`, so the order does not depend on
+    pydantic's version), each starting with the dotted key path under ``path``:
     ``cat_iv.real.cardrows: unknown key (allowed: ...)``, ``cat_iv.n[0]: Input should be greater than or equal
     to 10``; errors of cross-key validators name the model's path and the keys in their message.
     """
@@ -148,7 +149,16 @@ def build(cls: type[T], data: Any, path: str = "") -> T:
     try:
         return cls.model_validate_json(blob)
     except ValidationError as err:
-        raise ConfigError("\n".join(_error_line(cls, e, path) for e in err.errors())) from None
+        raise ConfigError("\n".join(_error_line(cls, e, path) for e in ordered_errors(err.errors()))) from None
+
+
+def ordered_errors(errors: Sequence[Mapping]) -> list[Mapping]:
+    """Validation errors in the project's order, whatever order the installed pydantic reports them in: sorted
+    by key path, key names alphabetically and list indices numerically, a key's own error after those of the keys
+    under it (``arms[0]: ...`` before ``arms: too short``); errors at one path keep their order (stable sort)."""
+    def key(error: Mapping) -> tuple:
+        return (*((1, p, "") if isinstance(p, int) else (0, 0, str(p)) for p in error["loc"]), (2, 0, ""))
+    return sorted(errors, key=key)
 
 
 def _error_line(cls: type[BaseModel], error: Mapping, path: str) -> str:

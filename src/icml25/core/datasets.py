@@ -13,12 +13,16 @@ A study keeps its own data module for what is its own; these are here because fo
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import gzip
 import hashlib
 import io
 import math
+from collections.abc import Iterator
 from importlib import resources
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -29,6 +33,31 @@ MNIST5K_ROWS, MNIST5K_PER_CLASS, MNIST5K_TRAIN_PER_CLASS = 5000, 500, 400
 
 class DataError(ValueError):
     """A data file or array is missing, corrupt or not what a study expects; the message names the file."""
+
+
+@contextlib.contextmanager
+def read_archive(path: str | Path, kind: str = "tar") -> Iterator[Any]:
+    """Open a downloaded ``tar`` (any compression) or ``zip`` archive for reading; a truncated, empty or
+    non-archive file (an HTML page, say), met on opening or on reading a member inside the block, raises one
+    :class:`DataError` naming the file and the fix instead of a raw ``EOFError`` / ``ReadError`` /
+    ``BadZipFile``. Other errors of the block pass through."""
+    import tarfile
+    import zipfile
+    import zlib
+
+    broken = (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile, zipfile.BadZipFile)
+    try:
+        if kind == "zip":
+            with zipfile.ZipFile(path) as zf:
+                yield zf
+        else:
+            with tarfile.open(path, "r:*") as tar:
+                yield tar
+    except broken as err:
+        size = Path(path).stat().st_size if Path(path).exists() else 0
+        raise DataError(f"{path}: not a readable {kind} archive (truncated, empty or not an archive: {size} bytes; "
+                        f"{type(err).__name__}: {' '.join(str(err).split()) or 'cut short'}): delete it and "
+                        f"download it again") from None
 
 
 def packaged_bytes(package: str, path: str, sha256: str, requirement: str = "") -> bytes:

@@ -28,6 +28,7 @@ downloaded bytes before they are accepted (:func:`netcdf_check`, :func:`csv_chec
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import logging
@@ -37,7 +38,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -152,15 +153,53 @@ def record_path(path: str | Path) -> Path:
 
 def check_recorded(path: str | Path) -> str:
     """Re-check ``path`` against the sha256 recorded at download; return it. :class:`IntegrityError` naming the
-    file when there is no record or the bytes changed since."""
+    file, the recorded and the actual hash and what to delete when there is no record or the bytes changed since."""
     path, rec = Path(path), record_path(path)
+    if not path.is_file():
+        raise IntegrityError(f"{path}: missing (download it again)")
     if not rec.exists():
-        raise IntegrityError(f"{path}: no recorded sha256 ({rec.name} missing): download it again")
+        raise IntegrityError(f"{path}: no recorded sha256 ({rec.name} missing): delete {path} and download it "
+                             f"again")
     expected, actual = rec.read_text().strip(), sha256_file(path)
     if actual != expected:
-        raise IntegrityError(f"{path}: sha256 {actual} differs from {expected} recorded at download: the file "
-                             f"changed since (delete it and download again)")
+        raise IntegrityError(f"{path}: sha256 {actual} differs from {expected} recorded at download in {rec}: the "
+                             f"file changed since; delete {path} and download it again (if the recorded hash was "
+                             f"pinned on first use from a bad download, delete {rec} too)")
     return actual
+
+
+def verified(path: str | Path) -> Path:
+    """``path`` after re-hashing it against its ``<path>.sha256`` record (:func:`check_recorded`).
+
+    The one check every reader of a raw downloaded file goes through: a study's stage calls it on each raw input
+    it reads (and :func:`icml25.core.cli.stage_main` calls :func:`verify_recorded_inputs` on every ``--in`` file
+    that carries a record before any stage runs). Raises :class:`IntegrityError` naming the file, the expected and
+    the actual hash and what to delete."""
+    check_recorded(path)
+    return Path(path)
+
+
+def open_verified(path: str | Path, mode: str = "rb", **kwargs: Any) -> Any:
+    """``open(verified(path), mode)``: read a raw downloaded file only after its hash re-checks."""
+    return open(verified(path), mode, **kwargs)
+
+
+def verify_recorded_inputs(paths: Sequence[str | Path]) -> list[Path]:
+    """:func:`verified` on every path of ``paths`` that is a file with a ``<path>.sha256`` record (what a
+    download left); returns those paths. Called by the stage CLI for every stage's ``--in`` files, so a study that
+    forgets to call :func:`verified` still never reads a raw file whose bytes changed since download."""
+    checked = []
+    for p in map(Path, paths):
+        if p.is_file() and record_path(p).is_file():
+            checked.append(verified(p))
+    return checked
+
+
+def write_record(path: str | Path, digest: str | None = None) -> Path:
+    """Record ``path``'s sha256 (``digest`` if the caller verified the bytes already) in ``<path>.sha256``, for a
+    raw file a stage wrote from verified bytes (a file out of a wheel), so readers re-check it like a download."""
+    _write_record(record_path(path), digest or sha256_file(path))
+    return record_path(path)
 
 
 def fetch(entry: ManifestEntry, dest: str | Path, mirror: str | Path | None = None, *,
@@ -203,17 +242,22 @@ def fetch(entry: ManifestEntry, dest: str | Path, mirror: str | Path | None = No
                                 f"got {actual_size}")
         actual = sha256_file(part)
         if expected and actual != expected:
-            raise DownloadError(f"{url}: sha256 mismatch for {entry.name}: expected {expected}, got {actual}")
+            hint = (f"; {pin_file} was pinned on first use (the manifest gives no hash): if that pin came from a "
+                    f"bad download, delete {pin_file} and download again" if pinned else "")
+            raise DownloadError(f"{url}: sha256 mismatch for {entry.name}: expected {expected}, got {actual}{hint}")
         if not expected and entry.md5:
             actual_md5 = md5_file(part)
             if actual_md5 != entry.md5:
                 raise DownloadError(f"{url}: md5 mismatch for {entry.name}: the publisher gives {entry.md5}, "
                                     f"got {actual_md5}")
+        if not expected and not entry.md5:  # trust on first use: nothing vouches for the bytes but their form
+            check = first_use_check(entry, check)
         if check is not None:
             try:
                 check(part)
             except (ValueError, OSError, RuntimeError, KeyError) as err:
-                raise DownloadError(f"{url}: {entry.name} is not a valid file of its kind: "
+                what = " (no hash pinned: nothing recorded)" if not expected else ""
+                raise DownloadError(f"{url}: {entry.name} is not a valid file of its kind{what}: "
                                     f"{str(err).replace(str(part), entry.name)[:500]}") from None
         if not expected and entry.md5:
             log.info("%s: publisher md5 %s verified; sha256 %s pinned in %s", entry.name, entry.md5, actual,
@@ -227,6 +271,23 @@ def fetch(entry: ManifestEntry, dest: str | Path, mirror: str | Path | None = No
         part.unlink(missing_ok=True)
         raise
     return dest
+
+
+@contextlib.contextmanager
+def all_or_nothing(dests: Sequence[str | Path]) -> Iterator[None]:
+    """Around the downloads of one multi-file stage: if anything inside fails, remove every ``dest`` and every
+    ``<dest>.sha256`` pin written during the block (pins that existed before are kept), so a download failing on
+    file 2 of 3 leaves no orphan pin of file 1 behind the outputs Snakemake deletes."""
+    dests = [Path(d) for d in dests]
+    had = {d for d in dests if record_path(d).exists()}
+    try:
+        yield
+    except BaseException:
+        for d in dests:
+            if d not in had:
+                record_path(d).unlink(missing_ok=True)
+            d.unlink(missing_ok=True)
+        raise
 
 
 def obtain(entry: ManifestEntry, dest: str | Path, data_source: str, packaged: Callable[[], bytes] | None = None,
@@ -266,6 +327,96 @@ def obtain(entry: ManifestEntry, dest: str | Path, data_source: str, packaged: C
     return dest
 
 
+def first_use_check(entry: ManifestEntry, check: Callable[[Path], None] | None = None) -> Callable[[Path], None]:
+    """The format *and* size check a file must pass before its hash is pinned on first use (a row that pins no
+    hash): not empty, not an HTML page (a login or error page served in place of the file), the manifest's size if
+    it gives one, then ``check`` if the caller gives one, else the check of its kind by name (:func:`kind_check`),
+    which reads the whole file so a truncated download is refused rather than pinned."""
+    own = check or kind_check(entry.mirror_path or entry.url)
+
+    def first_use(path: Path) -> None:
+        size = path.stat().st_size
+        if size == 0:
+            raise ValueError("empty file")
+        if entry.size is not None and size != entry.size:
+            raise ValueError(f"{size} bytes, the manifest gives {entry.size}")
+        if own is not None:
+            own(path)
+        with open(path, "rb") as fh:
+            head = fh.read(512).lstrip().lower()
+        if head.startswith((b"<!doctype html", b"<html", b"<head")) or b"<html" in head[:256]:
+            raise ValueError("an HTML page, not the file (a login, error or redirect page?)")
+    return first_use
+
+
+def kind_check(name: str) -> Callable[[Path], None] | None:
+    """A check that reads a whole file of the kind its name says, so a truncated copy fails: gzip (the stream to
+    its end-of-stream trailer, CRC and length), tar / tar.gz (every member), zip (every CRC), parquet (footer and
+    schema), CSV (whole rows to the last newline), JSON Lines (every line).
+    None for a kind it does not know (only the empty / HTML / size checks then apply; netCDF readers pass
+    :func:`netcdf_check` with the variables they need, coastalbench's rows carry the listing's sizes)."""
+    low = name.lower().rsplit("?", 1)[0]
+    if low.endswith((".tar.gz", ".tgz", ".tar", ".tar.bz2", ".tar.xz")):
+        return _tar_check
+    if low.endswith(".zip"):
+        return _zip_check
+    if low.endswith(".parquet"):
+        return parquet_check(())
+    if low.endswith(".csv"):
+        return csv_check(())
+    if low.endswith(".jsonl"):
+        return jsonl_check()
+    if low.endswith(".gz"):
+        return _gzip_check
+    return None
+
+
+def _gzip_check(path: Path) -> None:
+    import gzip
+    import zlib
+
+    try:
+        with gzip.open(path, "rb") as fh:
+            while fh.read(CHUNK):
+                pass
+    except (OSError, EOFError, zlib.error) as err:
+        raise ValueError(f"not a complete gzip stream ({type(err).__name__}: {err})") from None
+
+
+def _tar_check(path: Path) -> None:
+    import tarfile
+    import zlib
+
+    try:
+        with tarfile.open(path, "r:*") as tar:
+            for member in tar:
+                if member.isfile():
+                    fh = tar.extractfile(member)
+                    while fh is not None and fh.read(CHUNK):
+                        pass
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as err:
+        raise ValueError(f"not a complete tar archive ({type(err).__name__}: {err})") from None
+
+
+def _zip_check(path: Path) -> None:
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as zf:
+            bad = zf.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError) as err:
+        raise ValueError(f"not a complete zip archive ({err})") from None
+    if bad is not None:
+        raise ValueError(f"zip member {bad!r} fails its CRC")
+
+
+def _text_check(path: Path) -> None:
+    with open(path, "rb") as fh:
+        fh.seek(-1, os.SEEK_END)
+        if fh.read(1) != b"\n":
+            raise ValueError("does not end with a newline (cut short?)")
+
+
 def _write_record(pin_file: Path, digest: str) -> None:
     tmp = pin_file.with_name(f".{pin_file.name}.part")
     tmp.write_text(digest + "\n")
@@ -296,32 +447,51 @@ def netcdf_check(variables: Sequence[str], read: bool = True) -> Callable[[Path]
     return check
 
 
-def csv_check(columns: Sequence[str], encoding: str = "utf-8") -> Callable[[Path], None]:
-    """A check that the file's first line is a CSV header holding ``columns``."""
+def csv_check(columns: Sequence[str], encoding: str = "utf-8", rows: int | None = None) -> Callable[[Path], None]:
+    """A check that the file is a CSV whose header holds ``columns``, read whole: every row has the header's
+    number of fields, there is at least one data row and the file ends with a newline (a download cut short,
+    inside a row fails the newline or the field count of its last row). A cut exactly at a row boundary leaves a
+    well-formed shorter CSV: only the expected number of data ``rows`` (or the manifest's size) finds it."""
     def check(path: Path) -> None:
         try:
             with open(path, newline="", encoding=encoding) as fh:
-                header = next(csv.reader([fh.readline(1 << 16)]), [])
+                reader = csv.reader(fh)
+                header = next(reader, [])
+                missing = [c for c in columns if c not in [h.strip() for h in header]]
+                if missing:
+                    raise ValueError(f"CSV header lacks column(s) {missing}")
+                n = 0
+                for n, row in enumerate(reader, start=1):
+                    if len(row) != len(header):
+                        raise ValueError(f"CSV line {reader.line_num} has {len(row)} fields, the header "
+                                         f"{len(header)} (cut short?)")
         except UnicodeDecodeError as err:
             raise ValueError(f"not {encoding} text ({err.reason} at byte {err.start})") from None
-        missing = [c for c in columns if c not in [h.strip() for h in header]]
-        if missing:
-            raise ValueError(f"CSV header lacks column(s) {missing}")
+        except csv.Error as err:
+            raise ValueError(f"not CSV ({err})") from None
+        if n == 0:
+            raise ValueError("CSV has a header but no data rows")
+        if rows is not None and n != rows:
+            raise ValueError(f"CSV has {n} data rows, expected {rows} (cut short?)")
+        _text_check(path)
     return check
 
 
 def jsonl_check() -> Callable[[Path], None]:
-    """A check that the file's first line is a JSON object (JSON Lines)."""
+    """A check that the file is JSON Lines, read whole: every non-empty line a JSON object, ending with a newline."""
     def check(path: Path) -> None:
         import json
 
         with open(path, "rb") as fh:
-            first = fh.readline(1 << 20)
-        try:
-            if not isinstance(json.loads(first), dict):
-                raise ValueError("first line is not a JSON object")
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise ValueError(f"first line is not JSON ({err})") from None
+            for n, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    if not isinstance(json.loads(line), dict):
+                        raise ValueError(f"line {n} is not a JSON object")
+                except (json.JSONDecodeError, UnicodeDecodeError) as err:
+                    raise ValueError(f"line {n} is not JSON ({err})") from None
+        _text_check(path)
     return check
 
 

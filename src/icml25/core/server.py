@@ -20,7 +20,8 @@ What the wrapper adds to a bare ``mlflow server``:
   that ends the server's process group once that parent is gone, even by SIGKILL; the tie exists before the
   server process does (the pipeline's local server uses this);
 * loopback by default; ``--host 0.0.0.0 --auth`` serves a cluster with MLflow's built-in basic authentication
-  (``--app-name basic-auth``; clients send ``MLFLOW_TRACKING_USERNAME``/``MLFLOW_TRACKING_PASSWORD``).
+  (``--app-name basic-auth``; clients send ``MLFLOW_TRACKING_USERNAME``/``MLFLOW_TRACKING_PASSWORD``); a
+  non-loopback host without ``--auth`` is refused unless ``--insecure`` says an open server is intended.
 
 Usage (also ``icml25 server ...``)::
 
@@ -46,6 +47,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_PORT = 5000
+LOOPBACK = ("127.0.0.1", "localhost", "::1")  #: hosts that serve this machine only
+TOKEN_APP = "icml25-token"  #: the mlflow.app entry point of icml25.core.server_auth
 # MLflow's own defaults (mlflow.server.security_utils), kept when the list is given explicitly.
 _MLFLOW_DEFAULT_HOSTS = ("localhost", "127.0.0.1", "[::1]", "0.0.0.0", "192.168.*", "10.*",
                          *(f"172.{i}.*" for i in range(16, 32)))
@@ -80,13 +83,23 @@ def server_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
 
 def server_command(*, backend_store_uri: str, artifacts_destination: str, host: str = "127.0.0.1",
                    port: int = DEFAULT_PORT, hosts: Sequence[str] = (), workers: int = 2,
-                   mlflow: str = "mlflow", auth: bool = False) -> list[str]:
+                   mlflow: str = "mlflow", auth: bool = False, token: bool = False) -> list[str]:
     """The ``mlflow server`` argv: proxied artifacts under ``artifacts_destination``, checked ``Host`` headers;
-    ``auth``: MLflow's basic authentication app (users in ``MLFLOW_AUTH_CONFIG_PATH``'s database)."""
+    ``auth``: MLflow's basic authentication app (users in ``MLFLOW_AUTH_CONFIG_PATH``'s database); ``token``: the
+    bearer-token gate of :mod:`icml25.core.server_auth` (``--app-name icml25-token``)."""
+    app = ["--app-name", "basic-auth"] if auth else (["--app-name", TOKEN_APP] if token else [])
     return [mlflow, "server", "--backend-store-uri", backend_store_uri,
             "--artifacts-destination", artifacts_destination, "--serve-artifacts",
             "--host", host, "--port", str(port), "--workers", str(workers),
-            "--allowed-hosts", ",".join(allowed_hosts(hosts)), *(["--app-name", "basic-auth"] if auth else [])]
+            "--allowed-hosts", ",".join(allowed_hosts(hosts)), *app]
+
+
+def token_app_installed() -> bool:
+    """Whether ``mlflow server --app-name icml25-token`` can find this package's app (its ``mlflow.app`` entry
+    point is registered when the package is installed, ``pip install -e .``)."""
+    from importlib.metadata import entry_points
+
+    return any(e.name == TOKEN_APP for e in entry_points(group="mlflow.app"))
 
 
 def port_owners(port: int) -> set[int] | None:
@@ -165,13 +178,16 @@ class Server:
 
 def start(*, backend_store_uri: str, artifacts_destination: str, host: str = "127.0.0.1",
           port: int = DEFAULT_PORT, hosts: Sequence[str] = (), workers: int = 2, log: str | Path | None = None,
-          ready_timeout: float = 120.0, parent_pid: int | None = None, auth: bool = False) -> Server:
+          ready_timeout: float = 120.0, parent_pid: int | None = None, auth: bool = False,
+          token: str | None = None) -> Server:
     """Start ``mlflow server`` in a new process group; return once it answers on ``port`` from its own socket.
 
     ``log``: file for the server's stdout/stderr (default: inherited). ``parent_pid``: start it under a
     supervisor that stops it when that process ends. Raises ``RuntimeError`` (with the log's tail) when the port
     is taken, when the server exits, when the port answers from another process, or when nothing answers
-    within ``ready_timeout`` seconds; the server is stopped then.
+    within ``ready_timeout`` seconds; the server is stopped then. ``token``: serve behind
+    :mod:`icml25.core.server_auth`, accepting only requests with ``Authorization: Bearer <token>`` (the server's
+    environment holds only the token's sha256).
     """
     if "://" not in artifacts_destination:
         Path(artifacts_destination).mkdir(parents=True, exist_ok=True)
@@ -179,15 +195,21 @@ def start(*, backend_store_uri: str, artifacts_destination: str, host: str = "12
     check_port_free(host, port)
     prepare_backend(backend_store_uri)
     cmd = server_command(backend_store_uri=backend_store_uri, artifacts_destination=artifacts_destination,
-                         host=host, port=port, hosts=hosts, workers=workers, auth=auth)
+                         host=host, port=port, hosts=hosts, workers=workers, auth=auth, token=token is not None)
+    env = server_env()
+    if token is not None:
+        from .server_auth import ENV_DIGEST, token_digest
+
+        env[ENV_DIGEST] = token_digest(token)
     out = open(log, "ab") if log else None  # noqa: SIM115 - handed to the child, closed below
     try:
         if parent_pid is None:
-            proc = subprocess.Popen(cmd, env=server_env(), stdin=subprocess.DEVNULL, stdout=out,
+            proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=out,
                                     stderr=subprocess.STDOUT if out else None, start_new_session=True)
             pgid = proc.pid  # start_new_session: the leader's pid is the group id
         else:
-            proc, pgid = _start_supervised(cmd, parent_pid, out)
+            proc, pgid = _start_supervised(cmd, parent_pid, out, {k: v for k, v in env.items()
+                                                                  if k.startswith("ICML25_SERVER_")})
     finally:
         if out:
             out.close()
@@ -212,10 +234,12 @@ def _package_env() -> dict[str, str]:
     return env
 
 
-def _start_supervised(cmd: list[str], parent_pid: int, out) -> tuple[subprocess.Popen, int]:
-    """Start the supervisor (which starts ``cmd``); return it and the server's process group id."""
+def _start_supervised(cmd: list[str], parent_pid: int, out,
+                      extra_env: Mapping[str, str] | None = None) -> tuple[subprocess.Popen, int]:
+    """Start the supervisor (which starts ``cmd``, passing ``extra_env`` on); return it and the server's process
+    group id."""
     sup = subprocess.Popen([sys.executable, "-m", "icml25.core.server", "_supervise", str(parent_pid), "--", *cmd],
-                           env=_package_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           env={**_package_env(), **(extra_env or {})}, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                            stderr=out if out else None, start_new_session=True)
     line = sup.stdout.readline().strip() if sup.stdout else b""
     if sup.stdout:
@@ -321,6 +345,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--detach", action="store_true", help="return once the server answers, leave it running")
     p.add_argument("--pid-file", default=None, help="write the server's process group id here")
     p.add_argument("--stop", action="store_true", help="stop the server whose group id is in --pid-file")
+    p.add_argument("--insecure", action="store_true",
+                   help="allow a non-loopback --host without --auth: anyone who can reach the port may read and "
+                        "write every run (refused without this flag)")
     p.add_argument("--auth", action="store_true",
                    help="MLflow's basic authentication (--app-name basic-auth): set MLFLOW_AUTH_CONFIG_PATH to an "
                         "ini with your admin password first; clients export MLFLOW_TRACKING_USERNAME/PASSWORD")
@@ -339,6 +366,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         Path(args.pid_file).unlink()
         print(f"mlflow server (process group {pgid}) {'stopped' if stopped else 'was not running'}")
         return 0
+    loopback = args.host in LOOPBACK
+    if not loopback and not args.auth and not args.insecure:
+        print(f"refusing --host {args.host} without --auth: the server would let anyone who can reach "
+              f"{args.host}:{args.port} read, change and delete every run. Start it with --auth (MLflow's basic "
+              "authentication), keep it on loopback and reach it through an SSH tunnel, or pass --insecure to "
+              "accept an open server on a trusted network", file=sys.stderr)
+        return 2
     results = Path(args.results).resolve()
     backend = args.backend_store_uri or f"sqlite:///{results / 'mlflow-server.db'}"
     artifacts = args.artifacts_destination or str(results / "mlartifacts-server")
@@ -354,12 +388,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     if args.pid_file:
         Path(args.pid_file).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.pid_file).write_text(f"{server.pgid}\n")
+        tmp = Path(args.pid_file).with_name(f".{Path(args.pid_file).name}.part")
+        tmp.write_text(f"{server.pgid}\n")
+        os.replace(tmp, args.pid_file)  # atomic: a reader never sees an empty or half-written pid file
     names = [n for n in machine_names() if n != "localhost"] or ["localhost"]
     public = names[-1] if args.host == "0.0.0.0" else args.host
-    if args.host not in ("127.0.0.1", "localhost", "::1") and not args.auth:
-        print(f"warning: {args.host}:{args.port} serves the store without authentication to anyone who can "
-              "reach it; consider --auth", file=sys.stderr)
+    if not loopback and not args.auth:
+        print(f"warning (--insecure): {args.host}:{args.port} serves the store without authentication to anyone "
+              "who can reach it", file=sys.stderr)
+    elif not loopback:
+        print(f"note: --auth sends passwords as HTTP basic auth over plain http; off a trusted network reach "
+              f"{args.host}:{args.port} through an SSH tunnel or a TLS proxy", file=sys.stderr)
     print(f"mlflow server up (process group {server.pgid}); for jobs and the UI:\n"
           f"  export MLFLOW_TRACKING_URI=http://{public}:{args.port}", flush=True)
     if args.detach:

@@ -104,8 +104,10 @@ def start_local_server(results: str | Path, store_uri: str, timeout: float = 90.
     store's only writer. The server is started by a supervisor tied to this (Snakemake's) process, so it stops
     when this process ends, even by SIGKILL during the start; it counts as started only when the port answers
     from its own socket (a port taken between picking and binding it is retried on another port). Artifacts go
-    beside the store (``<store dir>/mlartifacts``). Returns ``(url, process group id)``, or None (jobs then write
-    to ``store_uri`` directly) if it fails.
+    beside the store (``<store dir>/mlartifacts``). The server accepts only requests carrying a fresh random
+    bearer token (:mod:`icml25.core.server_auth`), exported to the jobs as ``MLFLOW_TRACKING_TOKEN``: other users
+    of a shared machine cannot write to it. Returns ``(url, process group id)``, or None (jobs then write to
+    ``store_uri`` directly) if it fails.
     """
     import logging
     import socket
@@ -113,9 +115,16 @@ def start_local_server(results: str | Path, store_uri: str, timeout: float = 90.
     from . import server
     from .tracking import artifact_root
 
+    import secrets
+
     log = logging.getLogger("icml25")
     results = Path(results)
     (results / "logs").mkdir(parents=True, exist_ok=True)
+    # a per-run bearer token: other users of a shared login node can reach 127.0.0.1 too (core.server_auth)
+    token = secrets.token_urlsafe(32) if server.token_app_installed() else None
+    if token is None:
+        log.warning("icml25's mlflow.app entry point is not installed (pip install -e .): the local tracking server "
+                    "runs without its token, open to every user of this machine")
     err: Exception | None = None
     for _ in range(attempts):
         with socket.socket() as s:
@@ -124,10 +133,12 @@ def start_local_server(results: str | Path, store_uri: str, timeout: float = 90.
         try:
             srv = server.start(backend_store_uri=store_uri, artifacts_destination=str(artifact_root(store_uri)),
                                port=port, workers=1, log=results / "logs" / "mlflow-server.log",
-                               ready_timeout=timeout, parent_pid=os.getpid())
+                               ready_timeout=timeout, parent_pid=os.getpid(), token=token)
         except (RuntimeError, OSError) as e:
             err = e
             continue
+        if token is not None:
+            os.environ["MLFLOW_TRACKING_TOKEN"] = token  # jobs inherit it; MLflow and core.mlflow_rest send it
         return srv.url, srv.pgid
     log.warning("local MLflow server did not start (%s); jobs write to %s directly",
                 str(err).splitlines()[0] if err else "?", store_uri)

@@ -41,7 +41,7 @@ class Config(StudyConfig):
     eta_max: float = Field(0.3, ge=0, lt=1, description="cells with eta above this are skipped")
     m: tuple[Annotated[int, Field(ge=1)], ...] = Field(min_length=1, description="sample sizes m requested by "
                                                                                  "the learner")
-    trials: int = Field(200, ge=1, description="trials per cell and seed (truth p0 or q_A with probability 1/2)")
+    trials: int = Field(2000, ge=1, description="trials per cell and seed (truth p0 or q_A with probability 1/2)")
 
     @model_validator(mode="after")
     def _grid(self):

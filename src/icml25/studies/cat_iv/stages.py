@@ -24,7 +24,7 @@ from tqdm import tqdm
 from icml25.core.claims import log_verdicts, write_claims
 from icml25.core.cli import Stage
 from icml25.core.config import config_hash
-from icml25.core.download import obtain, read_manifest
+from icml25.core.download import obtain, read_manifest, verified
 from icml25.core.io import load_npz, read_json, save_figure, save_npz, write_json, write_text
 
 from . import data as D
@@ -59,7 +59,7 @@ def preprocess(stage: Stage, run: Any) -> None:
     real: dict[str, np.ndarray] = {"datasets": np.array(cfg.real.datasets, dtype=str)}
     raw = dict(zip(RAW_NAMES, (stage.input(0), stage.input(1))))
     for ds in cfg.real.datasets:
-        arrays = D.real_arrays(D.read_raw(raw[ds], ds), ds, rows=cfg.real.card_rows if ds == "card" else None)
+        arrays = D.real_arrays(D.read_raw(verified(raw[ds]), ds), ds, rows=cfg.real.card_rows if ds == "card" else None)
         real.update({f"{ds}/{k}": v for k, v in arrays.items()})
         run.log_metric(f"preprocess/{ds}_rows", arrays["X"].shape[0])
     save_npz(stage.output(1), **real)

@@ -22,7 +22,7 @@ import numpy as np
 from icml25.core.claims import log_verdicts, write_claims
 from icml25.core.cli import Stage
 from icml25.core.config import config_hash, to_dict
-from icml25.core.download import fetch, read_manifest
+from icml25.core.download import all_or_nothing, fetch, read_manifest, verified
 from icml25.core.io import atomic_path, load_npz, read_json, save_figure, save_npz, write_json, write_text
 
 from . import MANIFEST, PAPER
@@ -47,10 +47,11 @@ def download(stage: Stage, run: Any) -> None:
                              "need their files: run with data_source=remote (and trust_unpinned=true for the "
                              "manifest rows marked UNPINNED), or set real.experiments: []")
         manifest = read_manifest(MANIFEST)
-        for name, dest in zip(names, stage.outputs[1:]):
-            fetch(manifest[name], dest, stage.mirror, trust_unpinned=stage.trust_unpinned)
-            record["files"][name] = {"path": str(dest), "url": manifest[name].url, "bytes": dest.stat().st_size}
-            run.log_metric(f"download/{name}_bytes", dest.stat().st_size)
+        with all_or_nothing(stage.outputs[1:]):  # no orphan pins when file k fails
+            for name, dest in zip(names, stage.outputs[1:]):
+                fetch(manifest[name], dest, stage.mirror, trust_unpinned=stage.trust_unpinned)
+                record["files"][name] = {"path": str(dest), "url": manifest[name].url, "bytes": dest.stat().st_size}
+                run.log_metric(f"download/{name}_bytes", dest.stat().st_size)
         run.log_artifact(MANIFEST)
     write_json(stage.output(0), record)
 
@@ -247,6 +248,8 @@ def train_real(stage: Stage, run: Any) -> None:
     missing = [str(p) for p in stage.inputs if not p.exists()]
     if missing:
         raise FileNotFoundError(f"{SLUG} train_real {experiment}: missing inputs {missing}")
+    for path in stage.inputs:  # the downloaded files, re-hashed against their records before anything reads them
+        verified(path)
     raise NotImplementedError(
         f"{SLUG} train_real {experiment}: the paper's real-data experiments (fine-tuning the network, choosing the "
         "10 input variables, 2**10 masked forwards per explained input on a GPU) are not implemented in this "

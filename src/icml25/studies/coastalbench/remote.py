@@ -58,7 +58,9 @@ def list_s3(prefix: str = "", endpoint: str = ENDPOINT, bucket: str = BUCKET) ->
 def write_manifest(items: list[dict], path: str | Path, endpoint: str = ENDPOINT, bucket: str = BUCKET) -> int:
     """manifest.csv rows (history files only), sha256 ``UNPINNED`` (pinned on a trusted first download)."""
     rows = [i for i in items if i["key"].endswith(".nc") and _DAY.search(Path(i["key"]).name)]
-    with open(path, "w", newline="") as fh:
+    from icml25.core.io import atomic_path
+
+    with atomic_path(path) as tmp, open(tmp, "w", newline="") as fh:  # a reader never sees half a manifest
         w = csv.writer(fh)
         w.writerow(["name", "url", "sha256", "size", "licence", "mirror_path", "etag"])
         for i in sorted(rows, key=lambda r: r["key"]):

@@ -22,7 +22,7 @@ import numpy as np
 from icml25.core.claims import log_verdicts, write_claims
 from icml25.core.cli import Stage
 from icml25.core.config import config_hash, to_dict
-from icml25.core.download import obtain, read_manifest
+from icml25.core.download import obtain, read_manifest, verified
 from icml25.core.io import atomic_path, load_npz, read_json, save_figure, save_npz, write_json, write_text
 
 from . import data as D
@@ -94,7 +94,7 @@ def preprocess(stage: Stage, run: Any) -> None:
             raise SystemExit(f"{SLUG} preprocess: dataset {ds!r} (paper scale) is planned, not implemented: its "
                              "spectrograms, frames and ResNet-18 encoders need the GPU cluster path; the offline "
                              f"datasets are {list(OFFLINE_DATASETS)}")
-        raw = D.read_raw_digits([raw_paths[n] for n in D.DATASET_FILES[ds]]) if ds == "digits" else None
+        raw = D.read_raw_digits([verified(raw_paths[n]) for n in D.DATASET_FILES[ds]]) if ds == "digits" else None
         spec = to_dict(getattr(cfg, ds))
         arrays: dict[str, np.ndarray] = {}
         for seed in cfg.seeds:

@@ -18,7 +18,7 @@ from typing import BinaryIO
 
 import numpy as np
 
-from icml25.core.datasets import DataError, dirichlet_partition, load_mnist5k, mnist5k_split
+from icml25.core.datasets import DataError, dirichlet_partition, load_mnist5k, mnist5k_split, read_archive
 
 __all__ = ["DataError", "dirichlet_partition", "load_mnist5k", "mnist5k_split", "pca_standardise",
            "quadratic_consensus", "read_cifar_archive", "read_cifar_batch"]
@@ -140,7 +140,7 @@ def read_cifar_archive(path: str | Path, dataset: str) -> dict[str, np.ndarray]:
     train_names, test_name = CIFAR_MEMBERS[dataset]
     out: dict[str, list] = {"train": [], "test": []}
     try:
-        with tarfile.open(path, "r:gz") as tar:
+        with read_archive(path) as tar:
             for part, names in (("train", train_names), ("test", (test_name,))):
                 for name in names:
                     try:

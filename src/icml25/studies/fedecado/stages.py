@@ -23,7 +23,7 @@ from icml25.core.claims import log_verdicts, write_claims
 from icml25.core.cli import Stage
 from icml25.core.config import config_hash, to_dict
 from icml25.core.datasets import load_mnist5k
-from icml25.core.download import fetch, read_manifest
+from icml25.core.download import fetch, read_manifest, verified
 from icml25.core.io import atomic_path, load_npz, read_json, save_figure, save_npz, write_json
 
 from .config import IMAGE_ARMS, QUAD_ARMS, RAW_FILES
@@ -83,7 +83,7 @@ def preprocess(stage: Stage, run: Any) -> None:
     else:
         from .data import read_cifar_archive
 
-        cifar = read_cifar_archive(stage.input(0), im.dataset)
+        cifar = read_cifar_archive(verified(stage.input(0)), im.dataset)
         arrays.update(cifar)
         setups = {}
         for s in im.seeds:

@@ -144,6 +144,19 @@ def split_standardise(X_all: np.ndarray, labels: np.ndarray, P: int, P_test: int
 # --------------------------------------------------------------------------------------------- mnist03
 
 
+#: Instances of OpenML's mnist_784 (data id 554): 60,000 train + 10,000 test images. The first-use check of its
+#: UNPINNED manifest row counts them, so a transfer cut at a row boundary is refused rather than pinned.
+MNIST784_ROWS = 70000
+
+
+def mnist_arff_check(path: Path) -> None:
+    """Download-time check of the mnist_784 ARFF (:func:`icml25.core.download.fetch`'s ``check``): every ``@data``
+    row parses to 785 numbers and there are :data:`MNIST784_ROWS` of them (raises ``ValueError`` naming the count)."""
+    _, labels = read_mnist_arff(path)
+    if len(labels) != MNIST784_ROWS:
+        raise ValueError(f"{len(labels)} @data rows, expected {MNIST784_ROWS} (cut short?)")
+
+
 def read_mnist_arff(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     """Pixels (n, 784) float64 and labels (n,) of OpenML's ``mnist_784`` ARFF file (data id 554): the ``@data``
     rows are comma-separated numbers, the class last (quotes tolerated). Errors name the file and the line."""

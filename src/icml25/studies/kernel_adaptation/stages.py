@@ -20,7 +20,7 @@ import numpy as np
 from icml25.core.claims import log_verdicts, write_claims
 from icml25.core.cli import Stage
 from icml25.core.config import config_hash, to_dict
-from icml25.core.download import fetch, read_manifest
+from icml25.core.download import all_or_nothing, fetch, read_manifest, verified
 from icml25.core.io import load_npz, read_json, save_figure, save_npz, write_json, write_text
 
 from . import MANIFEST, PAPER
@@ -52,10 +52,15 @@ def download(stage: Stage, run: Any) -> None:
             raise SystemExit(f"{SLUG} download: task mnist03 needs {names}: run with data_source=remote (and "
                              "trust_unpinned=true for rows marked UNPINNED), or drop mnist03 from tasks")
         manifest = read_manifest(MANIFEST)
-        for name, dest in zip(names, stage.outputs[1:]):
-            fetch(manifest[name], dest, stage.mirror, trust_unpinned=stage.trust_unpinned)
-            record["files"][name] = {"path": str(dest), "url": manifest[name].url}
-            run.log_metric(f"download/{name}_bytes", dest.stat().st_size)
+        with all_or_nothing(stage.outputs[1:]):  # no orphan pins when file k fails
+            for name, dest in zip(names, stage.outputs[1:]):
+                from .data import mnist_arff_check
+
+                entry = manifest[name]  # an unpinned row is pinned only after its whole file checks out
+                fetch(entry, dest, stage.mirror, trust_unpinned=stage.trust_unpinned,
+                      check=None if entry.sha256 else mnist_arff_check)
+                record["files"][name] = {"path": str(dest), "url": manifest[name].url}
+                run.log_metric(f"download/{name}_bytes", dest.stat().st_size)
         run.log_artifact(MANIFEST)
     write_json(stage.output(0), record)
 
@@ -70,7 +75,7 @@ def preprocess(stage: Stage, run: Any) -> None:
     for task in cfg.tasks:
         for seed in cfg.seeds:
             if task == "mnist03":
-                d = mnist03(files["mnist_784_arff"], cfg.P, cfg.P_test, seed)
+                d = mnist03(verified(files["mnist_784_arff"]), cfg.P, cfg.P_test, seed)
             else:
                 d = make_task(task, cfg.D, cfg.P, cfg.P_test, seed, J=cfg.ising_J)
             for k in DATA_KEYS:

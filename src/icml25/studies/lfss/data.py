@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from icml25.core.datasets import MNIST5K, DataError, packaged_bytes, parse_mnist5k
+from icml25.core.datasets import MNIST5K, DataError, packaged_bytes, parse_mnist5k, read_archive
 from icml25.core.datasets import MNIST5K_SHA256 as MNIST5K_SHA
 from icml25.core.datasets import load_mnist5k as core_load_mnist5k
 
@@ -333,13 +333,11 @@ CIFAR_MEMBERS = {
 def read_cifar_archive(path: str | Path, dataset: str) -> tuple[np.ndarray, np.ndarray]:
     """The training split of a CIFAR ``.tar.gz`` archive (members read in memory through the restricted
     unpickler): ``(x (N, 3, 32, 32) uint8, y (N,) int64)``."""
-    import tarfile
-
     if dataset not in CIFAR_MEMBERS:
         raise DataError(f"lfss: no CIFAR reader for dataset {dataset!r} (known: {sorted(CIFAR_MEMBERS)})")
     members, label_key = CIFAR_MEMBERS[dataset]
     xs, ys = [], []
-    with tarfile.open(path, "r:gz") as tar:
+    with read_archive(path) as tar:
         for name in members:
             try:
                 fh = tar.extractfile(name)
@@ -392,13 +390,11 @@ def read_stl10_archive(path: str | Path, splits: tuple[str, ...] = ("train", "te
     The paper trains on train + test + unlabeled and evaluates on train + test; the labelled splits are the
     default here (the clustered, evaluated set). ``unlabeled`` images get the label -1.
     """
-    import tarfile
-
     unknown = [s for s in splits if s not in STL10_MEMBERS]
     if unknown or not splits:
         raise DataError(f"lfss: STL-10 splits {list(splits)}: choose from {list(STL10_MEMBERS)}")
     xs, ys = [], []
-    with tarfile.open(path, "r:gz") as tar:
+    with read_archive(path) as tar:
         def member(name: str) -> bytes:
             try:
                 fh = tar.extractfile(name)
@@ -456,11 +452,9 @@ def read_tiny_imagenet_zip(path: str | Path, split: str = "train") -> tuple[np.n
     images ``train/<wnid>/images/*.JPEG`` (500 per class in the full archive); ``val``: ``val/images/*.JPEG``
     labelled by ``val/val_annotations.txt`` (file, wnid, box). Files are read in sorted name order.
     """
-    import zipfile
-
     if split not in ("train", "val"):
         raise DataError(f"lfss: Tiny-ImageNet split {split!r}: choose train or val")
-    with zipfile.ZipFile(path) as zf:
+    with read_archive(path, "zip") as zf:
         names = set(zf.namelist())
         wnid_file = f"{TINY_ROOT}/wnids.txt"
         if wnid_file not in names:

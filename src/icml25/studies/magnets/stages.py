@@ -51,7 +51,7 @@ def _paper_guard(stage: Stage) -> None:
 def prepare(stage: Stage, run: Any) -> None:
     """MNIST-5k → raw/mnist_train.npz, raw/mnist_test.npz; at paper scale fetch the manifest's files."""
     if stage.config.data == "paper":
-        from icml25.core.download import fetch, read_manifest
+        from icml25.core.download import all_or_nothing, fetch, read_manifest
 
         if stage.data_source != "remote":
             raise SystemExit(f"{SLUG} prepare: the paper data need --data-source remote (got "
@@ -59,9 +59,10 @@ def prepare(stage: Stage, run: Any) -> None:
         entries = list(read_manifest(MANIFEST).values())
         if len(entries) != len(stage.outputs):
             raise SystemExit(f"{SLUG} prepare: {len(stage.outputs)} --out paths for {len(entries)} manifest rows")
-        for entry, dest in zip(entries, stage.outputs):
-            fetch(entry, dest, stage.mirror, trust_unpinned=stage.trust_unpinned)
-            run.log_metric(f"prepare/{entry.name}_bytes", dest.stat().st_size)
+        with all_or_nothing(stage.outputs):  # no orphan pins when file k fails
+            for entry, dest in zip(entries, stage.outputs):
+                fetch(entry, dest, stage.mirror, trust_unpinned=stage.trust_unpinned)
+                run.log_metric(f"prepare/{entry.name}_bytes", dest.stat().st_size)
         return
     from icml25.core.datasets import load_mnist5k, mnist5k_split
 
@@ -178,6 +179,12 @@ def evaluate(stage: Stage, run: Any) -> None:
     net.eval()
     X_te, _ = D.read_split(stage.input(2))
     real_feats, _ = evaluator_outputs(net, X_te)
+    from .evaluate import frechet_distance
+
+    pool, patch = int(tok["pool"]), int(tok["patch"])  # the adequacy gates' reference: the tokenizer floor
+    rt_feats, _ = evaluator_outputs(net, D.decode_images(D.encode(X_te, tok["codebook"], pool, patch),
+                                                         tok["codebook"], pool, patch))
+    fd_floor_tokenizer = frechet_distance(rt_feats, real_feats)
     models = _load_models(list(stage.inputs[3:]))
     missing = sorted(set(cfg.seeds) - set(models))
     if missing:
@@ -193,7 +200,9 @@ def evaluate(stage: Stage, run: Any) -> None:
             rows.append({k: v for k, v in r.items() if k not in ("tokens", "classes")})
         checks[seed] = mechanism_checks(models[seed], settings, seed)
     table = pd.DataFrame(rows)
-    claims, metrics = build_claims(table, checks, list(cfg.seeds), list(cfg.decode_arms))
+    claims, metrics = build_claims(table, checks, list(cfg.seeds), list(cfg.decode_arms),
+                                   fd_floor_tokenizer=fd_floor_tokenizer, adequacy=cfg.adequacy.model_dump(),
+                                   paper_data=cfg.data == "paper")
     doc = write_claims(stage.output(0), study=SLUG, scale=stage.scale, data_source=stage.data_source,
                        claims=claims, config_hash=config_hash(stage.config), paper=PAPER, seeds=list(cfg.seeds))
     write_json(stage.output(1), {"scale": stage.scale, "seeds": list(cfg.seeds), **metrics,
@@ -217,6 +226,7 @@ def evaluate(stage: Stage, run: Any) -> None:
             for r in g.itertuples(index=False):
                 with arun.seed_run(int(r.seed)) as srun:
                     srun.log_metrics({"eval/fd": r.fd, "eval/class_acc": r.class_acc, "eval/wall_s": r.wall_s})
+    run.log_metric("eval/fd_floor_tokenizer", fd_floor_tokenizer)
     for c in claims:
         for k, v in c.key_numbers.items():
             if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v:

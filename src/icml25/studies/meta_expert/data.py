@@ -16,7 +16,6 @@ from __future__ import annotations
 import io
 import math
 import pickle
-import tarfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -24,7 +23,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from icml25.core.datasets import DataError, load_mnist5k, mnist5k_split
+from icml25.core.datasets import DataError, load_mnist5k, mnist5k_split, read_archive
 
 from .method import long_tail_counts
 
@@ -179,7 +178,7 @@ def read_cifar_batch(raw: bytes, name: str = "cifar batch") -> tuple[np.ndarray,
 def read_cifar10(path: str | Path) -> dict[str, np.ndarray]:
     """``cifar-10-python.tar.gz`` → x_train (50000, 32, 32, 3), y_train, x_test (10000, ...), y_test."""
     parts: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    with tarfile.open(path, "r:gz") as tar:
+    with read_archive(path) as tar:
         for member in tar.getmembers():
             base = member.name.rsplit("/", 1)[-1]
             if base.startswith("data_batch_") or base == "test_batch":
@@ -234,7 +233,7 @@ def read_stl10(path: str | Path) -> dict[str, np.ndarray]:
     ...) (the unlabelled images have no labels)."""
     want = {"train_X.bin", "train_y.bin", "test_X.bin", "test_y.bin", "unlabeled_X.bin"}
     raw: dict[str, bytes] = {}
-    with tarfile.open(path, "r:gz") as tar:
+    with read_archive(path) as tar:
         for member in tar.getmembers():
             base = member.name.rsplit("/", 1)[-1]
             if base in want:

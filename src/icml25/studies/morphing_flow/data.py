@@ -412,14 +412,15 @@ def fetch_remote(name: str, dest: str | Path, mirror: str | Path | None = None, 
 
 
 def _autoformer_check(name: str):
-    """Download-time format check of an Autoformer-bundle file: the header of :func:`autoformer_columns` and at
-    least one data row (an HTML error page or a truncated transfer fails it before the file is accepted)."""
+    """Download-time format check of an Autoformer-bundle file: the header of :func:`autoformer_columns`, then the
+    whole file read row by row (:func:`icml25.core.download.csv_check`): every row complete, the file ending with a
+    newline and holding at least one data row (an HTML error page or a transfer cut inside a row fails before the
+    file is accepted and its hash pinned; a cut exactly at a row boundary needs the row count or the size)."""
+    whole = download.csv_check((), encoding=AUTOFORMER_ENCODING)
+
     def check(path: Path) -> None:
         autoformer_columns(path, name)
-        with open(path, newline="", encoding=AUTOFORMER_ENCODING) as fh:
-            fh.readline()
-            if not fh.readline().strip():
-                raise ValueError("no data row after the header")
+        whole(path)
     return check
 
 

@@ -5,7 +5,7 @@ statistics); :func:`windows_of` cuts the sliding windows. Every arm of a seed se
 Randomness: model initialisation ``torch.manual_seed(seed)``, batch order ``torch.Generator(seed)``.
 
 The pipeline's train stage calls :func:`fit_and_test` on the preprocessed arrays; :func:`run` does the same from
-the offline sources in memory (tests, ``benchmarks/morphing_flow_default.py``).
+the offline sources in memory (tests, tuning runs).
 """
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ import numpy as np
 from icml25.core.claims import log_verdicts, write_claims
 from icml25.core.cli import Stage
 from icml25.core.config import config_hash
-from icml25.core.download import sha256_file
+from icml25.core.download import sha256_file, verified
 from icml25.core.io import atomic_path, load_npz, read_json, save_figure, save_npz, write_json, write_text
 
 from . import data as D
@@ -103,6 +103,8 @@ def preprocess(stage: Stage, run: Any) -> None:
         horizons = cfg.pred_lens or (spec.pred_len,)
         L, H_max = spec.seq_len, max(horizons)
         n_ch = cfg.data.synth.generator.n_channels if name == "synth" else 7
+        if name in REMOTE_DATASETS:  # a downloaded file: re-hashed against its record before it is read
+            verified(raw[name])
         values = D.read_raw(name, raw[name], n_ch, min_rows=L + H_max)
         prep = D.prepare(values, L, H_max, spec.split)  # raises naming the split that holds no window
         save_npz(out[name], data=prep["data"], border1s=np.asarray(prep["border1s"]),
@@ -207,7 +209,9 @@ def evaluate(stage: Stage, run: Any) -> None:
         raise SystemExit(f"{SLUG} evaluate: expected --in RECORDS.json [RECORDS.json ...]")
     records = _records(stage.inputs)
     ev = cfg.eval
-    claims = build_claims(records, ev.n_boot, ev.boot_seed, ev.segment_hours)
+    claims = build_claims(records, ev.n_boot, ev.boot_seed, ev.segment_hours, min_rel_gain=ev.min_rel_gain,
+                          min_baseline_kurtosis=cfg.adequacy.min_baseline_kurtosis,
+                          min_segment_ratio=cfg.adequacy.min_segment_mse_ratio)
     doc = write_claims(stage.output(0), study=SLUG, scale=stage.scale, data_source=stage.data_source,
                        claims=claims, config_hash=config_hash(cfg), paper=PAPER,
                        seeds=sorted({r["seed"] for r in records}))

@@ -24,7 +24,7 @@ from icml25.core.claims import log_verdicts, summarize, write_claims
 from icml25.core.cli import Stage
 from icml25.core.config import config_hash, to_dict
 from icml25.core.datasets import load_mnist5k
-from icml25.core.download import fetch, read_manifest
+from icml25.core.download import all_or_nothing, fetch, read_manifest, verified
 from icml25.core.io import atomic_path, load_npz, read_json, save_figure, save_npz, write_json
 
 from .config import ARMS, alpha_tag, arm_alpha, arm_topology, raw_names
@@ -59,9 +59,10 @@ def prepare(stage: Stage, run: Any) -> None:
                              f"(and mirror=<dir or URL> for a local copy), which fetches the {MANIFEST.name} entries "
                              f"{source}/... and checks their sha256")
         manifest = read_manifest(MANIFEST)
-        for path, name in zip(raw, names):
-            fetch(manifest[name], path, stage.mirror, trust_unpinned=stage.trust_unpinned)
-            D.read_idx(path, D.IDX_MD5[name])  # the publisher's md5 and the IDX header, before anything uses it
+        with all_or_nothing(raw):  # no orphan pins when file k fails
+            for path, name in zip(raw, names):
+                fetch(manifest[name], path, stage.mirror, trust_unpinned=stage.trust_unpinned)
+                D.read_idx(path, D.IDX_MD5[name])  # the publisher's md5 and the IDX header, before anything uses it
         run.log_metric("prepare/bytes", sum(p.stat().st_size for p in raw))
         run.log_artifact(MANIFEST)
     topologies = sorted({arm_topology(a, cfg.topology) for a in cfg.arms})
@@ -86,7 +87,7 @@ def preprocess(stage: Stage, run: Any) -> None:
         X, y, split = arrays["X"], arrays["y"], None
     else:
         X = y = None
-        split = D.read_idx_dataset(stage.inputs)
+        split = D.read_idx_dataset(tuple(verified(p) for p in stage.inputs))
     alphas = sorted({arm_alpha(a, cfg.alpha) for a in cfg.arms})
     out: dict[str, np.ndarray] = {}
     summary: dict[str, Any] = {"source": cfg.data.source, "seeds": {}}

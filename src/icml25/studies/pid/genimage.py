@@ -21,12 +21,21 @@ import tarfile
 import zipfile
 from pathlib import Path, PurePosixPath
 
+from icml25.core.datasets import DataError
 from icml25.core.download import check_recorded
 
 DONE = ".unpacked.json"  #: written last inside an unpacked directory: member count and bytes
+#: Caps against decompression bombs (GenImage members are JPEG/PNG images of at most a few MB, which barely
+#: compress): a member declaring more than MAX_MEMBER_BYTES, a zip member whose declared size exceeds
+#: MAX_RATIO x its compressed size (members of at least RATIO_FLOOR bytes), or an archive whose members declare
+#: more than MAX_RATIO x the archive's own size (or MAX_TOTAL_BYTES) is refused, naming the member.
+MAX_MEMBER_BYTES = 256 << 20
+MAX_TOTAL_BYTES = 1 << 40
+MAX_RATIO = 100
+RATIO_FLOOR = 1 << 20
 
 
-class ArchiveError(ValueError):
+class ArchiveError(DataError):
     """An archive is corrupt, of an unknown kind, or holds a member that would escape its target directory."""
 
 
@@ -52,6 +61,10 @@ def _members(path: Path) -> list[tuple[str, bool, int]]:
                 if mode and stat.S_ISLNK(mode):
                     raise ArchiveError(f"{path}: member {info.filename!r} is a symbolic link; refusing the archive")
                 out.append((info.filename, info.is_dir(), info.file_size))
+                if info.file_size >= RATIO_FLOOR and info.file_size > MAX_RATIO * max(info.compress_size, 1):
+                    raise ArchiveError(f"{path}: member {info.filename!r} declares {info.file_size} bytes from "
+                                       f"{info.compress_size} compressed (ratio > {MAX_RATIO}): a decompression "
+                                       "bomb? refusing the archive")
     elif tarfile.is_tarfile(path):
         with tarfile.open(path) as tf:
             for m in tf.getmembers():
@@ -60,6 +73,16 @@ def _members(path: Path) -> list[tuple[str, bool, int]]:
                 out.append((m.name, m.isdir(), m.size))
     else:
         raise ArchiveError(f"{path}: neither a zip nor a tar archive")
+    total = 0
+    for name, _, size in out:
+        if size > MAX_MEMBER_BYTES:
+            raise ArchiveError(f"{path}: member {name!r} declares {size} bytes, more than the cap of "
+                               f"{MAX_MEMBER_BYTES} for one image; refusing the archive")
+        total += size
+        if total > min(MAX_TOTAL_BYTES, MAX_RATIO * max(path.stat().st_size, RATIO_FLOOR)):
+            raise ArchiveError(f"{path}: the members up to {name!r} declare {total} bytes, more than "
+                               f"{MAX_RATIO} x the archive's {path.stat().st_size} bytes (or {MAX_TOTAL_BYTES}): a "
+                               "decompression bomb? refusing the archive")
     for name, _, _ in out:
         why = unsafe_member(name)
         if why:

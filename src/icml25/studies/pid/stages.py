@@ -57,7 +57,7 @@ def _download_genimage(stage: Stage, run: Any) -> None:
     """Paper scale: every GenImage archive of manifest.csv from ``--mirror`` (a directory holding the archives
     fetched by hand from the Google Drive / Baidu links), sha256-checked (or pinned on first use with
     ``--trust-unpinned``) and accepted only if :func:`.genimage.archive_check` passes; --out one path per row."""
-    from icml25.core.download import fetch
+    from icml25.core.download import all_or_nothing, fetch
 
     from .genimage import archive_check
     entries = genimage_archives()
@@ -69,11 +69,13 @@ def _download_genimage(stage: Stage, run: Any) -> None:
                          "Baidu links of the GenImage-Dataset/GenImage README); place them in a directory as "
                          "<mirror_path> of manifest.csv and pass it with --config mirror=<dir>")
     total = 0
-    for (name, entry), out in zip(entries.items(), stage.outputs):
-        if Path(out).name != name:
-            raise SystemExit(f"{SLUG} download: --out {out} does not match manifest row {name}")
-        fetch(entry, out, stage.mirror, trust_unpinned=stage.trust_unpinned, check=archive_check, progress=False)
-        total += Path(out).stat().st_size
+    with all_or_nothing(stage.outputs):  # a failure on archive k leaves no pin of archives 1..k-1
+        for (name, entry), out in zip(entries.items(), stage.outputs):
+            if Path(out).name != name:
+                raise SystemExit(f"{SLUG} download: --out {out} does not match manifest row {name}")
+            fetch(entry, out, stage.mirror, trust_unpinned=stage.trust_unpinned, check=archive_check,
+                  progress=False)
+            total += Path(out).stat().st_size
     run.log_metrics({"download/archives": len(entries), "download/bytes": total})
 
 

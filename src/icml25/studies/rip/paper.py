@@ -246,7 +246,10 @@ def dpo_trl(model_id: str, pairs: pd.DataFrame, out_dir: str | Path, *, val_prom
     rewards = {s: val_reward_vllm(p, val_prompts, reward_model, max_new_tokens=max_new_tokens, gpus=gpus)
                for s, p in steps.items()}
     best = best_checkpoint(rewards)
-    shutil.copytree(steps[best], out_dir, dirs_exist_ok=True)
+    from icml25.core.io import atomic_dir
+
+    with atomic_dir(out_dir) as tmp:  # out_dir appears only complete: never a half-copied checkpoint
+        shutil.copytree(steps[best], tmp, dirs_exist_ok=True)
     shutil.rmtree(ckpt_root)
     record.update(best_step=best, best_val_reward=rewards[best], val_rewards={str(s): r for s, r in rewards.items()})
     return record

@@ -184,7 +184,9 @@ def _preprocess_paper(stage: Stage, run: Any) -> pd.DataFrame:
     from . import paper as P
 
     cfg, s = stage.config, stage.config.sampling
-    shards = [p for p in stage.inputs if p.suffix == ".parquet"]
+    from icml25.core.download import verified
+
+    shards = [verified(p) for p in stage.inputs if p.suffix == ".parquet"]  # downloads, hash re-checked
     prompts = P.prepare_wildchat(P.read_wildchat(shards))
     rng = np.random.default_rng([cfg.data_seed, 1])
     need = cfg.paper.pool_size + 2 * cfg.paper.val_size

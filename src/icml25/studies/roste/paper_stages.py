@@ -137,7 +137,9 @@ def pretrain(stage: Any, run: Any) -> None:
     from .paper_data import sft_examples
 
     cfg, p = stage.config, stage.config.paper
-    files = {Path(i).stem: Path(i) for i in stage.inputs if str(i).endswith(".parquet")}
+    from icml25.core.download import verified
+
+    files = {Path(i).stem: verified(i) for i in stage.inputs if str(i).endswith(".parquet")}  # re-hashed
     tok = load_tokenizer(p.model, p.revision, trust_unpinned=stage.trust_unpinned)
     try:
         data = sft_examples(p.dataset, files, tok, p.max_length, p.train_examples, p.tulu3_test_examples,
@@ -328,8 +330,9 @@ def evaluate(stage: Any, run: Any) -> None:
         bounds = {"rows": bounds["rows"] + b["rows"], "violations": bounds["violations"] + b["violations"],
                   "max_ratio": max(bounds["max_ratio"], b["max_ratio"])}
     c = np.asarray(data["channel_max"])
-    claims = build_claims(per_seed, inv, searches, bounds, cfg.eval.bootstrap_resamples,
-                          {float(data["alpha"]): float(c.max() / np.median(c))})
+    ratios = {float(data["alpha"]): float(c.max() / np.median(c))}
+    claims = build_claims(per_seed, inv, searches, bounds, ratios, paper_data=True,  # TL;DR or Tulu 3: paper data
+                          c1_margin=cfg.eval.c1_margin)
     seeds_seen = sorted({s for r in per_seed.values() for s in r})
     doc = write_claims(stage.output(0), study=SLUG, scale=stage.scale, data_source=stage.data_source, claims=claims,
                        config_hash=config_hash(cfg), paper=PAPER, seeds=seeds_seen)

@@ -115,13 +115,6 @@ class Adequacy(Section):
                                         "that share; claims comparing a collapsed rejector are inconclusive (ours)")
 
 
-class Bootstrap(Section):
-    """Paired percentile bootstrap over pooled test points (claims 1–3)."""
-
-    n_resamples: int = Field(2000, ge=100, description="bootstrap resamples")
-    seed: int = Field(0, ge=0, description="bootstrap rng seed")
-
-
 class Identities(Section):
     """Claim 4: random scores and costs for the surrogate-bound and Bayes-allocation checks (float64)."""
 
@@ -195,7 +188,6 @@ class Config(StudyConfig):
     arm_config: Arms = Field(Arms(), description="loss of each trained arm [R]")
     train: Train = Field(Train(), description="rejector training [R]")
     attack: Attack = Field(Attack(), description="evaluation attacks [R]")
-    bootstrap: Bootstrap = Field(Bootstrap(), description="paired bootstrap of claims 1-3")
     adequacy: Adequacy = Field(Adequacy(), description="collapse gate of claims 1-3 (ours)")
     identities: Identities = Field(Identities(), description="claim-4 random inputs")
     digits: Digits = Field(Digits(), description="digits agents, costs and rejector [R]")
@@ -222,7 +214,7 @@ STAGE_KEYS: dict[str, tuple[str, ...]] = {
                    "diabetes.cost_scale"),
     "train": ("arms", "seeds", "datasets", "device", "arm_config", "train", "attack", "digits.hidden",
               "digits.epochs", "diabetes.hidden", "diabetes.epochs"),
-    "evaluate": ("arms", "seeds", "datasets", "attack.eps_grid", "attack.claim_eps", "bootstrap", "adequacy",
+    "evaluate": ("arms", "seeds", "datasets", "attack.eps_grid", "attack.claim_eps", "adequacy",
                  "identities"),
     "report": (),
 }

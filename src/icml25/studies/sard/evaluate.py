@@ -1,9 +1,11 @@
-"""Verdicts of the sard study: pure functions of per-seed, per-test-point metric arrays (thresholds are the study's
-constants, fixed before any result was seen).
+"""Verdicts of the sard study: pure functions of per-seed metric arrays (thresholds are the study's constants).
 
-Claims 1–3 compare ``sard`` with ``clean_l2d`` on the same seeds (same split, agents, rejector initialisation and
-attack starts), so their test points are paired. Uncertainty is a paired percentile bootstrap over the test points
-pooled across seeds (:data:`N_BOOT` resamples, 95 %).
+Claims 1–3 compare ``sard`` with ``clean_l2d`` on the same seeds. A seed draws the split, the simulated experts,
+the rejector initialisation and the attack starts, so the **seed is the independent unit** (issue 31): each
+claim reduces a seed's test points to one paired effect (sard − clean_l2d on that seed's test split) and decides
+on the Student-t 95 % interval of the per-seed effects (:func:`icml25.core.claims.summarize`), with the exact
+sign-flip p-value and the minimum detectable effect at that n beside it. Test points of different seeds are never
+pooled as if independent.
 
 * :func:`verdict_untargeted` — claim 1: adversarial deferral loss at ε = 0.1 (PGD-20), sard − clean_l2d.
 * :func:`verdict_targeted` — claim 2: success rate of the attack towards the costliest expert t,
@@ -12,25 +14,32 @@ pooled across seeds (:data:`N_BOOT` resamples, 95 %).
 * :func:`check_mechanism` — claim 4 (a check): :func:`check_surrogate_bound`, :func:`check_bayes_allocation`,
   :func:`check_attack_budget` and the diagnostic :func:`check_monotone_eps` all hold.
 
-**Adequacy of the learners** (ours; the paper states no such rule). A rejector that sends (almost) every test point
-to one agent cannot be attacked at all: its adversarial loss equals its clean loss and no targeted attack can move
-it. Claims 1 and 2 would then be "reproduced" for a reason that says nothing about robust learning, and claim 3
-would measure a failed fit, not the method. :func:`collapsed_seeds` flags a seed whose rejector gives at least
-:data:`COLLAPSE_SHARE` (config key ``adequacy.collapse_share``) of its clean allocations to one agent while the cost-optimal allocation gives no agent that
-share; :func:`adequacy_gate` turns a claim comparing such a rejector into "inconclusive" and records what the test
-alone gave. The gate is symmetric: it withholds a "not reproduced" as well as a "reproduced".
+Claims 1 and 2 are superiority claims with an effect-size floor (:data:`C1_MEAN_MAX`, :data:`C2_DROP_MIN`; ours:
+the paper's method section and tables were not read, so no paper number exists): reproduced when the mean effect
+reaches the floor and the interval excludes 0; not reproduced when the interval lies entirely short of the floor
+(the effect is smaller than the floor, or of the wrong sign); otherwise inconclusive.
+
+**Adequacy gates** (ours; the paper states none; :func:`claim_gates`). (i) A rejector that sends (almost) every
+test point to one agent cannot be attacked at all: :func:`collapsed_seeds` flags a seed whose rejector gives at
+least ``adequacy.collapse_share`` of its clean allocations to one agent while the cost-optimal allocation gives no
+agent that share; any collapsed seed of either arm fails the gate ``no_collapsed_rejector`` of claims 1–3.
+(ii) Headroom: the untargeted attack must raise ``clean_l2d``'s deferral loss by at least claim 1's floor, and the
+targeted attack must succeed on ``clean_l2d`` at least as often as claim 2's floor, else the testbed cannot show
+the claimed reduction. A failed gate makes the claim inconclusive (``icml25.core.claims.apply_gates``), for a
+"not reproduced" as well as a "reproduced".
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-N_BOOT = 2000                 # bootstrap resamples
+from icml25.core.claims import Gate, gate, mde, sign_flip_test, summarize
+
 CI_LEVEL = 0.95
-C1_MEAN_MAX = -0.02           # claim 1: mean paired difference of the adversarial deferral loss at most this
-C2_DROP_MIN = 0.05            # claim 2: sard's targeted success rate lower by at least 5 points (rate units)
+C1_MEAN_MAX = -0.02           # claim 1: floor: mean per-seed difference of the adversarial deferral loss <= this
+C2_DROP_MIN = 0.05            # claim 2: floor: sard's targeted success rate lower by at least 5 points (rate units)
 C3_MARGIN = 0.03              # claim 3: non-inferiority margin of the clean deferral loss
 BOUND_TOL = 1e-12             # claim 4: float64 rounding allowance of the surrogate bound (equality cases)
 GRAD_TOL = 1e-10              # claim 4: |gradient| of the nu = 1 surrogate at r = log tau
@@ -39,104 +48,99 @@ COLLAPSE_SHARE = 0.99         # adequacy: default of config key adequacy.collaps
                               # seed's clean test allocations)
 
 
-def _pool(name: str, per_seed: Sequence[Any]) -> tuple[np.ndarray, list[int]]:
+def _per_seed_arrays(name: str, per_seed: Sequence[Any]) -> list[np.ndarray]:
     arrays = [np.asarray(a, dtype=np.float64).reshape(-1) for a in per_seed]
     if not arrays or any(a.size == 0 for a in arrays):
         raise ValueError(f"verdict: {name} must be a non-empty list of non-empty per-seed arrays")
-    pooled = np.concatenate(arrays)
-    if not np.isfinite(pooled).all():
+    if not all(np.isfinite(a).all() for a in arrays):
         raise ValueError(f"verdict: {name} has non-finite values")
-    return pooled, [len(a) for a in arrays]
+    return arrays
 
 
-def _paired(**per_seed: Sequence[Any]) -> tuple[dict[str, np.ndarray], list[int]]:
-    pooled, lengths = {}, {}
-    for name, arrays in per_seed.items():
-        pooled[name], lengths[name] = _pool(name, arrays)
+def _paired(**per_seed: Sequence[Any]) -> tuple[dict[str, list[np.ndarray]], list[int]]:
+    arrays = {name: _per_seed_arrays(name, a) for name, a in per_seed.items()}
+    lengths = {name: [len(a) for a in v] for name, v in arrays.items()}
     if len({tuple(v) for v in lengths.values()}) != 1:
-        raise ValueError(f"verdict: per-seed arrays are not paired (points per seed differ): {lengths}")
-    return pooled, next(iter(lengths.values()))
+        raise ValueError(f"verdict: per-seed arrays are not paired (seeds or points per seed differ): {lengths}")
+    return arrays, next(iter(lengths.values()))
 
 
-def paired_bootstrap(statistic: Callable[[np.ndarray], np.ndarray], n_points: int, n_boot: int = N_BOOT,
-                     seed: int = 0) -> tuple[float, float]:
-    """Percentile CI of a statistic of resampled test points: ``statistic(idx)`` maps an index matrix (B, N) to B
-    values. Resampling is uniform with replacement over the N pooled points, rng ``default_rng(seed)``."""
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, n_points, size=(n_boot, n_points))
-    boot = statistic(idx)  # NaN (a resample where a ratio is undefined) is left out
-    lo, hi = np.nanpercentile(boot, [50 * (1 - CI_LEVEL), 50 * (1 + CI_LEVEL)])
-    return float(lo), float(hi)
+def seed_effects(diffs: Sequence[float]) -> dict[str, Any]:
+    """The deciding statistics of one claim from its per-seed paired effects ``diffs`` (n,): the mean, its
+    Student-t 95 % interval and ``ci_method`` (:func:`summarize`), the sd, the two-sided exact sign-flip p-value
+    (n ≥ 2) and the minimum detectable effect at this n (:func:`icml25.core.claims.mde`)."""
+    d = np.asarray(diffs, dtype=np.float64)
+    s = summarize(d, level=CI_LEVEL, unit="seeds")
+    return {"mean_diff": s["mean"], "ci_low": s["ci_low"], "ci_high": s["ci_high"], "sd": s["std"],
+            "n_seeds": s["n"], "ci_method": s["ci_method"], "per_seed_diff": d.tolist(),
+            "p_sign_flip": sign_flip_test(d) if d.size > 1 else None,
+            "mde": mde(d.size, s["std"]) if d.size > 1 else None}
 
 
-def _mean_diff(a: np.ndarray, b: np.ndarray, n_boot: int, seed: int) -> dict[str, Any]:
-    d = a - b
-    lo, hi = paired_bootstrap(lambda idx: d[idx].mean(axis=1), len(d), n_boot, seed)
-    return {"mean_diff": float(d.mean()), "ci_low": lo, "ci_high": hi, "n_points": int(len(d)),
-            "mean_sard": float(a.mean()), "mean_clean": float(b.mean())}
+def _floor_rule(s: Mapping[str, Any], floor: float) -> tuple[bool, bool]:
+    """Superiority with an effect-size floor (``floor`` < 0, lower is better): reproduced iff mean ≤ floor and CI
+    high < 0; not reproduced iff CI low > floor (the effect is confidently short of the floor)."""
+    return bool(s["mean_diff"] <= floor and s["ci_high"] < 0), bool(s["ci_low"] > floor)
 
 
-def verdict_untargeted(adv_loss_sard: Sequence[Any], adv_loss_clean: Sequence[Any], n_boot: int = N_BOOT,
-                       seed: int = 0) -> tuple[bool, bool, dict[str, Any]]:
-    """Claim 1. Per-seed arrays of the per-test-point adversarial deferral loss at ε = 0.1 (values in [0, 1]).
-    d = sard − clean_l2d, pooled. Reproduced: mean(d) ≤ −0.02 and CI high < 0. Not reproduced: CI low > 0.
-    Otherwise inconclusive."""
+def verdict_untargeted(adv_loss_sard: Sequence[Any], adv_loss_clean: Sequence[Any]
+                       ) -> tuple[bool, bool, dict[str, Any]]:
+    """Claim 1. Per-seed arrays of the per-test-point adversarial deferral loss at ε = 0.1 (values in [0, 1]),
+    the same points in the same order for both arms. Per seed d_s = mean(sard) − mean(clean_l2d); Student-t 95 %
+    interval over seeds. Reproduced: mean ≤ −0.02 and CI high < 0. Not reproduced: CI low > −0.02. Otherwise
+    inconclusive."""
     p, lengths = _paired(adv_loss_sard=adv_loss_sard, adv_loss_clean=adv_loss_clean)
-    s = _mean_diff(p["adv_loss_sard"], p["adv_loss_clean"], n_boot, seed)
-    reproduced = s["mean_diff"] <= C1_MEAN_MAX and s["ci_high"] < 0
-    not_reproduced = s["ci_low"] > 0
-    return bool(reproduced), bool(not_reproduced), {**s, "points_per_seed": lengths, "threshold": C1_MEAN_MAX}
+    d = [a.mean() - b.mean() for a, b in zip(p["adv_loss_sard"], p["adv_loss_clean"])]
+    s = seed_effects(d)
+    rep, nrep = _floor_rule(s, C1_MEAN_MAX)
+    return rep, nrep, {**s, "mean_sard": float(np.mean([a.mean() for a in p["adv_loss_sard"]])),
+                       "mean_clean": float(np.mean([b.mean() for b in p["adv_loss_clean"]])),
+                       "points_per_seed": lengths, "threshold": C1_MEAN_MAX}
 
 
 def verdict_targeted(success_sard: Sequence[Any], eligible_sard: Sequence[Any], success_clean: Sequence[Any],
-                     eligible_clean: Sequence[Any], n_boot: int = N_BOOT,
-                     seed: int = 0) -> tuple[bool, bool, dict[str, Any]]:
+                     eligible_clean: Sequence[Any]) -> tuple[bool, bool, dict[str, Any]]:
     """Claim 2. Per-seed 0/1 arrays per test point: ``eligible`` = 1{π(x) ≠ t}, ``success`` = 1{π(x) ≠ t and
-    π(x′) = t}. Rate = Σ success / Σ eligible (pooled); d = rate_sard − rate_clean, with a paired bootstrap of the
-    points (each arm's rate recomputed on the same resample). Reproduced: d ≤ −0.05 (5 points) and the CI excludes
-    0. Not reproduced: CI low > 0. Otherwise inconclusive — including when an arm has no eligible point at all
-    (it sends every test point to t, so the rate is undefined; ``statistic["undefined_for"]`` names it)."""
+    π(x′) = t}. Per seed the rate Σ success / Σ eligible of each arm and d_s = rate_sard − rate_clean; Student-t
+    95 % interval over seeds. Reproduced: mean ≤ −0.05 (5 points) and CI high < 0. Not reproduced: CI low > −0.05.
+    Otherwise inconclusive — including when an arm has no eligible point on some seed (it sends every test point
+    to t, so that seed's rate is undefined; ``statistic["undefined_for"]`` names the arm and seeds)."""
     p, lengths = _paired(success_sard=success_sard, eligible_sard=eligible_sard, success_clean=success_clean,
                          eligible_clean=eligible_clean)
-    for name, a in p.items():
-        if not np.isin(a, (0.0, 1.0)).all():
+    for name, arrays in p.items():
+        if not all(np.isin(a, (0.0, 1.0)).all() for a in arrays):
             raise ValueError(f"verdict_targeted: {name} must hold 0/1 values")
     for arm in ("sard", "clean"):
-        if (p[f"success_{arm}"] > p[f"eligible_{arm}"]).any():
+        if any((s > e).any() for s, e in zip(p[f"success_{arm}"], p[f"eligible_{arm}"])):
             raise ValueError(f"verdict_targeted: success_{arm} is 1 where eligible_{arm} is 0")
-    n = len(p["success_sard"])
-    empty = [arm for arm in ("sard", "clean") if p[f"eligible_{arm}"].sum() == 0]
+    empty = {arm: [i for i, e in enumerate(p[f"eligible_{arm}"]) if e.sum() == 0] for arm in ("sard", "clean")}
+    empty = {arm: idx for arm, idx in empty.items() if idx}
     if empty:  # the rate is undefined: a rejector that already sends every point to t cannot be attacked towards t
-        return False, False, {"rate_diff": float("nan"), "undefined_for": empty, "n_points": int(n),
-                              "points_per_seed": lengths, "threshold": -C2_DROP_MIN}
-
-    def rate(arm: str, idx: np.ndarray | None = None) -> np.ndarray | float:
-        s, e = p[f"success_{arm}"], p[f"eligible_{arm}"]
-        if idx is None:
-            return float(s.sum() / e.sum())
-        es = e[idx].sum(axis=1)
-        return s[idx].sum(axis=1) / np.where(es > 0, es, np.nan)
-
-    d = rate("sard") - rate("clean")
-    lo, hi = paired_bootstrap(lambda idx: rate("sard", idx) - rate("clean", idx), n, n_boot, seed)
-    reproduced = d <= -C2_DROP_MIN and (hi < 0 or lo > 0)
-    not_reproduced = lo > 0
-    stat = {"rate_diff": float(d), "rate_sard": rate("sard"), "rate_clean": rate("clean"), "ci_low": lo,
-            "ci_high": hi, "n_points": int(n), "n_eligible_sard": int(p["eligible_sard"].sum()),
-            "n_eligible_clean": int(p["eligible_clean"].sum()), "points_per_seed": lengths,
-            "threshold": -C2_DROP_MIN}
-    return bool(reproduced), bool(not_reproduced), stat
+        return False, False, {"mean_diff": float("nan"), "undefined_for": sorted(empty),
+                              "undefined_seed_index": empty, "points_per_seed": lengths,
+                              "threshold": -C2_DROP_MIN, "ci_method": "undefined (an arm has no eligible point)"}
+    rates = {arm: np.array([s.sum() / e.sum() for s, e in zip(p[f"success_{arm}"], p[f"eligible_{arm}"])])
+             for arm in ("sard", "clean")}
+    s = seed_effects(rates["sard"] - rates["clean"])
+    rep, nrep = _floor_rule(s, -C2_DROP_MIN)
+    return rep, nrep, {**s, "rate_sard": float(rates["sard"].mean()), "rate_clean": float(rates["clean"].mean()),
+                       "n_eligible_sard": int(sum(e.sum() for e in p["eligible_sard"])),
+                       "n_eligible_clean": int(sum(e.sum() for e in p["eligible_clean"])),
+                       "points_per_seed": lengths, "threshold": -C2_DROP_MIN}
 
 
-def verdict_clean_noninferiority(clean_loss_sard: Sequence[Any], clean_loss_clean: Sequence[Any],
-                                 n_boot: int = N_BOOT, seed: int = 0) -> tuple[bool, bool, dict[str, Any]]:
-    """Claim 3. Per-seed arrays of the per-test-point clean deferral loss. d = sard − clean_l2d, pooled.
-    Reproduced: CI high ≤ +0.03. Not reproduced: CI low > +0.03. Otherwise inconclusive."""
+def verdict_clean_noninferiority(clean_loss_sard: Sequence[Any], clean_loss_clean: Sequence[Any]
+                                 ) -> tuple[bool, bool, dict[str, Any]]:
+    """Claim 3. Per-seed arrays of the per-test-point clean deferral loss. Per seed d_s = mean(sard) −
+    mean(clean_l2d); Student-t 95 % interval over seeds. Reproduced: CI high ≤ +0.03. Not reproduced: CI low >
+    +0.03. Otherwise inconclusive."""
     p, lengths = _paired(clean_loss_sard=clean_loss_sard, clean_loss_clean=clean_loss_clean)
-    s = _mean_diff(p["clean_loss_sard"], p["clean_loss_clean"], n_boot, seed)
-    reproduced = s["ci_high"] <= C3_MARGIN
-    not_reproduced = s["ci_low"] > C3_MARGIN
-    return bool(reproduced), bool(not_reproduced), {**s, "points_per_seed": lengths, "margin": C3_MARGIN}
+    d = [a.mean() - b.mean() for a, b in zip(p["clean_loss_sard"], p["clean_loss_clean"])]
+    s = seed_effects(d)
+    return bool(s["ci_high"] <= C3_MARGIN), bool(s["ci_low"] > C3_MARGIN), {
+        **s, "mean_sard": float(np.mean([a.mean() for a in p["clean_loss_sard"]])),
+        "mean_clean": float(np.mean([b.mean() for b in p["clean_loss_clean"]])), "points_per_seed": lengths,
+        "margin": C3_MARGIN}
 
 
 # ------------------------------------------------------------------------------------------ adequacy
@@ -160,18 +164,28 @@ def collapsed_seeds(alloc_rates: Sequence[Sequence[float]], oracle_rates: Sequen
     return [names[i] for i in np.flatnonzero(flags)]
 
 
-def adequacy_gate(outcome: tuple[bool, bool, dict[str, Any]], collapsed: dict[str, list[int]]
-                  ) -> tuple[bool, bool, dict[str, Any]]:
-    """Withhold a verdict that compares a collapsed rejector: ``outcome`` = (reproduced, not_reproduced, statistic)
-    of a ``verdict_*`` function, ``collapsed`` = {arm: collapsed seeds}. With any collapsed seed the result is
-    (False, False, statistic + ``adequate`` False, ``collapsed_seeds``, ``test_alone``: the verdict the test alone
-    gave); otherwise ``outcome`` with ``adequate`` True."""
-    rep, nrep, stat = outcome
-    bad = {arm: list(seeds) for arm, seeds in collapsed.items() if seeds}
-    if not bad:
-        return rep, nrep, {**stat, "adequate": True}
-    alone = "reproduced" if rep and not nrep else ("not reproduced" if nrep else "inconclusive")
-    return False, False, {**stat, "adequate": False, "collapsed_seeds": bad, "test_alone": alone}
+def claim_gates(stem: str, collapsed: Mapping[str, Sequence[int]], *, attack_gain_clean: float,
+                targeted_rate_clean: float, collapse_share: float = COLLAPSE_SHARE) -> list[Gate]:
+    """The adequacy gates of claim ``stem`` (``c1_untargeted``, ``c2_targeted``, ``c3_clean_noninferiority``).
+
+    ``collapsed``: {arm: collapsed seeds} (:func:`collapsed_seeds`); ``attack_gain_clean``: clean_l2d's mean over
+    seeds of (adversarial − clean) deferral loss at the claim budget; ``targeted_rate_clean``: clean_l2d's mean
+    targeted success rate. Every claim: no collapsed seed in either arm. Claim 1: the attack gain ≥ |C1_MEAN_MAX|.
+    Claim 2: the baseline's targeted success ≥ C2_DROP_MIN."""
+    bad = {arm: list(s) for arm, s in collapsed.items() if s}
+    gates = [gate("no_collapsed_rejector", sum(len(s) for s in bad.values()), at_most=0,
+                  text=(f"collapsed seeds {bad}: one agent gets >= {collapse_share:.0%} of a seed's clean test "
+                        "allocations while the cost-optimal allocation does not" if bad else
+                        "no rejector sends (almost) every test point to one agent"))]
+    if stem == "c1_untargeted":
+        gates.append(gate("attack_headroom", attack_gain_clean, at_least=-C1_MEAN_MAX,
+                          text="the untargeted attack must raise clean_l2d's deferral loss by at least the claim's "
+                               "floor, else no reduction of that size is possible"))
+    elif stem == "c2_targeted":
+        gates.append(gate("targeted_headroom", targeted_rate_clean, at_least=C2_DROP_MIN,
+                          text="the targeted attack must succeed on clean_l2d at least as often as the claim's floor "
+                               "(5 points)"))
+    return gates
 
 
 # ------------------------------------------------------------------------------------------ claim 4
@@ -242,15 +256,19 @@ CLAIM_TEXT = (
      "SARD keeps the clean deferral loss of clean two-stage learning to defer (non-inferiority margin 0.03)"),
 )
 _TESTS = {
-    "c1_untargeted": ("paired bootstrap over pooled test points of d = sard - clean_l2d, adversarial deferral loss "
-                      "at the claim budget", "reproduced: mean(d) <= -0.02 and CI high < 0; not reproduced: CI low "
-                      "> 0; else inconclusive"),
-    "c2_targeted": ("paired bootstrap of the difference of pooled targeted-success rates (sard - clean_l2d)",
-                    "reproduced: d <= -0.05 and the CI excludes 0; not reproduced: CI low > 0; else inconclusive"),
-    "c3_clean_noninferiority": ("paired bootstrap over pooled test points of d = sard - clean_l2d, clean deferral "
-                                "loss", "reproduced: CI high <= +0.03; not reproduced: CI low > +0.03; else "
-                                "inconclusive"),
+    "c1_untargeted": ("per seed d = mean over test points of (sard - clean_l2d) adversarial deferral loss at the "
+                      "claim budget; Student-t 95% CI over seeds",
+                      "reproduced: mean(d) <= -0.02 and CI high < 0; not reproduced: CI low > -0.02; else "
+                      "inconclusive"),
+    "c2_targeted": ("per seed d = targeted-success rate of sard - that of clean_l2d; Student-t 95% CI over seeds",
+                    "reproduced: mean(d) <= -0.05 and CI high < 0; not reproduced: CI low > -0.05; else "
+                    "inconclusive"),
+    "c3_clean_noninferiority": ("per seed d = mean over test points of (sard - clean_l2d) clean deferral loss; "
+                                "Student-t 95% CI over seeds",
+                                "reproduced: CI high <= +0.03; not reproduced: CI low > +0.03; else inconclusive"),
 }
+#: datasets the paper itself uses (paper scale); digits and diabetes are stand-ins
+PAPER_DATASETS = ("cifar10", "california_housing", "voc2007")
 
 
 def _word(rep: bool, nrep: bool) -> str:
@@ -258,11 +276,12 @@ def _word(rep: bool, nrep: bool) -> str:
 
 
 def claim_outcomes(runs: Mapping[tuple[str, str, int], Mapping[str, Any]], dataset: str, arm: str,
-                   seeds: Sequence[int], claim_eps_key: str, target: int, n_boot: int = N_BOOT,
-                   boot_seed: int = 0, collapse_share: float = COLLAPSE_SHARE
-                   ) -> dict[str, tuple[bool, bool, dict[str, Any]]]:
-    """Claims 1–3 for ``arm`` against ``clean_l2d`` on one dataset, adequacy-gated. ``runs[(dataset, arm, seed)]``
-    holds ``points`` (per-test-point arrays) and ``metrics`` (``alloc_rate_{j}``, ``agents/oracle_rate_{j}``)."""
+                   seeds: Sequence[int], claim_eps_key: str, target: int,
+                   collapse_share: float = COLLAPSE_SHARE
+                   ) -> dict[str, tuple[bool, bool, dict[str, Any], list[Gate]]]:
+    """Claims 1–3 for ``arm`` against ``clean_l2d`` on one dataset: ``{stem: (reproduced, not_reproduced,
+    statistic, gates)}``. ``runs[(dataset, arm, seed)]`` holds ``points`` (per-test-point arrays) and ``metrics``
+    (``alloc_rate_{j}``, ``agents/oracle_rate_{j}``, ``def_loss_clean``, ``def_loss_adv_<eps>``)."""
     def pts(a: str, key: str) -> list[np.ndarray]:
         return [np.asarray(runs[(dataset, a, s)]["points"][key]) for s in seeds]
 
@@ -274,15 +293,19 @@ def claim_outcomes(runs: Mapping[tuple[str, str, int], Mapping[str, Any]], datas
     collapsed = {a: collapsed_seeds(rates(a, "alloc_rate_"), rates(a, "agents/oracle_rate_"), seeds,
                                     collapse_share) for a in (arm, "clean_l2d")}
     adv = f"def_loss_adv_{claim_eps_key}"
+    gain = float(np.mean([a.mean() - c.mean() for a, c in zip(pts("clean_l2d", adv),
+                                                               pts("clean_l2d", "def_loss_clean"))]))
+    succ, elig = pts("clean_l2d", f"targeted_success_{target}"), pts("clean_l2d", f"targeted_eligible_{target}")
+    rate = float(np.mean([s.sum() / e.sum() if e.sum() else np.nan for s, e in zip(succ, elig)]))
     out = {
-        "c1_untargeted": verdict_untargeted(pts(arm, adv), pts("clean_l2d", adv), n_boot, boot_seed),
-        "c2_targeted": verdict_targeted(pts(arm, f"targeted_success_{target}"), pts(arm, f"targeted_eligible_{target}"),
-                                        pts("clean_l2d", f"targeted_success_{target}"),
-                                        pts("clean_l2d", f"targeted_eligible_{target}"), n_boot, boot_seed),
+        "c1_untargeted": verdict_untargeted(pts(arm, adv), pts("clean_l2d", adv)),
+        "c2_targeted": verdict_targeted(pts(arm, f"targeted_success_{target}"),
+                                        pts(arm, f"targeted_eligible_{target}"), succ, elig),
         "c3_clean_noninferiority": verdict_clean_noninferiority(pts(arm, "def_loss_clean"),
-                                                               pts("clean_l2d", "def_loss_clean"), n_boot, boot_seed),
+                                                               pts("clean_l2d", "def_loss_clean")),
     }
-    return {k: adequacy_gate(v, collapsed) for k, v in out.items()}
+    return {k: (*v, claim_gates(k, collapsed, attack_gain_clean=gain, targeted_rate_clean=rate,
+                                 collapse_share=collapse_share)) for k, v in out.items()}
 
 
 def _per_seed(runs: Mapping, dataset: str, arm: str, seeds: Sequence[int], key: str) -> list[float]:
@@ -292,45 +315,44 @@ def _per_seed(runs: Mapping, dataset: str, arm: str, seeds: Sequence[int], key: 
 def build_claims(runs: Mapping[tuple[str, str, int], Mapping[str, Any]], *, datasets: Sequence[str],
                  primary: str, arms: Sequence[str], seeds: Sequence[int], claim_eps_key: str,
                  eps_keys: Sequence[str], eps_values: Sequence[float], targets: Mapping[str, int],
-                 identities: Mapping[str, float], n_boot: int = N_BOOT, boot_seed: int = 0,
-                 collapse_share: float = COLLAPSE_SHARE) -> list:
+                 identities: Mapping[str, float], collapse_share: float = COLLAPSE_SHARE) -> list:
     """Every entry of the spec: claims 1–3 per dataset (``sard`` vs ``clean_l2d``; ids get ``_<dataset>`` unless
-    ``dataset == primary``), with the same rules applied to ``sard_ce`` in the statistic (secondary analysis, not
-    a claim), and the claim-4 check over every evaluated run. Returns :class:`icml25.core.claims.Claim` objects."""
-    from icml25.core.claims import Claim, Evidence, check, summarize, verdict
+    ``dataset == primary``), with the same rules and gates applied to ``sard_ce`` in the statistic (secondary
+    analysis, not a claim), and the claim-4 check over every evaluated run. ``evidence.paper_data`` is True only
+    for the paper's own datasets (:data:`PAPER_DATASETS`). Returns :class:`icml25.core.claims.Claim` objects."""
+    from icml25.core.claims import Claim, Evidence, apply_gates, check, verdict
 
     entries = []
     for ds in datasets:
         if not all((ds, a, s) in runs for a in ("clean_l2d", "sard") for s in seeds):
             continue
-        main = claim_outcomes(runs, ds, "sard", seeds, claim_eps_key, targets[ds], n_boot, boot_seed, collapse_share)
-        second = (claim_outcomes(runs, ds, "sard_ce", seeds, claim_eps_key, targets[ds], n_boot, boot_seed,
-                                 collapse_share)
+        main = claim_outcomes(runs, ds, "sard", seeds, claim_eps_key, targets[ds], collapse_share)
+        second = (claim_outcomes(runs, ds, "sard_ce", seeds, claim_eps_key, targets[ds], collapse_share)
                   if all((ds, "sard_ce", s) in runs for s in seeds) else {})
         metric_key = {"c1_untargeted": f"def_loss_adv_{claim_eps_key}",
                       "c2_targeted": f"targeted_success_{targets[ds]}", "c3_clean_noninferiority": "def_loss_clean"}
         for stem, title, statement in CLAIM_TEXT:
-            rep, nrep, stat = main[stem]
+            rep, nrep, stat, gates = main[stem]
             if stem in second:
-                r2, n2, s2 = second[stem]
-                stat = {**stat, "secondary_sard_ce": {"verdict": _word(r2, n2), **s2}}
+                r2, n2, s2, g2 = second[stem]
+                v2, gate_note = apply_gates("claim", verdict(r2, n2), g2)
+                stat = {**stat, "secondary_sard_ce": {"verdict": v2, "test_alone": _word(r2, n2),
+                                                      "gates_failed": [g.name for g in g2 if not g.passed],
+                                                      "gate_note": gate_note, **s2}}
             arms_here = [a for a in arms if all((ds, a, s) in runs for s in seeds)]
-            metrics = {a: summarize(_per_seed(runs, ds, a, seeds, metric_key[stem]), n_resamples=n_boot,
-                                    seed=boot_seed) for a in arms_here}
-            diff = stat.get("mean_diff", stat.get("rate_diff"))
-            keys = {"d (sard - clean_l2d)": diff, "ci_low": stat.get("ci_low"), "ci_high": stat.get("ci_high")}
-            note = ""
-            if not stat["adequate"]:
-                note = (f"Adequacy gate: collapsed rejector(s) {stat['collapsed_seeds']} (one agent gets >= "
-                        f"{collapse_share:.0%} of a seed's clean test allocations while the cost-optimal allocation "
-                        f"does not); the test alone gives {stat['test_alone']!r}.")
+            metrics = {a: summarize(_per_seed(runs, ds, a, seeds, metric_key[stem])) for a in arms_here}
+            diff = stat.get("mean_diff")
+            keys = {"d (sard - clean_l2d)": diff, "ci_low": stat.get("ci_low"), "ci_high": stat.get("ci_high"),
+                    "per_seed_d": stat.get("per_seed_diff")}
             test, threshold = _TESTS[stem]
             entries.append(Claim(
                 id=stem if ds == primary else f"{stem}_{ds}", title=f"{title} ({ds})",
                 statement=f"{statement} ({ds}).", source="paper",
                 data=f"{ds} (scikit-learn), simulated agents, test split of seeds {list(seeds)}",
                 test=test, threshold=threshold, verdict=verdict(rep, nrep), statistic=stat, metrics=metrics,
-                note=note, kind="claim", evidence=Evidence(n=len(seeds), unit="seeds", paper_data=None),
+                kind="claim", gates=gates,
+                evidence=Evidence(n=len(seeds), unit="seeds", paper_data=ds in PAPER_DATASETS,
+                                  ci_method=stat.get("ci_method", ""), mde=stat.get("mde")),
                 key_numbers=keys))
     evaluated = [r for r in runs.values()]
     budget_runs = [r for r in evaluated if r["metrics"].get("eps0_bitwise") is not None]

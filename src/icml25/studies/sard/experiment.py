@@ -1,5 +1,5 @@
 """One dataset × arm × seed of the sard study end to end in memory: :func:`run` (what the train stage does per
-seed, and what ``benchmarks/sard_default.py`` loops over); the claim-4 identities: :func:`run_identities`.
+seed, and what a tuning run loops over); the claim-4 identities: :func:`run_identities`.
 
 ``settings`` is the plain dict of a validated :class:`.config.Config` (``Config.model_dump(mode="json")``).
 
@@ -85,8 +85,8 @@ def run(settings: Mapping[str, Any], arm: str, seed: int, dataset: str = "digits
 
     Returns ``curves`` (per epoch: ``epoch``, ``train_surrogate``, ``val_def_loss_clean``, ``val_def_loss_adv``),
     ``metrics`` (test metrics of :func:`.metrics.evaluate_rejector`, the agents' quality and oracle deferral loss
-    ``info`` with prefix ``agents/``, ``train_seconds``), ``points`` (per-test-point arrays for the paired
-    bootstrap), ``seconds``. A rejector whose training inputs (dataset, seed, dataset and training settings, the
+    ``info`` with prefix ``agents/``, ``train_seconds``), ``points`` (per-test-point arrays, reduced to
+    per-seed paired effects by the verdicts), ``seconds``. A rejector whose training inputs (dataset, seed, dataset and training settings, the
     arm's loss keys) equal those of an earlier run in this process is reused, not re-trained (identical result:
     training is deterministic), so ``clean_l2d_agents_perturbed`` after ``clean_l2d`` costs only its evaluation."""
     if arm not in ARMS:

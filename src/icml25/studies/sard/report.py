@@ -54,16 +54,17 @@ def report_markdown(doc: Mapping[str, Any]) -> str:
     """The study's ``report.md``: claims (with the secondary sard_ce analysis), then per dataset the held-out
     metrics of every arm (mean ± sd over seeds)."""
     lines = [f"# sard report (scale `{doc.get('scale', '?')}`, seeds {doc.get('seeds')})", "", "## Claims", "",
-             "| entry | kind | verdict | d (sard − clean_l2d) | 95% CI | adequate | sard_ce (secondary) | note |",
+             "| entry | kind | verdict | d (sard − clean_l2d) | 95% CI (t over seeds) | gates failed | sard_ce (secondary) "
+             "| note |",
              "|---|---|---|---|---|---|---|---|"]
     for c in doc.get("claims", []):
         s = c.get("statistic") or {}
-        d = s.get("mean_diff", s.get("rate_diff"))
+        d = s.get("mean_diff")
         ci = f"[{_fmt(s.get('ci_low'))}, {_fmt(s.get('ci_high'))}]" if "ci_low" in s else "–"
         sec = s.get("secondary_sard_ce")
-        sec_txt = (f"{sec['verdict']}, d = {_fmt(sec.get('mean_diff', sec.get('rate_diff')))}" if sec else "–")
+        sec_txt = (f"{sec['verdict']}, d = {_fmt(sec.get('mean_diff'))}" if sec else "–")
         lines.append(f"| {c['id']} | {c['kind']} | {c['verdict']} | {_fmt(d)} | {ci} | "
-                     f"{_fmt(s.get('adequate'))} | {sec_txt} | {c.get('note') or ''} |")
+                     f"{', '.join(c.get('gates_failed') or []) or '–'} | {sec_txt} | {c.get('note') or ''} |")
     eps = [float(e) for e in doc.get("eps", [])]
     for ds in doc.get("datasets", []):
         arms = doc["summary"].get(ds, {})

@@ -24,7 +24,7 @@ import numpy as np
 from icml25.core.claims import log_verdicts, write_claims
 from icml25.core.cli import Stage
 from icml25.core.config import config_hash, to_dict
-from icml25.core.download import obtain, read_manifest
+from icml25.core.download import obtain, read_manifest, verified
 from icml25.core.io import atomic_path, load_npz, read_json, save_figure, save_npz, write_json, write_text
 
 from . import data as D
@@ -87,7 +87,7 @@ def preprocess(stage: Stage, run: Any) -> None:
             raise SystemExit(f"{SLUG} preprocess: dataset {ds!r} (paper scale) is planned, not implemented: its "
                              "agents (ResNet-18 / Faster R-CNN) and rejector need a GPU cluster; the offline "
                              f"datasets are {list(OFFLINE_DATASETS)}")
-        data = D.read_raw(ds, [raw[n] for n in D.DATASET_FILES[ds]])
+        data = D.read_raw(ds, [verified(raw[n]) for n in D.DATASET_FILES[ds]])
         section = getattr(cfg, ds)
         settings = {ds: {k: to_dict(getattr(section, k)) for k in _PREP_KEYS[ds]}}
         arrays: dict[str, np.ndarray] = {}
@@ -229,7 +229,6 @@ def evaluate(stage: Stage, run: Any) -> None:
     claims = build_claims(runs, datasets=datasets, primary=primary, arms=arms, seeds=seeds,
                           claim_eps_key=eps_key(cfg.attack.claim_eps), eps_keys=[eps_key(e) for e in eps_values],
                           eps_values=eps_values, targets=targets, identities=identities,
-                          n_boot=cfg.bootstrap.n_resamples, boot_seed=cfg.bootstrap.seed,
                           collapse_share=cfg.adequacy.collapse_share)
     doc = write_claims(stage.output(0), study=SLUG, scale=stage.scale, data_source=stage.data_source, claims=claims,
                        config_hash=config_hash(cfg), paper=PAPER, seeds=seeds)
@@ -239,8 +238,8 @@ def evaluate(stage: Stage, run: Any) -> None:
         "eps": eps_values, "claim_eps": cfg.attack.claim_eps, "targets": targets, "identities": identities,
         "summary": summary,
         "per_seed": {f"{d}/{a}/s{s}": r["metrics"] for (d, a, s), r in sorted(runs.items())},
-        "claims": [{"id": c.id, "kind": c.kind, "verdict": c.verdict, "statistic": c.statistic, "note": c.note}
-                   for c in claims]})
+        "claims": [{"id": c.id, "kind": c.kind, "verdict": c.verdict, "statistic": c.statistic, "note": c.note,
+                    "gates_failed": [g.name for g in c.gates if not g.passed]} for c in claims]})
     for arm in arms:  # one nested run per arm (means over seeds), one per seed under it
         with run.child(arm=arm) as arun:
             for ds in datasets:

@@ -1,4 +1,4 @@
-"""One arm x seed of the unisoma study end to end, in memory (the driver ``benchmarks/unisoma_default.py`` and the
+"""One arm x seed of the unisoma study end to end, in memory (tuning runs and the
 tests use it; the pipeline runs the same functions stage by stage).
 """
 from __future__ import annotations
