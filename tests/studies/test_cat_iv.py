@@ -815,3 +815,19 @@ def test_public_api_exports():
     assert cat_iv.select_valid_ivs(x, y, z, k=3) == [0, 1, 2]
     with pytest.raises(AttributeError):
         cat_iv.not_an_export  # noqa: B018
+
+
+def test_rehearsal_miniatures_pass_the_real_loader(tmp_path):
+    """The paper-scale rehearsal's Card and Mroz miniatures (cat_iv/rehearsal.py) have the real files' exact shape
+    and columns, so the real loader reads them unchanged; the whole rehearsal runs in tests/test_rehearsal.py."""
+    from icml25.core import rehearsal as R
+    from icml25.core.download import read_manifest
+    from icml25.studies.cat_iv import data as D
+
+    R.build_mirror(["cat_iv"], tmp_path)
+    entries = read_manifest(R.package_dir("cat_iv") / "manifest.csv", rehearsal=False)
+    for name in ("card", "mroz"):
+        frame = D.read_raw(tmp_path / entries[name].mirror_path, name)
+        assert frame.shape == D.RAW_SHAPES[name]
+        arrays = D.real_arrays(frame, name)
+        assert arrays["X"].size > 100 and arrays["Z"].shape[1] == len(arrays["candidates"])
