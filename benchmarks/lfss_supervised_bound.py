@@ -10,10 +10,17 @@ an upper bound of what the self-supervised learner could reach in the same numbe
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+def settings_for(scale: str, overrides: dict) -> dict:
+    """The study config of ``scale`` with ``overrides``, validated, as the plain dicts the training loop reads."""
+    from icml25.core.config import build, load_yaml, merge_scale
+    from icml25.studies.lfss.config import Config
+    from icml25.studies.lfss.experiment import settings_of
+
+    yaml = Path(__file__).resolve().parents[1] / "config" / "studies" / "lfss.yaml"
+    return settings_of(build(Config, merge_scale(load_yaml(yaml), scale, overrides), "lfss"))
 
 
 def main() -> None:
@@ -22,8 +29,6 @@ def main() -> None:
     args = parser.parse_args()
 
     import torch
-
-    from lfss_default import settings_for
 
     from icml25.studies.lfss.data import augment, load_dataset
     from icml25.studies.lfss.evaluate import kmeans_eval

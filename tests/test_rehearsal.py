@@ -59,17 +59,6 @@ def test_manifest_override_only_in_a_rehearsal_job(tmp_path, monkeypatch):
         read_manifest(real)
 
 
-def test_cat_iv_miniatures_pass_the_real_loader(tmp_path):
-    """The loader checks the real files' exact shapes and columns: the miniatures must pass it unchanged."""
-    from icml25.studies.cat_iv import data as D
-
-    R.build_mirror(["cat_iv"], tmp_path)
-    entries = read_manifest(R.package_dir("cat_iv") / "manifest.csv", rehearsal=False)
-    for name in ("card", "mroz"):
-        arrays = D.real_arrays(D.read_raw(tmp_path / entries[name].mirror_path, name), name)
-        assert arrays["X"].size > 100 and arrays["Z"].shape[1] == len(arrays["candidates"])
-
-
 def test_rehearsal_needs_paper_scale_and_a_rehearsal(tmp_path):
     work = copy_project(tmp_path / "p")
     out = run_snakemake(work, "-n", "--config", "scale=default", "rehearsal=true", "studies=[cat_iv]", timeout=300)

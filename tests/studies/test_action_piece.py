@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from icml25.studies.action_piece import ActionPieceTokenizer, build_vocabulary, fuse_rankings
 from icml25.studies.action_piece import tokenizer as T
-from icml25.studies.action_piece.evaluate import decide_headline, decide_mechanism, decide_paired
+from icml25.studies.action_piece.evaluate import chance_ndcg10, decide_headline, decide_mechanism, decide_paired
 from icml25.studies.action_piece.experiment import ranking_metrics
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -240,17 +240,81 @@ def test_movielens_counts():
 # ------------------------------------------------------------------------------------------- verdicts
 
 
-@pytest.mark.parametrize("a,b,expected", [
-    ([0.2, 0.3, 0.25], [0.1, 0.2, 0.2], (True, False)),
-    ([0.2, 0.3, 0.1], [0.1, 0.2, 0.15], (False, False)),  # mean > 0, one d_s < 0: inconclusive
-    ([0.1, 0.2, 0.2], [0.1, 0.2, 0.2], (False, True)),  # mean d = 0: not reproduced
-    ([0.1, 0.1, 0.3], [0.2, 0.2, 0.1], (False, True)),
+@pytest.mark.parametrize("a,b,floor,expected", [
+    # d = 0.1, 0.1, 0.05: mean 0.0833, sd 0.0289, t(2) half-width 4.303*0.0289/sqrt(3) = 0.0717 -> [0.0116, 0.155]
+    ([0.2, 0.3, 0.25], [0.1, 0.2, 0.2], 0.0, (True, False)),
+    ([0.2, 0.3, 0.25], [0.1, 0.2, 0.2], 0.09, (False, False)),  # CI low > 0 but mean 0.083 < floor 0.09
+    ([0.2, 0.3, 0.25], [0.1, 0.2, 0.2], 0.2, (False, True)),  # CI high 0.155 < floor 0.2
+    ([0.2, 0.3, 0.1], [0.1, 0.2, 0.15], 0.0, (False, False)),  # d = .1, .1, -.05: CI spans 0
+    ([0.1, 0.1, 0.3], [0.2, 0.2, 0.1], 0.0, (False, False)),  # d = -.1, -.1, .2: CI spans 0
+    ([0.1, 0.1, 0.1], [0.2, 0.21, 0.22], 0.0, (False, True)),  # d = -.1, -.11, -.12: CI [-0.135, -0.085]
 ])
-def test_decide_paired(a, b, expected):
-    rep, notrep, stat = decide_headline(a, b)
+def test_decide_paired_t_interval_and_floor(a, b, floor, expected):
+    rep, notrep, stat = decide_paired(a, b, floor=floor)
     assert (rep, notrep) == expected
-    assert stat["mean_d"] == pytest.approx(float(np.mean(np.subtract(a, b))))
-    assert decide_paired([], []) == (False, False, {"d": [], "mean_d": None})
+    d = np.subtract(a, b)
+    half = 4.302652729911275 * d.std(ddof=1) / np.sqrt(3)  # t_{0.975, 2}
+    assert stat["mean_d"] == pytest.approx(d.mean())
+    assert (stat["ci_low"], stat["ci_high"]) == pytest.approx((d.mean() - half, d.mean() + half))
+    assert stat["n"] == 3 and stat["ci_method"].startswith("t 95%")
+    assert stat["mde"] == pytest.approx((4.302652729911275 + 1.0606601717798212) * d.std(ddof=1) / np.sqrt(3))
+    assert decide_paired([], [])[:2] == (False, False)
+    assert decide_paired([0.2], [0.1])[:2] == (False, False)  # one seed: no interval
+
+
+def test_decide_headline_is_relative_with_the_paper_floor():
+    # relative gains 0.10, 0.12, 0.11 (mean 0.11, sd 0.01 -> CI [0.085, 0.135]): above 0 and above the 6% floor
+    rep, notrep, st = decide_headline([0.11, 0.112, 0.111], [0.1, 0.1, 0.1], floor=0.06)
+    assert (rep, notrep) == (True, False) and st["mean_d"] == pytest.approx(0.11)
+    # gains 0.02, 0.03, 0.025: CI [0.0126, 0.0374] > 0 but below the floor -> not reproduced
+    assert decide_headline([0.102, 0.103, 0.1025], [0.1, 0.1, 0.1], floor=0.06)[:2] == (False, True)
+
+
+def test_chance_ndcg10():
+    assert chance_ndcg10(1) == 1.0
+    assert chance_ndcg10(300) == pytest.approx(sum(1 / np.log2(r + 1) for r in range(1, 11)) / 300)
+
+
+def _per_seed(ap, fixed, naive):
+    return {"actionpiece": {s: {"ndcg10": v} for s, v in enumerate(ap)},
+            "fixed_tokens": {s: {"ndcg10": v} for s, v in enumerate(fixed)},
+            "naive_seg": {s: {"ndcg10": v} for s, v in enumerate(naive)}}
+
+
+@pytest.mark.parametrize("cross,fixed,expected", [
+    (0.5, [0.10, 0.10, 0.10], {"c1_headline": "reproduced", "c2_ablation_naive": "reproduced",
+                               "c3_utilisation": "not reproduced"}),
+    (0.0, [0.10, 0.10, 0.10], {"c1_headline": "inconclusive", "c2_ablation_naive": "inconclusive",
+                               "c3_utilisation": "inconclusive"}),  # failed cross-action gate
+    (0.5, [0.02, 0.02, 0.02], {"c1_headline": "inconclusive", "c2_ablation_naive": "inconclusive",
+                               "c3_utilisation": "not reproduced"}),  # learner at chance: c1-c2 gated
+])
+def test_build_claims_verdicts_and_gates(cross, fixed, expected):
+    from icml25.core.claims import validate_claims
+    from icml25.studies.action_piece.claims import build_claims
+
+    ap = [f * 1.2 + 0.001 * i for i, f in enumerate(fixed)]
+    per_seed = _per_seed(ap, fixed, [x - 0.01 - 0.001 * i for i, x in enumerate(ap)])
+    info = {"spr": {s: {"utilisation_q1": 0.8 + 0.01 * s} for s in range(3)},
+            "naive_seg": {s: {"utilisation_q1": 0.9 + 0.005 * s} for s in range(3)}}
+    ok = {"merge": 0, "heap_pair": [1, 2], "heap_weight": 5, "brute_weight": 5, "brute_pair": [1, 2], "brute_max": 5}
+    ws = {"cross_share": cross, "checks": [ok], "spr_multiset_ok": True, "mass_ok": True}
+    claims = build_claims(per_seed, info, ws, n_items=300)
+    by = {c.id: c for c in claims}
+    assert {k: by[k].verdict for k in expected} == expected
+    failed = {k: [g.name for g in by[k].gates if not g.passed] for k in expected}
+    if cross == 0.0:
+        assert all("cross_action_merges" in f for f in failed.values())
+        assert "adequacy gate cross_action_merges" in by["c1_headline"].note
+    if fixed[0] == 0.02:
+        assert failed["c1_headline"] == ["learner_above_chance"]
+    for k in expected:
+        assert by[k].evidence.paper_data is False and by[k].evidence.unit == "seeds" and by[k].evidence.n == 3
+        assert by[k].evidence.ci_method.startswith("t 95%") and by[k].evidence.mde > 0
+    assert by["c5_reported"].status == "untested" and by["c5_reported"].testable_at == "paper"
+    doc = {"study": "action_piece", "scale": "default", "data_source": "offline", "claims": [
+        __import__("dataclasses").asdict(c) for c in claims]}
+    validate_claims(json.loads(json.dumps(doc, default=float)))
 
 
 def test_decide_mechanism():
@@ -273,8 +337,12 @@ def test_smoke_pipeline_claims(smoke_run):
     assert by["c4_mechanism"]["statistic"]["merges_checked"] > 50  # every merge at smoke
     for cid in ("c1_headline", "c2_ablation_naive", "c3_utilisation"):
         assert by[cid]["kind"] == "claim" and by[cid]["verdict"] == "inconclusive"  # one seed
-        assert by[cid]["evidence"] == {"n": 1, "unit": "seeds", "paper_data": None}
-    assert by["c5_reported"]["source"] == "ours"
+        ev = by[cid]["evidence"]
+        assert (ev["n"], ev["unit"], ev["paper_data"]) == (1, "seeds", False)  # the world is a stand-in
+        assert ev["ci_method"] == "none (n=1 seeds)"
+        assert "cross_action_merges" in {g["name"] for g in by[cid]["gates"]}
+    assert by["c5_reported"]["source"] == "ours" and by["c5_reported"]["status"] == "untested"
+    assert by["c5_reported"]["testable_at"] == "paper"
     m = json.loads((smoke_run / "results/smoke/action_piece/metrics/eval.json").read_text())
     assert set(m["per_seed"]) == {"fixed_tokens", "naive_seg", "spr_q1", "actionpiece"}
     assert all(0.0 <= r["ndcg10"] <= r["recall10"] <= 1.0 for a in m["per_seed"].values() for r in a.values())

@@ -811,6 +811,13 @@ def test_smoke_all_stages_through_the_cli(tmp_path):
     for cid in ("vit_vs_persistence", "vit_vs_climatology", "error_growth"):  # one seed: no claim verdict
         assert by_id[cid]["kind"] == "claim" and by_id[cid]["verdict"] == "inconclusive", by_id[cid]
     assert by_id["vit_vs_persistence"]["evidence"]["n"] == 1 and doc["seeds"] == [0]
+    from icml25.core.claims import validate_claims
+
+    validate_claims(doc)
+    for cid in ("vit_vs_persistence", "vit_vs_climatology", "error_growth"):  # issue 31 evidence fields
+        ev = by_id[cid]["evidence"]
+        assert (ev["unit"], ev["paper_data"]) == ("seeds", False) and ev["ci_method"], ev
+    assert "none (n=1 seeds)" in by_id["vit_vs_persistence"]["evidence"]["ci_method"]
     # persistence is exact-zero error at no lead; its error at 1 h is positive
     metrics = __import__("json").loads((r / "metrics/eval.json").read_text())
     assert metrics["rmse_claim"]["persistence"]["1"][0] > 0
@@ -914,6 +921,64 @@ def test_make_claims_entries_evidence_and_checks():
     assert one["ingest_zlevels"].holds is False  # checks fail at any scale
     worse = {c.id: c for c in make_claims(cfg, _metrics(3.0, 3), checks)}
     assert worse["vit_vs_persistence"].verdict == "not reproduced"
+
+
+def test_window_mse_pools_to_the_claim_rmse():
+    """Per-window MSEs averaged over the windows and rooted equal the per-channel RMSE of squared_errors."""
+    from icml25.studies.coastalbench.emulator import squared_errors
+    from icml25.studies.coastalbench.evaluation import window_mse
+
+    rng = np.random.default_rng(1)
+    pred, truth = rng.normal(size=(7, 5, 6, 8)), rng.normal(size=(7, 5, 6, 8))
+    mask = rng.random((6, 8)) > 0.3
+    w = window_mse(pred, truth, mask, [0, 2, 4])
+    sse, _, cnt = squared_errors(pred, truth, mask)
+    assert w.shape == (7, 3)
+    np.testing.assert_allclose(np.sqrt(w.mean(axis=0)), np.sqrt(sse / cnt)[[0, 2, 4]], rtol=1e-12)
+    i = 3  # one window by hand
+    np.testing.assert_allclose(w[i, 1], np.mean((pred[i, 2][mask] - truth[i, 2][mask]) ** 2))
+
+
+def test_gain_interval_block_bootstrap():
+    from icml25.studies.coastalbench.evaluation import gain_interval, seed_mean_gain
+
+    rng = np.random.default_rng(2)
+    base = rng.uniform(1, 2, size=(60, 3))
+    vit = np.stack([0.25 * base, 0.25 * base])  # RMSE ratio 0.5 in every window and seed: gain exactly 0.5
+    assert seed_mean_gain(vit, base) == pytest.approx(0.5)
+    lo, hi = gain_interval(vit, base, block=6, resamples=200)
+    assert lo == pytest.approx(0.5) and hi == pytest.approx(0.5)
+    noisy = np.stack([base * rng.uniform(0.3, 0.9, size=base.shape) for _ in range(3)])
+    point = seed_mean_gain(noisy, base)
+    lo, hi = gain_interval(noisy, base, block=6, resamples=500)
+    assert lo < point < hi and hi - lo < 0.3
+    assert gain_interval(noisy, base, block=13, resamples=100) is None  # 60 windows < 5 blocks of 13
+
+
+def test_decide_vs_baseline_needs_the_interval_above_zero():
+    from icml25.studies.coastalbench.evaluation import decide_vs_baseline
+
+    vit, base = {"6": [0.5, 0.5, 0.5]}, {"6": [1.0]}
+    assert decide_vs_baseline(vit, base, [6], 0.1, ci={"6": (0.2, 0.7)})[0] == "reproduced"
+    assert decide_vs_baseline(vit, base, [6], 0.1, ci={"6": (-0.01, 0.9)})[0] == "inconclusive"
+    assert decide_vs_baseline(vit, base, [6], 0.1, ci={})[0] == "inconclusive"  # no interval: no verdict
+
+
+def test_error_growth_gate_fails_when_persistence_does_not_grow():
+    """A tidal testbed: persistence worst at 6 h and good again at 12/24 h. The claim cannot be shown there: the
+    adequacy gate fails and the verdict is inconclusive (the note names the gate), whatever rho the ViT has."""
+    from icml25.studies.coastalbench.evaluation import make_claims
+
+    cfg = Config(seeds=(0, 1, 2), arms=("vit", "persistence", "climatology"))
+    m = _metrics(1.0, 3)
+    m["rmse_claim"]["persistence"] = {"1": [0.5], "3": [1.2], "6": [1.6], "12": [0.4], "24": [0.6]}
+    by = {c.id: c for c in make_claims(cfg, m, {})}
+    c = by["error_growth"]
+    assert c.verdict == "inconclusive" and "difficulty_grows_with_lead" in c.note
+    assert c.gates[0].value == pytest.approx(-0.1) and "the test alone gives 'reproduced'" in c.note
+    assert c.evidence.ci_method.startswith("t 95%, n=3 seeds")
+    m["rmse_claim"].pop("vit")
+    assert {c.id: c for c in make_claims(cfg, m, {})}["vit_vs_persistence"].status == "untested"
 
 
 def test_train_seeds_default_to_config_and_unknown_seeds_fail():

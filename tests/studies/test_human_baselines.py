@@ -327,13 +327,18 @@ def _fake_power(shares_pass: list[bool], type1: float) -> pd.DataFrame:
 
 def test_underpowering_claim_verdicts():
     cfg = build(Config, merge_scale(load_yaml(CONFIG), "default"), "human_baselines")
-    assert E.underpowering_claim(_fake_power([True] * 3, 0.05), cfg, True, "real")[0].verdict == "reproduced"
+    ok = E.underpowering_claim(_fake_power([True] * 3, 0.05), cfg, True, "real")[0]
+    assert ok.verdict == "reproduced"
+    assert (ok.evidence.n, ok.evidence.unit, ok.evidence.paper_data) == (3, "seeds", True)
+    assert ok.evidence.ci_method == "t 95%, n=3 seeds" and [g.name for g in ok.gates] == ["type1_calibrated"]
     assert E.underpowering_claim(_fake_power([False] * 3, 0.05), cfg, True, "real")[0].verdict == "not reproduced"
     assert E.underpowering_claim(_fake_power([True, False, True], 0.05), cfg, True, "r")[0].verdict == "inconclusive"
-    bad_cal = E.underpowering_claim(_fake_power([True] * 3, 0.20), cfg, True, "real")[0]
-    assert bad_cal.verdict == "inconclusive" and "not calibrated" in bad_cal.note
+    bad_cal = E.underpowering_claim(_fake_power([True] * 3, 0.20), cfg, True, "real")[0]  # failed gate
+    assert bad_cal.verdict == "inconclusive" and "adequacy gate type1_calibrated" in bad_cal.note
+    assert bad_cal.gates[0].passed is False and bad_cal.gates[0].value == pytest.approx(0.20)
     synth = E.underpowering_claim(_fake_power([True] * 3, 0.05), cfg, False, "synthetic")[0]
-    assert synth.verdict == "inconclusive" and "synthetic" in synth.note
+    assert synth.status == "untested" and synth.testable_at == "default" and "synthetic" in synth.note
+    assert E.underpowering_claim(None, cfg, True, "real")[0].status == "untested"
     assert power_summary(_fake_power([True], 0.05), cfg.power)[0]["median_0.05"] == 0.1
 
 
@@ -353,17 +358,22 @@ def test_decide_full_table(mismatches, expected):
     assert E.decide_full_table(mismatches) == expected
 
 
-@pytest.mark.parametrize("share, median, type1, expected", [
-    ([0.49, 0.1, 0.2], [0.49, 0.3, 0.1], [0.05] * 3, "reproduced"),
-    ([0.5, 0.1, 0.2], [0.1, 0.3, 0.1], [0.05] * 3, "inconclusive"),      # share = 0.5 is not < 0.5 in one seed
-    ([0.5, 0.6, 0.7], [0.1, 0.1, 0.1], [0.05] * 3, "not reproduced"),    # no seed passes
-    ([0.1, 0.1, 0.1], [0.5, 0.5, 0.5], [0.05] * 3, "not reproduced"),    # median = 0.5 fails everywhere
-    ([0.1] * 3, [0.1] * 3, [0.03, 0.07, 0.05], "reproduced"),          # type-I at the range's ends
-    ([0.1] * 3, [0.1] * 3, [0.0299, 0.05, 0.05], "inconclusive"),      # not calibrated
-    ([], [], [], "inconclusive"),
+@pytest.mark.parametrize("share, median, expected", [
+    # share mean 0.2, sd 0.1: t(2) CI 0.2 ± 4.303·0.1/√3 = [-0.048, 0.448] < 0.5; median likewise
+    ([0.1, 0.2, 0.3], [0.1, 0.2, 0.3], "reproduced"),
+    ([0.3, 0.4, 0.5], [0.1, 0.2, 0.3], "inconclusive"),  # share CI [0.152, 0.648] spans 0.5
+    ([0.6, 0.7, 0.8], [0.1, 0.2, 0.3], "inconclusive"),  # share CI [0.452, 0.948] still spans 0.5
+    ([0.7, 0.7, 0.7], [0.1, 0.1, 0.1], "not reproduced"),  # share CI [0.7, 0.7] >= 0.5
+    ([0.1, 0.1, 0.1], [0.5, 0.5, 0.5], "not reproduced"),  # median = 0.5 exactly: CI low >= 0.5
+    ([0.1], [0.1], "inconclusive"),  # one seed: no interval
+    ([], [], "inconclusive"),
 ])
-def test_decide_underpowering(share, median, type1, expected):
-    assert E.decide_underpowering(share, median, type1, (0.03, 0.07)) == expected
+def test_decide_underpowering(share, median, expected):
+    v, st = E.decide_underpowering(share, median)
+    assert v == expected
+    if share == [0.1, 0.2, 0.3]:
+        assert st["share_ci"] == pytest.approx([0.2 - 4.302652729911275 * 0.1 / 3 ** 0.5,
+                                                0.2 + 4.302652729911275 * 0.1 / 3 ** 0.5])
 
 
 def test_mechanism_entries_are_checks(synthetic):
@@ -381,8 +391,11 @@ def test_mechanism_entries_are_checks(synthetic):
 
 def test_anchor_and_reference_claims(synthetic):
     table = hb.table_iii(hb.read_workbook(synthetic[0]))  # planted anchors 2 and 10
-    assert E.anchors_claim(table, True, "x").verdict == "reproduced"
-    assert E.anchors_claim(table, False, "x").verdict == "inconclusive"
+    real = E.anchors_claim(table, True, "x")
+    assert real.verdict == "reproduced" and real.evidence.paper_data is True and real.evidence.n == 115
+    assert real.evidence.ci_method.startswith("exact count")
+    synth = E.anchors_claim(table, False, "x")  # the synthetic workbook plants the anchors: untested there
+    assert synth.status == "untested" and synth.testable_at == "default" and synth.evidence.paper_data is False
     changed = table.copy()
     changed.at["4.1 Significance test", ("all", "yes_n")] = 9
     assert E.anchors_claim(changed, True, "x").verdict == "not reproduced"
@@ -391,7 +404,9 @@ def test_anchor_and_reference_claims(synthetic):
     claim, mismatches = E.full_table_claim(table, changed, True, "x", "ref.csv")
     assert claim.verdict == "not reproduced" and len(mismatches) == 1
     assert "4.1 Significance test all yes_n" in claim.note
-    assert E.full_table_claim(table, None, True, "x", None)[0].verdict == "inconclusive"
+    no_ref = E.full_table_claim(table, None, True, "x", None)[0]
+    assert no_ref.status == "untested" and "reference_table" in no_ref.note and len(no_ref.statistic) == 16
+    assert E.full_table_claim(table, table.copy(), False, "x", "ref.csv")[0].status == "untested"
 
 
 def test_config_scales_build_and_bad_keys_fail():
@@ -521,14 +536,12 @@ def test_smoke_all_stages_offline(tmp_path, monkeypatch):
     doc = load_claims(r / "claims.json")
     assert [c["id"] for c in doc["claims"]] == CLAIM_IDS
     claims = {c["id"]: c for c in doc["claims"]}
-    assert claims["table_iii_anchors"]["verdict"] == "inconclusive"
-    assert "synthetic" in claims["table_iii_anchors"]["note"] and "synthetic" in claims["table_iii_anchors"]["data"]
-    assert claims["underpowering"]["verdict"] == "inconclusive"
     for cid in ("row_sums", "row15_recomputed", "synthetic_planted", "parsers_agree"):
         assert claims[cid]["kind"] == "check" and claims[cid]["holds"] is True, cid
-    for cid in ("table_iii_anchors", "table_iii_full", "underpowering"):  # paper/our claims about the workbook
-        assert claims[cid]["kind"] == "claim" and claims[cid]["evidence"]["paper_data"] is False, cid
-    assert "evidence rule: the statement is about the paper's data" in claims["table_iii_anchors"]["note"]
+    for cid in ("table_iii_anchors", "table_iii_full", "underpowering"):  # statements about the real workbook
+        c = claims[cid]
+        assert c["kind"] == "claim" and c["status"] == "untested" and c["testable_at"] == "default", cid
+        assert c["evidence"]["paper_data"] is False and "synthetic" in c["note"] and "synthetic" in c["data"], cid
     assert doc["data_source"] == "offline (synthetic)"
     assert doc["paper"]["title"].startswith("Position: Human Baselines")
     table = pd.read_csv(r / "metrics/table_iii.csv")
@@ -558,6 +571,12 @@ def test_remote_stages_reproduce_table_iii_anchors(tmp_path, shared_mirror_url, 
     r = _run_stages(tmp_path, "remote", shared_mirror_url, extra=["--no-track"])
     claims = {c["id"]: c for c in load_claims(r / "claims.json")["claims"]}
     assert claims["table_iii_anchors"]["verdict"] == "reproduced"
+    ev = claims["table_iii_anchors"]["evidence"]
+    assert (ev["n"], ev["unit"], ev["paper_data"]) == (115, "studies", True) and ev["ci_method"].startswith("exact")
+    assert claims["table_iii_full"]["status"] == "untested"  # no reference table configured
+    assert claims["underpowering"]["evidence"]["paper_data"] is True
+    assert claims["underpowering"]["evidence"]["ci_method"] == "none (n=1 seeds)"  # smoke: one seed
+    assert claims["underpowering"]["verdict"] == "inconclusive"
     assert claims["table_iii_anchors"]["data"].startswith("real workbook kevinlwei/human-baselines@46d4b1b")
     assert claims["row15_recomputed"]["statistic"] == {"equal": 115}
     assert claims["parsers_agree"]["verdict"] == "reproduced"

@@ -14,7 +14,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from icml25.core.claims import INCONCLUSIVE, REPRODUCED, load_claims
+from icml25.core.claims import INCONCLUSIVE, REPRODUCED, load_claims, validate_claims
 from icml25.core.config import ConfigError, build, load_yaml, merge_scale
 from icml25.studies.lfss import (cluster_metrics, hungarian_align, kmeans_cosine, prototype_loss,
                                  sample_stability_loss, stability_scores)
@@ -456,7 +456,8 @@ def test_lr_schedule_values():
 def test_config_scales_and_bad_keys():
     d = _config("default")
     assert (d.data.per_class, d.train.epochs, d.train.eta, d.train.batch_size, d.model.dim) == (100, 15, 6, 64, 64)
-    assert d.stability.snapshot == "previous_boundary" and d.seeds == (0, 1, 2) and d.arms == ("base", "lfss")
+    assert d.stability.snapshot == "previous_boundary" and d.seeds == (1000, 1001, 1002) and d.arms == ("base", "lfss")
+    assert (d.adequacy.base_ratio, d.adequacy.max_drop, d.claims.c2_min_d_acc) == (0.9, 0.05, 0.01)
     smoke, paper = _config("smoke"), _config("paper")
     assert (smoke.data.n_images, smoke.train.epochs, smoke.train.eta) == (512, 3, 1)
     assert (paper.data.dataset, paper.model.backbone, paper.seeds_per_job) == ("cifar10", "resnet18", 1)
@@ -535,6 +536,66 @@ def test_adequacy_gate_boundaries():
         adequacy_gate([0.5, 0.5], curve, 0.5)
 
 
+def test_claim2_floor():
+    # mean dACC 0.5 pt > 0 with 2 of 3 seeds up: reproduced without a floor, inconclusive under the 1-pt floor
+    args = ([0.40] * 3, [0.41, 0.405, 0.40], [0.3] * 3, [0.31] * 3)
+    assert claim2_lfss_improves(*args)[:2] == (True, False)
+    assert claim2_lfss_improves(*args, min_d_acc=0.01)[:2] == (False, False)
+    assert claim2_lfss_improves([0.40] * 3, [0.42, 0.41, 0.40], [0.3] * 3, [0.31] * 3, min_d_acc=0.01)[:2] == (
+        True, False)  # mean exactly 1 pt
+
+
+def _results(base_acc, lfss_acc, auroc=(0.6, 0.62, 0.64), curve_top=None):
+    out = {}
+    for i, s in enumerate((1000, 1001, 1002)):
+        for arm, acc in (("base", base_acc[i]), ("lfss", lfss_acc[i])):
+            curve = [acc - 0.1, curve_top if curve_top is not None else acc, acc]
+            out[arm, s] = {"final": {"acc": acc, "nmi": acc / 2 + (0.01 if arm == "lfss" else 0.0)},
+                           "curve_acc": curve, "claim1": {"auroc": auroc[i], "gap": 0.08}}
+    return out
+
+
+def test_build_claims_gates_evidence_and_t_interval():
+    from scipy import stats
+
+    from icml25.studies.lfss.evaluate import build_claims, stability_identities
+
+    trials = [stability_identities(seed=0, n=200, k=3)]
+    refs = {s: {"acc": 0.5} for s in (1000, 1001, 1002)}
+    # the base learner passes the gate (0.46 >= 0.45, no drift): verdicts come from the tests
+    claims, gate = build_claims(_results([0.46] * 3, [0.48, 0.49, 0.50]), refs, trials)
+    c = {x.id: x for x in claims}
+    assert gate["passes"] and c["c1_unstable_misclustered"].verdict == REPRODUCED
+    assert c["c2_lfss_improves"].verdict == REPRODUCED
+    ev = c["c2_lfss_improves"].evidence
+    assert (ev.n, ev.unit, ev.paper_data, ev.ci_method) == (3, "seeds", False, "t 95%, n=3 seeds")
+    d = np.array([0.02, 0.03, 0.04])
+    lo, hi = stats.t.interval(0.95, 2, loc=d.mean(), scale=d.std(ddof=1) / np.sqrt(3))
+    assert c["c2_lfss_improves"].metrics["d_acc"]["ci_low"] == pytest.approx(lo)
+    assert c["c2_lfss_improves"].statistic["sign_flip_p"] == pytest.approx(1 / 8)
+    # a base learner below 0.9 x the reference: both claims inconclusive, the note names the gate and numbers
+    claims, gate = build_claims(_results([0.40] * 3, [0.42, 0.43, 0.44]), refs, trials)
+    c = {x.id: x for x in claims}
+    assert not gate["passes"]
+    for cid in ("c1_unstable_misclustered", "c2_lfss_improves"):
+        assert c[cid].verdict == INCONCLUSIVE and "base_level" in c[cid].note and "0.4" in c[cid].note
+        assert "the test alone gives 'reproduced'" in c[cid].note
+    # a drifting base learner (best epoch 6 pts above the last): the drift gate fails alone
+    claims, _ = build_claims(_results([0.46] * 3, [0.48, 0.49, 0.50], curve_top=0.52), refs, trials)
+    c1 = claims[0]
+    assert c1.verdict == INCONCLUSIVE and "base_no_drift" in c1.note and "base_level" not in c1.note
+    # a stricter ratio is a config choice: 0.95 x 0.5 = 0.475 > 0.46 fails the level gate
+    claims, _ = build_claims(_results([0.46] * 3, [0.48, 0.49, 0.50]), refs, trials, ratio=0.95)
+    assert claims[0].verdict == INCONCLUSIVE
+    # the paper's data set: paper_data True
+    claims, _ = build_claims(_results([0.46] * 3, [0.48, 0.49, 0.50]), refs, trials, paper_data=True)
+    assert claims[0].evidence.paper_data is True and claims[1].evidence.paper_data is True
+    # without the base arm nothing is measured: untested at default, not a fixed inconclusive
+    only_lfss = {k: v for k, v in _results([0.46] * 3, [0.48] * 3).items() if k[0] == "lfss"}
+    claims, _ = build_claims(only_lfss, refs, trials)
+    assert [x.status for x in claims[:2]] == ["untested", "untested"] and claims[0].testable_at == "default"
+
+
 def test_stability_correctness_statistics():
     s = np.arange(10, dtype=float)  # δ = 0.3 -> θ = 2 -> samples 0, 1 flagged
     correct = np.array([0, 0, 1, 1, 1, 1, 1, 1, 1, 1], dtype=bool)
@@ -576,7 +637,10 @@ def test_smoke_all_stages(smoke_run):
     assert by["c3_stability_identities"]["evidence"]["n"] == 15
     for cid in ("c1_unstable_misclustered", "c2_lfss_improves"):
         assert by[cid]["kind"] == "claim" and by[cid]["verdict"] == INCONCLUSIVE
-        assert by[cid]["evidence"] == {"n": 1, "unit": "seeds", "paper_data": None}
+        assert by[cid]["evidence"] == {"n": 1, "unit": "seeds", "paper_data": False, "ci_method": "none (n=1 seeds)",
+                                       "mde": None}
+        assert [g["name"] for g in by[cid]["gates"]] == ["base_level", "base_no_drift"]
+    validate_claims(doc)
     evaluation = json.loads((r / "metrics/eval.json").read_text())
     gate = evaluation["gate"]
     assert gate["reference_acc"] == pytest.approx(ref["acc"]) and gate["threshold"] == pytest.approx(0.9 * ref["acc"])

@@ -218,32 +218,84 @@ def test_heldout_unit_scores_average_balanced_accuracies():
     assert heldout_unit_scores(cr, cb, cc).mean() == pytest.approx((acc_b + acc_c) / 2)
 
 
-def _units(mean_gap, n_seeds=3, n=400, seed=0):
-    rng = np.random.default_rng(seed)
-    rgb = rng.choice([0.0, 0.25, 0.5, 0.75, 1.0], size=(n_seeds, n))
-    return np.clip(rgb + mean_gap + rng.normal(0, 0.1, size=rgb.shape), 0, 1), rgb
+def _by_image(effects, n_seeds=3, per_image=20, base=0.5):
+    """Units whose per-image pid - rgb effect is exactly ``effects[k]`` (constant within an image)."""
+    image = np.repeat(np.arange(len(effects)), per_image)
+    rgb = np.full((n_seeds, image.size), base)
+    return rgb + np.asarray(effects)[image], rgb, image
 
 
-def test_decide_generalisation_verdicts():
-    rep, notrep, stat = decide_generalisation(*_units(0.2))
-    assert (rep, notrep) == (True, False) and stat["ci_low"] > 0 and stat["mean"] >= 0.05
-    rep, notrep, stat = decide_generalisation(*_units(-0.2))
-    assert (rep, notrep) == (False, True) and stat["ci_high"] < 0
-    rep, notrep, stat = decide_generalisation(*_units(0.0, seed=5))
-    assert (rep, notrep) == (False, False)
-    # significant but below the 5-point threshold: inconclusive
-    p = np.full((3, 500), 0.53)
-    r = np.full((3, 500), 0.50)
-    rep, notrep, stat = decide_generalisation(p, r)
-    assert (rep, notrep) == (False, False) and stat["mean"] == pytest.approx(0.03) and stat["ci_low"] > 0
-    # exactly at the threshold with a CI above 0: reproduced (boundary is inclusive)
-    rep, _, stat = decide_generalisation(np.full((3, 500), 0.55), np.full((3, 500), 0.5))
-    assert rep and stat["mean"] == pytest.approx(0.05)
-    # one seed: inconclusive whatever the gap
-    rep, notrep, stat = decide_generalisation(*_units(0.3, n_seeds=1))
-    assert (rep, notrep) == (False, False) and stat["gate"]
+def test_decide_generalisation_uses_images_as_units_with_a_t_interval():
+    # per-image effects 0.10, 0.12, 0.08, 0.11, 0.09: mean 0.10, sd 0.0158, t_{.975,4} = 2.776 -> half 0.0196
+    eff = [0.10, 0.12, 0.08, 0.11, 0.09]
+    p, r, img = _by_image(eff)
+    rep, notrep, st = decide_generalisation(p, r, img, is_jpeg=img >= 2)
+    half = 2.7764451051977987 * np.std(eff, ddof=1) / np.sqrt(5)
+    assert (rep, notrep) == (True, False)
+    assert (st["ci_low"], st["ci_high"]) == pytest.approx((0.10 - half, 0.10 + half))
+    assert st["n_images"] == 5 and st["ci_method"] == "t 95%, n=5 images"
+    assert st["effect_png_images"] == pytest.approx(0.11) and st["effect_jpeg_images"] == pytest.approx(0.0933333)
+    assert st["p_sign_flip"] == pytest.approx(1 / 32)  # all five positive: the most extreme of 2^5 sign patterns
+    assert st["mde"] == pytest.approx((2.7764451051977987 + 0.9409645278166216) * np.std(eff, ddof=1) / np.sqrt(5))
+
+
+@pytest.mark.parametrize("eff,expected", [
+    ([-0.10, -0.12, -0.08, -0.11, -0.09], (False, True)),  # CI high < 0
+    ([0.25, 0.25, -0.02, -0.03, -0.02], (False, False)),  # the format pattern of issue 31: two images carry it
+    ([0.03, 0.031, 0.029, 0.03, 0.03], (False, False)),  # significant but below the 5-point floor
+    ([0.05, 0.051, 0.049, 0.05, 0.05], (True, False)),  # at the floor (inclusive)
+])
+def test_decide_generalisation_verdicts(eff, expected):
+    assert decide_generalisation(*_by_image(eff))[:2] == expected
+
+
+def test_decide_generalisation_pooled_crops_would_have_passed_but_images_do_not():
+    """Many crops from two images with a large gain and three with a small loss: a crop-level interval excludes 0,
+    the image-level one does not (the pid default result of issue 31)."""
+    p, r, img = _by_image([0.25, 0.25, -0.024, -0.024, -0.024], per_image=96)
+    rep, notrep, st = decide_generalisation(p, r, img)
+    d = (p - r).ravel()
+    assert d.mean() - 1.96 * d.std(ddof=1) / np.sqrt(d.size) > 0  # what a pooled-crop interval says
+    assert (rep, notrep) == (False, False) and st["ci_low"] < 0
+
+
+def test_decide_generalisation_needs_three_seeds_and_paired_shapes():
+    p, r, img = _by_image([0.3] * 5, n_seeds=1)
+    rep, notrep, st = decide_generalisation(p, r, img)
+    assert (rep, notrep) == (False, False) and st["gate"] == "fewer than 3 seeds"
     with pytest.raises(ValueError, match="paired"):
-        decide_generalisation(np.zeros((3, 5)), np.zeros((3, 6)))
+        decide_generalisation(np.zeros((3, 5)), np.zeros((3, 6)), np.zeros(5))
+
+
+def _runs(acc_gap, val_auc, n_img=5, per=4):
+    img = np.repeat(np.arange(n_img), per)
+    runs = []
+    for arm, base in (("rgb", 0.5), ("pid", 0.5 + acc_gap)):
+        for seed in (1, 2, 3):
+            m = {k: 0.5 for k in ("test/acc_heldout", "test/auc_B", "test/auc_C", "test/acc_heldout_jpeg75")}
+            m["val/auc_A"] = val_auc if arm == "pid" else 0.9
+            runs.append({"arm": arm, "seed": seed, "metrics": m,
+                         "units": (np.full(img.size, base) + 0.001 * img * seed).tolist()})
+    return runs, img
+
+
+@pytest.mark.parametrize("val_auc,expected", [(0.9, "reproduced"), (0.6, "inconclusive")])
+def test_claims_gate_and_evidence(chelsea_crops, val_auc, expected):
+    from icml25.core.claims import UNTESTED
+    from icml25.studies.pid.claims import evaluate_claims
+    runs, img = _runs(0.1, val_auc)
+    x = chelsea_crops[0][:2]
+    claims, _ = evaluate_claims(runs, x, {"colour_space": "yuv601", "step": 1.0, "bound_steps": (1.0,),
+                                          "bound_random": 1000}, test_source=img, test_is_jpeg=img >= 3)
+    by = {c.id: c for c in claims}
+    c3 = by["heldout_generalisation"]
+    assert c3.verdict == expected
+    assert (c3.evidence.n, c3.evidence.unit, c3.evidence.paper_data) == (5, "images", False)
+    assert c3.evidence.ci_method == "t 95%, n=5 images"
+    assert c3.gates[0].name == "detectors_learn_training_generator" and c3.gates[0].passed == (val_auc >= 0.75)
+    if expected == "inconclusive":
+        assert "detectors_learn_training_generator" in c3.note
+    assert by["robustness_report"].status == UNTESTED and by["robustness_report"].testable_at == "paper"
 
 
 def test_calibrate_threshold_maximises_validation_accuracy():
@@ -279,15 +331,12 @@ def test_config_scales_validate_and_default_is_the_budgeted_grid():
     from icml25.studies.pid.config import Config, settings_of
     y = load_yaml(PKG.parents[3] / "config/studies/pid.yaml")
     cfgs = {s: build(Config, merge_scale(y, s)) for s in ("smoke", "default", "paper")}
-    assert cfgs["default"].seeds == (10, 11, 12) and cfgs["default"].residual.bound_random is None
+    assert cfgs["default"].seeds == (1000, 1001, 1002) and cfgs["default"].residual.bound_random is None
     assert cfgs["smoke"].residual.bound_random == 100_000 and len(cfgs["smoke"].seeds) == 1
     assert cfgs["paper"].data.dataset == "genimage" and cfgs["paper"].detector.backbone == "resnet50"
     s = settings_of(cfgs["default"])
     assert s["det_epochs"] == 4 and s["max_crops"] == 32 and s["det_train_crop"] == 32 and s["ae_seed"] == 0
-    assert s["batch"] == 64 and s["det_threshold"] == "val"
-    from icml25.studies.pid.experiment import SCALES
-    for sc in ("smoke", "default"):  # the driver's scales are the pipeline's
-        assert settings_of(cfgs[sc]).items() <= SCALES[sc].items()
+    assert s["batch"] == 64 and s["det_threshold"] == "val" and s["det_window_align"] == 4
 
 
 def test_smoke_pipeline_claims(smoke_run):
@@ -304,10 +353,13 @@ def test_smoke_pipeline_claims(smoke_run):
     assert by["residual_bound"]["statistic"]["n_colours"] == 100_000
     assert max(by["residual_bound"]["statistic"]["max_excess"]) < 0
     assert by["pixelwise_invariance"]["statistic"]["resize_commutes"] is False
-    for cid in ("heldout_generalisation", "robustness_report"):  # one seed: inconclusive
-        assert by[cid]["kind"] == "claim" and by[cid]["verdict"] == "inconclusive"
-        assert by[cid]["evidence"] == {"n": 1, "unit": "seeds", "paper_data": None}
-    assert by["heldout_generalisation"]["statistic"]["gate"] == "fewer than 3 seeds"
+    c3 = by["heldout_generalisation"]  # one seed, one test image: inconclusive
+    assert c3["kind"] == "claim" and c3["verdict"] == "inconclusive"
+    assert {k: c3["evidence"][k] for k in ("n", "unit", "paper_data", "ci_method")} == {
+        "n": 1, "unit": "images", "paper_data": False, "ci_method": "none (n=1 images)"}
+    assert c3["statistic"]["gate"] == "fewer than 3 seeds"
+    assert [g["name"] for g in c3["gates"]] == ["detectors_learn_training_generator"]
+    assert by["robustness_report"]["status"] == "untested" and by["robustness_report"]["testable_at"] == "paper"
     ev = json.loads((r / "metrics/eval.json").read_text())
     assert set(ev["arms"]) == {"rgb", "pid", "pid_noise", "npr"}
     for m in ev["arms"].values():
@@ -424,7 +476,7 @@ def test_genimage_download_stage_verifies_archives_from_a_mirror(tmp_path):
 
 
 def test_training_windows_commute_with_every_arm_input(chelsea_crops):
-    """A window at offsets that are multiples of WINDOW_ALIGN of an arm's detector input equals the arm's input on the
+    """A window at offsets that are multiples of the default window_align of an arm's detector input equals the arm's input on the
     window crop (NPR included), which is why train_detector cuts its random training windows there."""
     from icml25.studies.pid.train import WINDOW_ALIGN, detector_input
     assert WINDOW_ALIGN % 2 == 0

@@ -13,10 +13,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from scipy import stats
 import torch
 import yaml
 
-from icml25.core.claims import load_claims
+from icml25.core.claims import load_claims, validate_claims
 from icml25.core.config import ConfigError, build, load_yaml, merge_scale
 from icml25.studies.rip import build_pairs, dpo_loss, judge_reward, rip_filter
 from icml25.studies.rip.config import Config
@@ -400,7 +401,7 @@ def test_paper_train_stage_stops_early_on_the_validation_prompts(tmp_path, monke
     pd.DataFrame({"prompt_id": [0, 1], "prompt": ["v0", "v1"], "quality": [None, None], "target": ["", ""],
                   "cap": [1.0, 1.0]}).to_parquet(val)
     rec = tmp_path / "models/none/chunk0.json"
-    assert main(["train", "--arm", "none", "--seeds", "0", "--in", str(pairs), str(val), "--out", str(rec),
+    assert main(["train", "--arm", "none", "--seeds", "1000", "--in", str(pairs), str(val), "--out", str(rec),
                  str(tmp_path / "models/none/chunk0_hf"), "--no-track", "--scale", "paper", "--config",
                  str(ROOT / "config/studies/rip.yaml")]) == 0
     (model_id, n, kw), = calls
@@ -408,7 +409,7 @@ def test_paper_train_stage_stops_early_on_the_validation_prompts(tmp_path, monke
     assert kw["val_prompts"] == ["v0", "v1"] and kw["reward_model"] == "RLHFlow/ArmoRM-Llama3-8B-v0.1"
     assert (kw["eval_every"], kw["batch"], kw["gpus"], kw["lr"], kw["max_length"]) == (20, 64, 8, 1e-6, 4096)
     doc = __import__("json").loads(rec.read_text())
-    assert doc["records"]["0"]["best_step"] == 40 and doc["records"]["0"]["kept_ids"] == list(range(6))
+    assert doc["records"]["1000"]["best_step"] == 40 and doc["records"]["1000"]["kept_ids"] == list(range(6))
 
 
 # ------------------------------------------------------------------------------------------------ smoke chain
@@ -444,7 +445,11 @@ def test_smoke_chain_writes_claims_and_adopts_external_pairs(tmp_path):
     # one DPO seed: the seed-based claims cannot be decided
     for cid in ("rip_beats_random", "rip_vs_none_and_others"):
         assert by_id[cid]["verdict"] == "inconclusive" and by_id[cid]["evidence"] == {
-            "n": 1, "unit": "seeds", "paper_data": None}, by_id[cid]
+            "n": 1, "unit": "DPO seeds", "paper_data": False, "ci_method": "none (n=1 DPO seeds)",
+            "mde": None}, by_id[cid]
+    ev = by_id["rip_drops_low_quality"]["evidence"]
+    assert ev["unit"] == "kept prompts" and ev["paper_data"] is False and ev["ci_method"].startswith("Clopper")
+    validate_claims(doc)
     assert doc["seeds"] == [0] and doc["paper"]["title"].startswith("R.I.P.")
     assert all(p.exists() for p in outs)
     table = read_pairs(pairs)
@@ -479,6 +484,9 @@ MECHANISM_CHECKS = ("mechanism_step0_ln2", "mechanism_best_vs_worst", "mechanism
     ([0.05, 0.0, 0.05], "inconclusive"),           # d_s = 0 is not > 0
     ([0.01, -0.01, 0.0], "not reproduced"),        # mean = 0
     ([-0.02, -0.03, 0.01], "not reproduced"),
+    ([0.001, 0.002, 0.003], "not reproduced"),    # all positive, but the t-CI high 0.0045 < the 0.01 floor
+    ([0.02, 0.021, 0.5], "inconclusive"),          # mean above the floor, t-CI low < 0
+    ([0.05], "inconclusive"),                      # one seed: no interval
     ([], "inconclusive"),
 ])
 def test_decide_paired(d, expected):
@@ -488,8 +496,9 @@ def test_decide_paired(d, expected):
 
 
 @pytest.mark.parametrize("pool, kept, expected", [
-    (0.30, 0.15, "reproduced"), (0.30, 0.1501, "not reproduced"), (0.30, 0.0, "reproduced"),
-    (float("nan"), 0.1, "inconclusive"), (0.3, float("nan"), "inconclusive")])
+    (0.30, (0.05, 0.15), "reproduced"), (0.30, (0.10, 0.1501), "inconclusive"), (0.30, (0.0, 0.01), "reproduced"),
+    (0.30, (0.1501, 0.2), "not reproduced"), (float("nan"), (0.05, 0.1), "inconclusive"),
+    (0.3, (float("nan"), float("nan")), "inconclusive")])
 def test_decide_low_quality(pool, kept, expected):
     from icml25.studies.rip.evaluate import decide_low_quality
 
@@ -519,16 +528,55 @@ def test_evaluate_claims_three_verdicts_and_evidence_rule():
 
     pairs = _pairs8()
     records = {"rip": {s: {"step0_loss": math.log(2)} for s in range(3)}}
-    by = lambda m: {c.id: c for c in evaluate_claims(m, {"test_reward": 0.4}, records, pairs, (0.5, 0.5, 0.5),
-                                                     200)}  # noqa: E731
-    assert by(_metrics({0: 0.02, 1: 0.03, 2: 0.05}))["rip_beats_random"].verdict == "reproduced"
+    by = lambda m: {c.id: c for c in  # noqa: E731
+                    evaluate_claims(m, {"test_reward": 0.4}, records, pairs, (0.5, 0.5, 0.5))}
+    assert by(_metrics({0: 0.02, 1: 0.03, 2: 0.04}))["rip_beats_random"].verdict == "reproduced"
     assert by(_metrics({0: -0.02, 1: 0.01, 2: -0.01}))["rip_beats_random"].verdict == "not reproduced"
     assert by(_metrics({0: 0.02, 1: -0.001, 2: 0.05}))["rip_beats_random"].verdict == "inconclusive"
     one = by(_metrics({0: 0.05}))["rip_beats_random"]
-    assert one.verdict == "inconclusive" and "1 independent seeds < 3" in one.note
-    c = by(_metrics({0: 0.02, 1: 0.03, 2: 0.05}))
+    assert one.verdict == "inconclusive" and one.evidence.n == 1  # one seed: no interval, no verdict
+    c = by(_metrics({0: 0.02, 1: 0.03, 2: 0.04}))
     assert [c[k].holds for k in MECHANISM_CHECKS] == [True, True, True, True]
     assert c["rip_vs_none_and_others"].verdict == "reproduced" and c["rip_vs_none_and_others"].source == "ours"
+    ev = c["rip_beats_random"].evidence
+    assert (ev.n, ev.unit, ev.paper_data) == (3, "DPO seeds", False) and ev.ci_method == "t 95%, n=3 DPO seeds"
+    d = np.array([0.02, 0.03, 0.04])
+    assert ev.mde == pytest.approx((stats.t.ppf(0.975, 2) + stats.t.ppf(0.8, 2)) * d.std(ddof=1) / np.sqrt(3))
+    assert c["rip_beats_random"].statistic["sign_flip_p"] == pytest.approx(1 / 8)  # exact: 1 of 2^3 patterns
+    lo, hi = stats.t.interval(0.95, 2, loc=d.mean(), scale=d.std(ddof=1) / np.sqrt(3))
+    assert [c["rip_beats_random"].statistic["d_ci_low"], c["rip_beats_random"].statistic["d_ci_high"]] == \
+        pytest.approx([lo, hi])
+
+
+def test_dpo_adequacy_gate_makes_claims_1_and_4_inconclusive():
+    """When DPO on all pairs ends below the seed model, no filter can show a better DPO model: claims 1 and 4 are
+    inconclusive and the note names the gate and its numbers; claim 2 (the data level) is not affected."""
+    from icml25.studies.rip.evaluate import evaluate_claims
+
+    records = {"rip": {s: {"step0_loss": math.log(2)} for s in range(3)}}
+    m = _metrics({0: 0.02, 1: 0.03, 2: 0.04})  # none: about 0.517
+    c = {x.id: x for x in evaluate_claims(m, {"test_reward": 0.6}, records, _pairs8(), (0.5, 0.5, 0.5))}
+    for cid in ("rip_beats_random", "rip_vs_none_and_others"):
+        assert c[cid].verdict == "inconclusive" and "dpo_improves_seed_model" in c[cid].note
+        assert "the test alone gives 'reproduced'" in c[cid].note
+        assert c[cid].gates[0].value == pytest.approx(np.mean([0.51, 0.515, 0.52]) - 0.6)
+    c = {x.id: x for x in evaluate_claims(m, {"test_reward": 0.6}, records, _pairs8(), (0.5, 0.5, 0.5),
+                                          dpo_min_gain=-0.2)}
+    assert c["rip_beats_random"].verdict == "reproduced"
+
+
+def test_low_quality_claim_interval_and_gate():
+    from icml25.studies.rip.evaluate import clopper_pearson, evaluate_claims
+
+    assert clopper_pearson(0, 10) == pytest.approx((0.0, 1 - 0.025 ** 0.1))  # closed form
+    lo, hi = clopper_pearson(22, 315)
+    assert lo == pytest.approx(stats.beta.ppf(0.025, 22, 294)) and hi == pytest.approx(stats.beta.ppf(0.975, 23, 293))
+    records = {"rip": {0: {"step0_loss": math.log(2)}}}
+    m = _metrics({0: 0.02, 1: 0.03, 2: 0.04})
+    c = {x.id: x for x in evaluate_claims(m, {"test_reward": 0.4}, records, _pairs8(), (0.5, 0.5, 0.5),
+                                          min_pool_low_quality=0.5)}["rip_drops_low_quality"]
+    assert c.verdict == "inconclusive" and "pool_has_low_quality" in c.note  # pool share 3/8 < 0.5
+    assert c.evidence.unit == "kept prompts" and c.evidence.ci_method.startswith("Clopper-Pearson")
 
 
 def test_mechanism_checks_fail_on_constructed_violations():
@@ -543,3 +591,14 @@ def test_mechanism_checks_fail_on_constructed_violations():
     assert [got[k].holds for k in MECHANISM_CHECKS] == [False, False, False, False]
     assert got["mechanism_rip_subset"].key_numbers == {"not_subset_of": "m2_only"}
     assert mechanism_checks(ok, {})[0].holds is None  # no train records: not computed
+
+
+def test_claims_without_their_arms_are_untested_not_a_fixed_inconclusive():
+    from icml25.studies.rip.evaluate import evaluate_claims
+
+    records = {"rip": {s: {"step0_loss": math.log(2)} for s in range(3)}}
+    m = {"rip": _metrics({0: 0.02, 1: 0.03, 2: 0.04})["rip"]}  # only rip: no random_same_size, no none
+    c = {x.id: x for x in evaluate_claims(m, {"test_reward": 0.4}, records, _pairs8(), (0.5, 0.5, 0.5))}
+    for cid in ("rip_beats_random", "rip_vs_none_and_others"):
+        assert c[cid].status == "untested" and c[cid].testable_at == "default"
+    assert c["rip_drops_low_quality"].status == "tested"  # the pair table is there: computed

@@ -67,7 +67,26 @@ class InferSection(Section):
 class EvalSection(Section):
     verify_merges: int | Literal["all"] = Field(20, description="merges checked against a brute-force recount "
                                                 "(evenly spaced) or 'all'")
-    bootstrap_resamples: int = Field(1000, ge=100, description="resamples of the user-bootstrap CIs")
+
+
+class AdequacySection(Section):
+    """Adequacy gates of claims 1-3 (issue 31): a failed gate makes the claim inconclusive, naming the gate."""
+
+    min_cross_share: float = Field(
+        0.1, ge=0, le=1, description="least share of the vocabulary's merges that are cross-action (a merge is "
+        "intra-action when its two tokens sit in one action set anywhere at merge time); below it the contextual "
+        "mechanism the claims are about barely engages and claims 1-3 are inconclusive (a choice) [R]")
+    min_learner_over_chance: float = Field(
+        2.0, ge=1, description="claims 1-2: the fixed-token baseline's mean test NDCG@10 must be at least this "
+        "multiple of chance (a uniform ranking of the world's items), else the learner has not learned [R]")
+
+
+class FloorsSection(Section):
+    """Effect-size floors of the superiority claims, from the paper."""
+
+    headline_rel_gain: float = Field(
+        0.06, ge=0, description="claim 1: smallest relative NDCG@10 gain of ActionPiece over fixed tokens the "
+        "paper reports (Table 2: +6-13%); reproduced needs a mean gain >= this, not reproduced a CI below it")
 
 
 class PaperSection(Section):
@@ -91,6 +110,8 @@ class Config(StudyConfig):
     infer: InferSection = Field(InferSection(), description="inference")
     eval: EvalSection = Field(EvalSection(), description="evaluation")
     paper: PaperSection = Field(PaperSection(), description="paper scale")
+    adequacy: AdequacySection = Field(AdequacySection(), description="adequacy gates of claims 1-3")
+    floors: FloorsSection = Field(FloorsSection(), description="effect-size floors from the paper")
     threads: int = Field(1, ge=1, description="torch threads per job")
 
 
@@ -98,6 +119,6 @@ STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "prepare": ("world", "movielens.enabled", "paper"),
     "preprocess": ("vocab_size", "movielens", "eval.verify_merges", "paper"),
     "train": ("arms", "seeds", "model", "train", "infer", "movielens", "threads", "paper"),
-    "evaluate": ("arms", "seeds", "eval", "paper"),
+    "evaluate": ("arms", "seeds", "eval", "paper", "adequacy", "floors", "world.n_items"),
     "report": (),
 }

@@ -1,6 +1,8 @@
 """Pure verdict functions of the action_piece study (thresholds from the study's claims; see the README).
 
-Claims 1-3 use per-seed paired differences d_s; claim 4 is an exact check (a violation is a bug)."""
+Claims 1-3 use per-seed paired effects e_s (the seed is the independent unit: it draws the initialisation, the
+data order and the SPR segmentations; the world and the vocabulary are fixed) and the Student-t interval over
+seeds (:func:`icml25.core.claims.summarize`); claim 4 is an exact check (a violation is a bug)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -8,46 +10,57 @@ from typing import Any
 
 import numpy as np
 
-from icml25.core.claims import bootstrap_ci
+from icml25.core.claims import mde, sign_flip_test, summarize
 
 
-def decide_paired(a: Sequence[float], b: Sequence[float]) -> tuple[bool, bool, dict[str, Any]]:
-    """d_s = a_s - b_s per seed. Reproduced: mean d > 0 and every d_s > 0; not reproduced: mean d <= 0; else
-    inconclusive. Empty input: inconclusive."""
+def decide_paired(a: Sequence[float], b: Sequence[float], *, floor: float = 0.0, relative: bool = False
+                  ) -> tuple[bool, bool, dict[str, Any]]:
+    """Per-seed effect e_s = a_s - b_s (``relative``: a_s / b_s - 1) and its 95% Student-t interval over seeds.
+
+    Reproduced: CI low > 0 and mean e >= ``floor`` (the paper's smallest effect); not reproduced: CI high <
+    ``floor`` (the effect is credibly smaller than the paper's; with floor 0: credibly negative); else
+    inconclusive. Fewer than 2 seeds: inconclusive (no interval). Also returns the exact one-sided sign-flip p
+    (mean e > 0) and the minimum detectable effect at this n (:func:`icml25.core.claims.mde`)."""
     a, b = np.asarray(a, float), np.asarray(b, float)
     if a.shape != b.shape:
         raise ValueError(f"decide_paired: unequal lengths {a.size} and {b.size}")
     if a.size == 0:
-        return False, False, {"d": [], "mean_d": None}
-    d = a - b
-    mean = float(d.mean())
-    return bool(mean > 0 and (d > 0).all()), bool(mean <= 0), {"d": d.tolist(), "mean_d": mean}
+        return False, False, {"d": [], "mean_d": None, "n": 0, "floor": floor, "relative": relative}
+    if relative and (b <= 0).any():
+        raise ValueError("decide_paired: a relative effect needs positive baseline values")
+    e = a / b - 1.0 if relative else a - b
+    s = summarize(e, unit="seeds")
+    st = {"d": e.tolist(), "mean_d": s["mean"], "ci_low": s["ci_low"], "ci_high": s["ci_high"], "sd": s["std"],
+          "n": s["n"], "ci_method": s["ci_method"], "floor": floor, "relative": relative,
+          "mde": mde(e.size, s["std"]), "p_sign_flip_greater": sign_flip_test(e, alternative="greater")}
+    if e.size < 2:
+        return False, False, st
+    return bool(s["ci_low"] > 0 and s["mean"] >= floor), bool(s["ci_high"] < floor), st
 
 
-def decide_headline(ndcg_actionpiece: Sequence[float], ndcg_fixed: Sequence[float]):
-    """Claim 1: (iv) actionpiece vs (i) fixed_tokens, test NDCG@10 per seed."""
-    return decide_paired(ndcg_actionpiece, ndcg_fixed)
+def decide_headline(ndcg_actionpiece: Sequence[float], ndcg_fixed: Sequence[float], floor: float = 0.06):
+    """Claim 1: (iv) actionpiece vs (i) fixed_tokens, relative test NDCG@10 gain per seed, floor = the paper's
+    smallest reported gain (+6%)."""
+    return decide_paired(ndcg_actionpiece, ndcg_fixed, floor=floor, relative=True)
 
 
 def decide_ablation(ndcg_actionpiece: Sequence[float], ndcg_naive: Sequence[float]):
-    """Claim 2: (iv) actionpiece vs (ii) naive_seg."""
+    """Claim 2: (iv) actionpiece vs (ii) naive_seg, NDCG@10 difference per seed (floor 0)."""
     return decide_paired(ndcg_actionpiece, ndcg_naive)
 
 
 def decide_utilisation(util_spr: Sequence[float], util_naive: Sequence[float]):
-    """Claim 3: merge-token utilisation on test inputs, SPR (q=1) vs naive segmentation, same rule."""
+    """Claim 3: merge-token utilisation on test inputs, SPR (q=1) vs naive segmentation, same rule (floor 0)."""
     return decide_paired(util_spr, util_naive)
 
 
-def user_bootstrap_ci(ranks_a: np.ndarray, ranks_b: np.ndarray, n_resamples: int = 1000, seed: int = 0
-                      ) -> tuple[float, float]:
-    """95% CI of mean NDCG@10(a) - NDCG@10(b) resampling users (ranks: (seeds, users), 0 = absent)."""
-    def nd(r):
-        r = np.asarray(r)
-        return np.where((r >= 1) & (r <= 10), 1.0 / np.log2(np.maximum(r, 1) + 1), 0.0)
-
-    diff = (nd(ranks_a) - nd(ranks_b)).reshape(-1, np.asarray(ranks_a).shape[-1]).mean(0)
-    return bootstrap_ci(diff, n_resamples=n_resamples, seed=seed)
+def chance_ndcg10(n_items: int) -> float:
+    """Expected NDCG@10 of a uniformly random ranking of ``n_items`` items with one relevant item:
+    Σ_{r=1..min(10,n)} 1/log2(r+1) / n."""
+    if n_items < 1:
+        raise ValueError(f"chance_ndcg10: n_items must be >= 1, got {n_items}")
+    r = np.arange(1, min(10, n_items) + 1)
+    return float(np.sum(1.0 / np.log2(r + 1)) / n_items)
 
 
 def decide_mechanism(checks: Sequence[Mapping[str, Any]], spr_multiset_ok: bool, mass_ok: bool

@@ -25,6 +25,23 @@ class RealData(Section):
     residual_method: Residual = Field("linear", description="residualise on covariates by OLS or random forest")
 
 
+class Claims(Section):
+    """Effect-size floors of the claims (spec "Claims this study checks")."""
+
+    c2_min_diff: float = Field(0.20, gt=0, le=1, description="claim 2: superiority floor of the mean paired F1 "
+                               "difference cat_k2 - best linear selector (spec claim 2: mean >= 0.20)")
+    c2_ci_low_min: float = Field(0.10, ge=0, le=1, description="claim 2: the 95% CI's lower bound must exceed this "
+                                 "(spec claim 2: > 0.10)")
+
+
+class Adequacy(Section):
+    """Adequacy gates: conditions on the same run under which the testbed can show a claim's effect."""
+
+    c2_min_headroom: float = Field(0.20, ge=0, le=1, description="claim 2: 1 - mean F1 of the best linear "
+                                   "selector must be at least this (else the linear methods leave no room for the "
+                                   "claimed 0.20 gain); default = claims.c2_min_diff")
+
+
 class Config(StudyConfig):
     """cat_iv study configuration (merged common keys + one scale)."""
 
@@ -46,8 +63,9 @@ class Config(StudyConfig):
                          "samples) or permutation (permutation test of dCor, calibrated; both reported) [R]")
     permutations: int = Field(399, ge=1, description="permutation draws (smallest p = 1/(B+1) must reach "
                                                      "alpha / (p(p-1)))")
-    bootstrap_resamples: int = Field(2000, ge=100, description="resamples of the bootstrap CIs in the claims")
     real: RealData = Field(RealData(), description="real-data qualitative check [R]")
+    claims: Claims = Field(Claims(), description="effect-size floors of the claims")
+    adequacy: Adequacy = Field(Adequacy(), description="adequacy gates of the claims")
 
 
 #: Config keys each stage reads (dotted paths; a section name covers all its keys). The stage sees only these.
@@ -56,6 +74,6 @@ STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "preprocess": ("settings", "n", "seeds", "noise_ratio", "real.datasets", "real.card_rows"),
     "train": ("arms", "seeds", "settings", "n", "alpha", "standardize_x", "binary_branch", "residual_method",
               "forest_trees", "forest_residuals", "unknown_k_test", "permutations", "real.residual_method"),
-    "evaluate": ("bootstrap_resamples",),
+    "evaluate": ("claims", "adequacy"),
     "report": (),
 }

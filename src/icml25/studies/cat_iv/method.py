@@ -341,3 +341,25 @@ def two_stage_least_squares(x: np.ndarray, y: np.ndarray, instruments: np.ndarra
     second = np.column_stack([np.ones(len(x)), first @ coef])
     coef, *_ = np.linalg.lstsq(second, y, rcond=None)
     return float(coef[1])
+
+
+def two_stage_least_squares_se(x: np.ndarray, y: np.ndarray, instruments: np.ndarray) -> tuple[float, float]:
+    """Post-selection 2SLS slope and its heteroskedasticity-robust (HC0 sandwich) standard error.
+
+    With X = [1, x], Z = [1, instruments] (n, k + 1) and X̂ = P_Z X: β = (X̂ᵀX̂)⁻¹X̂ᵀy, residuals u = y − Xβ (the
+    structural residuals, with the observed x), Var(β) = (X̂ᵀX̂)⁻¹ X̂ᵀ diag(u²) X̂ (X̂ᵀX̂)⁻¹ (White 1980; Wooldridge
+    2010, §5.2). Returns ``(slope, se of the slope)``; the slope equals :func:`two_stage_least_squares`.
+    """
+    instruments = _matrix(instruments, "instruments")
+    if instruments.shape[1] == 0:
+        raise ValueError("2SLS needs at least one instrument")
+    n = len(x)
+    zm = np.column_stack([np.ones(n), instruments])
+    xm = np.column_stack([np.ones(n), x])
+    xhat = zm @ np.linalg.lstsq(zm, xm, rcond=None)[0]
+    bread = np.linalg.inv(xhat.T @ xhat)
+    beta = bread @ (xhat.T @ y)
+    u = y - xm @ beta
+    meat = (xhat * (u ** 2)[:, None]).T @ xhat
+    cov = bread @ meat @ bread
+    return float(beta[1]), float(np.sqrt(cov[1, 1]))

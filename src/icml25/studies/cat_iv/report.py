@@ -9,7 +9,8 @@ from .evaluate import CLAIM_SETTING
 
 
 def f1_figure(eval_doc: Mapping[str, Any], setting: str = CLAIM_SETTING):
-    """Mean F1 (95% bootstrap CI as error bars) against n, one line per arm; returns a matplotlib figure."""
+    """Mean F1 (95% Student-t CI over the simulated datasets as error bars) against n, one line per arm; returns a
+    matplotlib figure."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -34,7 +35,7 @@ def f1_figure(eval_doc: Mapping[str, Any], setting: str = CLAIM_SETTING):
     ax.set_xlabel("sample size n")
     ax.set_ylabel("F1 of the selected IV set")
     ax.set_ylim(-0.02, 1.05)
-    ax.set_title(f"{setting}: F1 vs n (mean, 95% bootstrap CI)")
+    ax.set_title(f"{setting}: F1 vs n (mean, 95% t CI over datasets)")
     ax.grid(alpha=0.3)
     if arms:
         ax.legend(fontsize=8, loc="lower right")

@@ -115,16 +115,17 @@ def evaluate(stage: Stage, run: Any) -> None:
                     for seed in recs})
     arrays = D.read_synthetic(stage.input(0), cells)
     wald = wald_branch_check(arrays, cells)
-    claims = evaluate_claims(synth, real, wald, cfg.bootstrap_resamples)
+    claims = evaluate_claims(synth, real, wald, min_diff=cfg.claims.c2_min_diff,
+                             ci_low_min=cfg.claims.c2_ci_low_min, min_headroom=cfg.adequacy.c2_min_headroom)
     from . import PAPER
 
     claims_doc = write_claims(stage.output(0), study=SLUG, scale=stage.scale, data_source=stage.data_source,
                               claims=claims, config_hash=config_hash(cfg), paper=PAPER,
                               seeds=sorted({s for recs in synth.values() for s in recs}))
-    synthetic = summaries(synth, cfg.bootstrap_resamples)
-    keep = ("selected", "selected_names", "candidates", "n_rows", "beta_2sls", "runtime_s", "k")
+    synthetic = summaries(synth)
+    keep = ("selected", "selected_names", "candidates", "n_rows", "beta_2sls", "beta_2sls_se", "runtime_s", "k")
     doc = {"scale": stage.scale, "synthetic": synthetic,
-           "real": {arm: {ds: {k: r[k] for k in keep} for ds, r in by.items()} for arm, by in real.items()},
+           "real": {arm: {ds: {k: r.get(k) for k in keep} for ds, r in by.items()} for arm, by in real.items()},
            "wald_check": wald,
            "claims": [{"id": c.id, "kind": c.kind, "verdict": c.verdict, "statistic": c.statistic, "note": c.note}
                       for c in claims]}

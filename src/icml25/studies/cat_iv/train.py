@@ -14,7 +14,7 @@ import numpy as np
 
 from .baselines import BASELINES
 from .config import Config
-from .method import cat_select, prepare, two_stage_least_squares
+from .method import cat_select, prepare, two_stage_least_squares_se
 
 CAT_ARMS = {"cat_k2": ("nonlinear", 2), "cat_linear_k2": ("linear", 2), "cat_unknown_k": ("nonlinear", None)}
 ARMS = (*CAT_ARMS, *BASELINES)
@@ -71,12 +71,15 @@ def synthetic_record(arm: str, data: Mapping[str, np.ndarray], config: Config, *
 
 def real_record(arm: str, data: Mapping[str, np.ndarray], config: Config, *, seed: int) -> dict[str, Any]:
     """One arm on a real dataset: selection (indices and names) with K = 2 for known-K arms, and the
-    post-selection 2SLS effect of the treatment (covariates partialled out, Frisch–Waugh–Lovell)."""
+    post-selection 2SLS effect of the treatment (covariates partialled out, Frisch–Waugh–Lovell) and its HC0
+    sandwich standard error."""
     out = run_arm(arm, data["X"], data["Y"], data["Z"], data["W"], config, seed=seed,
                   residual_method=config.real.residual_method)
     prepared = out.pop("_prepared")
     names = [str(c) for c in data["candidates"]]
     selected = out["selected"]
-    beta = (two_stage_least_squares(prepared.x, prepared.y, prepared.z[:, selected]) if selected else None)
+    beta, se = (two_stage_least_squares_se(prepared.x, prepared.y, prepared.z[:, selected]) if selected
+                else (None, None))
     return {**out, "selected_names": [names[j] for j in selected], "candidates": names,
-            "n_rows": int(prepared.x.shape[0]), "beta_2sls": beta, "k": CAT_ARMS.get(arm, (None, None))[1]}
+            "n_rows": int(prepared.x.shape[0]), "beta_2sls": beta, "beta_2sls_se": se,
+            "k": CAT_ARMS.get(arm, (None, None))[1]}

@@ -122,8 +122,19 @@ class Eval(Section):
     climatology_leads_h: Leads = Field((6, 12, 24), description="claim 3 leads (h)")
     min_gain: float = Field(0.10, description="claims 2-3: mean relative RMSE gain for reproduced")
     spearman_min: float = Field(0.9, ge=-1, le=1, description="claim 4: Spearman rho(lead, RMSE) threshold")
-    bootstrap_resamples: int = Field(2000, ge=100, description="bootstrap resamples of the CIs over seeds")
+    bootstrap_resamples: int = Field(2000, ge=100, description="resamples of the moving-block bootstrap of the "
+                                     "claims 2-3 gains over test start times")
+    block_hours: float = Field(12.0, gt=0, description="block length of that bootstrap (h): about the M2 tidal "
+                               "period, the error autocorrelation of neighbouring start times")
     max_t0: int | None = Field(None, ge=1, description="cap on test start times per lead (null: all)")
+
+
+class Adequacy(Section):
+    """Adequacy gates computed from the same run (a failed gate makes the claim inconclusive)."""
+
+    growth_min_rho_persistence: float = Field(0.5, ge=-1, le=1, description="claim 4: Spearman rho(lead, "
+                                              "persistence RMSE) must be at least this (the problem itself gets "
+                                              "harder with lead)")
 
 
 class Remote(Section):
@@ -146,6 +157,7 @@ class Config(StudyConfig):
     model: Model = Field(Model(), description="CoastalViT [R]")
     train: Train = Field(Train(), description="training")
     eval: Eval = Field(Eval(), description="evaluation")
+    adequacy: Adequacy = Field(Adequacy(), description="adequacy gates of the claims")
     remote: Remote = Field(Remote(), description="paper path")
 
     @model_validator(mode="after")
@@ -169,6 +181,7 @@ STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "stats_reduce": (*_SPLIT, "ingest"),
     "shard": (*_SPLIT, "ingest.chunk_time"),
     "train": (*_SPLIT, "arms", "seeds", "model", "train"),
-    "evaluate": (*_SPLIT, "arms", "seeds", "model", "train.threads", "train.device", "eval"),
+    "evaluate": (*_SPLIT, "arms", "seeds", "model", "train.threads", "train.device", "eval", "adequacy",
+                 "sim.output_interval_s"),
     "report": (),
 }

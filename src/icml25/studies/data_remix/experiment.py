@@ -2,7 +2,7 @@
 
 :func:`train_dataset` trains one arm on one dataset, fits the linear probes on frozen encoder features and returns
 the per-epoch curve and the final held-out metrics; :func:`run` does it for every dataset of the config (built
-from the generator and the wheels), as ``benchmarks/data_remix_default.py`` does. ``settings`` is the plain dict of
+from the generator and the wheels), as a train job does. ``settings`` is the plain dict of
 a validated :class:`.config.Config` (``Config.model_dump(mode="json")``). No files are written.
 """
 from __future__ import annotations

@@ -197,7 +197,8 @@ def evaluate(stage: Stage, run: Any) -> None:
     seeds = sorted({r["seed"] for r in runs})
     arms = [a for a in cfg.arms if any(r["arm"] == a for r in runs)]
     datasets = [d for d in cfg.datasets if any(d in r["datasets"] for r in runs)]
-    claims = build_claims(runs, arms=arms, warmup=cfg.train.warmup, n_resamples=cfg.bootstrap_resamples)
+    claims = build_claims(runs, arms=arms, warmup=cfg.train.warmup, floor_pt=cfg.min_gain_pt,
+                          min_laziness_pt=cfg.adequacy.min_laziness_pt)
     doc = write_claims(stage.output(0), study=SLUG, scale=stage.scale, data_source=stage.data_source,
                        claims=claims, config_hash=config_hash(cfg), paper=PAPER, seeds=seeds)
     summary = summarize_runs(runs, arms, datasets)

@@ -1,13 +1,18 @@
 """Claims of the human_baselines study (spec "Claims this study checks"), computed from the train outputs.
 
 1. Table III anchors [paper]: power analysis Yes = 2 (1.74 %), significance test Yes = 10 (8.70 %) of 115.
-   Verdict only on the real workbook; on the synthetic one "inconclusive" (the planted anchors prove nothing).
-2. Full Table III [paper]: reported; compared cell-wise with ``reference_table`` if configured.
+   Verdict only on the real workbook; on the synthetic one ``untested`` (its generator plants the anchors, so the
+   comparison could not fail).
+2. Full Table III [paper]: reported; compared cell-wise with ``reference_table`` if configured, else ``untested``.
 3. Mechanism, as *checks* (hold by construction; a failure is a bug): (a) row sums and defaults, (b) row 15
    recomputed (circular on the synthetic workbook, whose generator uses the same rule), (c) planted synthetic
    counts recovered, (d) stdlib parser = openpyxl.
 4. Underpowering [ours, not a claim of the paper]: share of studies with power ≥ 0.8 at δ = 0.05 < 0.5 and
-   median power < 0.5, with a calibrated type-I error. Synthetic data ⇒ inconclusive.
+   median power < 0.5, Student-t intervals over the simulator seeds, gated on a calibrated type-I error. On the
+   synthetic workbook (random baseliner counts) ``untested``.
+
+Units (issue 31): the Table III claims are exact counts over the whole review (all 115 studies, no sampling), so
+their "interval" is the count itself (``ci_method`` says so); the simulator claim's unit is the simulator seed.
 """
 from __future__ import annotations
 
@@ -17,7 +22,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from icml25.core.claims import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, Claim, Evidence, check, summarize
+from icml25.core.claims import (INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, Claim, Evidence, check, gate, mde, summarize,
+                                untested)
 
 from .config import Config
 from .synthetic import make_synthetic_workbook
@@ -27,6 +33,9 @@ from .workbook import N_STUDIES, STUDY_COLUMNS, read_workbook
 
 ANCHORS = {"1.8 Power analysis": (2, 1.74), "4.1 Significance test": (10, 8.70)}  # spec claim 1 [V]
 SPEC_NUMERIC_B = 81  # studies with a numeric baseliner count in the real workbook (spec)
+EXACT = "exact count over all 115 reviewed studies (a census, no sampling: no interval)"
+SYNTHETIC_REASON = ("needs the real workbook (data_source=remote, from the mirror or GitHub): the offline synthetic "
+                    "workbook plants its Table III counts, so a comparison on it could not fail")
 
 
 def decide_anchors(got: dict[str, tuple[int, float]]) -> str:
@@ -38,7 +47,8 @@ def decide_anchors(got: dict[str, tuple[int, float]]) -> str:
 
 
 def anchors_claim(table: pd.DataFrame, real: bool, data: str) -> Claim:
-    """Claim 1: the two Table III anchors, counts and 2-decimal percentages, exactly."""
+    """Claim 1: the two Table III anchors, counts and 2-decimal percentages, exactly (``real``: the workbook is the
+    paper's; else the entry is untested)."""
     stat, metrics, got = {}, {}, {}
     for item, (count, percent) in ANCHORS.items():
         got_n, got_pct = int(table.at[item, ("all", "yes_n")]), float(table.at[item, ("all", "yes_pct")])
@@ -47,17 +57,22 @@ def anchors_claim(table: pd.DataFrame, real: bool, data: str) -> Claim:
         stat[f"{key}_yes_n"], stat[f"{key}_yes_pct"] = got_n, got_pct
         metrics[f"{key}_yes_n"] = {"mean": got_n, "expected": count}
         metrics[f"{key}_yes_pct"] = {"mean": got_pct, "expected": percent}
-    note = "" if real else ("synthetic workbook: it plants these counts; a verdict about the paper's table is only "
-                            "given on the real workbook (data_source=remote)")
+    statement = "Table III: power analysis Yes = 2 of 115 (1.74%); significance test Yes = 10 of 115 (8.70%)"
+    title = "Table III anchors (power analysis, significance)"
+    if not real:
+        c = untested("table_iii_anchors", statement, scale="default", reason=SYNTHETIC_REASON, data=data,
+                     title=title, paper_data=False, unit="studies")
+        c.statistic = stat
+        return c
     return Claim(
         id="table_iii_anchors", source="paper", data=data, title="Table III anchors (power analysis, significance)",
-        statement="Table III: power analysis Yes = 2 of 115 (1.74%); significance test Yes = 10 of 115 (8.70%)",
+        statement=statement,
         test="counts and percentages (rounded half-up to 2 decimals) equal the paper's exactly",
         threshold="2 / 1.74% and 10 / 8.70%", statistic=stat, metrics=metrics,
         key_numbers={"power analysis": f"{got['1.8 Power analysis'][0]} ({got['1.8 Power analysis'][1]:.2f}%)",
                      "significance test": f"{got['4.1 Significance test'][0]} "
                                           f"({got['4.1 Significance test'][1]:.2f}%)"},
-        verdict=decide_anchors(got), evidence=Evidence(N_STUDIES, "studies", paper_data=real), note=note)
+        verdict=decide_anchors(got), evidence=Evidence(N_STUDIES, "studies", paper_data=True, ci_method=EXACT))
 
 
 def table_rows_text(table: pd.DataFrame) -> list[str]:
@@ -83,7 +98,8 @@ def decide_full_table(mismatches: int | None) -> str:
 
 def full_table_claim(table: pd.DataFrame, reference: pd.DataFrame | None, real: bool, data: str,
                      reference_path: str | None) -> tuple[Claim, list[dict]]:
-    """Claim 2: the full table, reported; cell-wise comparison with a reference table if one is configured."""
+    """Claim 2: the full table, cell-wise compared with a reference table if one is configured on the real
+    workbook; untested without a reference or on the synthetic workbook (the rows are kept in ``statistic``)."""
     mismatches = compare_tables(table, reference) if reference is not None else []
     if reference is None:
         note = ("no reference_table configured: the 16 rows are reported (Yes/No/Unknown counts, Yes %) and written "
@@ -93,15 +109,26 @@ def full_table_claim(table: pd.DataFrame, reference: pd.DataFrame | None, real: 
                           for m in mismatches[:20])
         note = (f"compared with {reference_path}: {len(mismatches)} mismatching cell(s)"
                 + (f": {shown}" if shown else ""))
-    v = decide_full_table(None if reference is None else len(mismatches))
+    statement = "Table III: 16 items × {Yes, No, Unknown} × {all 115, 7 model-card studies}, counts and %"
+    if reference is None or not real:
+        claim = untested(
+            "table_iii_full", statement, scale="default", data=data, title="Table III, all cells",
+            paper_data=real, unit="studies",
+            reason=(SYNTHETIC_REASON if not real else
+                    "needs reference_table: a CSV of the paper's Table III (shaped like metrics/table_iii.csv) to "
+                    "compare with cell by cell; the 16 computed rows are reported in statistic and "
+                    "metrics/table_iii.csv"))
+        claim.statistic = table_rows_text(table)
+        return claim, mismatches
+    v = decide_full_table(len(mismatches))
     claim = Claim(
         id="table_iii_full", source="paper", data=data, title="Table III, all cells",
-        evidence=Evidence(N_STUDIES, "studies", paper_data=real),
-        key_numbers={"mismatching cells": len(mismatches) if reference is not None else "no reference"},
-        statement="Table III: 16 items × {Yes, No, Unknown} × {all 115, 7 model-card studies}, counts and %",
+        evidence=Evidence(N_STUDIES, "studies", paper_data=True, ci_method=EXACT),
+        key_numbers={"mismatching cells": len(mismatches)},
+        statement=statement,
         test="cell-wise equality with the configured reference table (if any); every mismatch listed",
         threshold="0 mismatching cells", statistic=table_rows_text(table),
-        metrics={"mismatches": {"mean": len(mismatches) if reference is not None else None}},
+        metrics={"mismatches": {"mean": len(mismatches)}},
         verdict=v, note=note)
     return claim, mismatches
 
@@ -224,58 +251,79 @@ def parser_claim(path: Path, sheet: pd.DataFrame, data: str) -> tuple[Claim, lis
     return claim, diffs
 
 
-def decide_underpowering(share: list[float], median: list[float], type1: list[float],
-                         type1_range: tuple[float, float]) -> str:
-    """Claim 4 from per-seed values: inconclusive unless every seed's type-I error lies in ``type1_range``
-    (calibration); then reproduced if every seed has share(power ≥ target) < 0.5 and median power < 0.5, not
-    reproduced if no seed does, else inconclusive."""
-    if not share or not all(type1_range[0] <= t <= type1_range[1] for t in type1):
-        return INCONCLUSIVE
-    passes = [sh < 0.5 and me < 0.5 for sh, me in zip(share, median)]
-    if all(passes):
-        return REPRODUCED
-    return NOT_REPRODUCED if not any(passes) else INCONCLUSIVE
+def decide_underpowering(share: list[float], median: list[float]) -> tuple[str, dict]:
+    """Claim 4 from per-seed values (the simulator seed is the unit): 95% Student-t intervals of the share of
+    studies with power ≥ target and of the median power. Reproduced iff both intervals lie below 0.5; not
+    reproduced iff either lies at or above 0.5 (CI low ≥ 0.5); else inconclusive (and with fewer than 2 seeds).
+    The type-I calibration is an adequacy gate of the claim, not part of this rule."""
+    if not share:
+        return INCONCLUSIVE, {"n": 0}
+    sh, me = summarize(share), summarize(median)
+    st = {"n": sh["n"], "share_ci": [sh["ci_low"], sh["ci_high"]], "median_ci": [me["ci_low"], me["ci_high"]],
+          "ci_method": sh["ci_method"], "mde_share": mde(sh["n"], sh["std"])}
+    if sh["n"] < 2:
+        return INCONCLUSIVE, st
+    if sh["ci_high"] < 0.5 and me["ci_high"] < 0.5:
+        return REPRODUCED, st
+    if sh["ci_low"] >= 0.5 or me["ci_low"] >= 0.5:
+        return NOT_REPRODUCED, st
+    return INCONCLUSIVE, st
 
 
 def underpowering_claim(power: pd.DataFrame | None, cfg: Config, real: bool, data: str) -> tuple[Claim, dict]:
-    """Claim 4 (ours): per seed, share(power ≥ target) < 0.5 and median power < 0.5 at δ = claim_delta among
-    studies with a numeric baseliner count; the calibration type-I error must lie in ``type1_range`` for every
-    seed, else the verdict is inconclusive. Reproduced if every seed passes, not reproduced if none does."""
+    """Claim 4 (ours): share(power ≥ target) < 0.5 and median power < 0.5 at δ = claim_delta among studies with a
+    numeric baseliner count, decided by :func:`decide_underpowering` over the simulator seeds; gated on the
+    calibration run's type-I error (mean over seeds) lying in ``type1_range``. Untested on the synthetic workbook
+    (its baseliner counts are random placeholders) and when the power_sim arm did not run."""
     p = cfg.power
     statement = (f"OURS, not a claim of the paper: among studies reporting a baseliner count, the share with power "
                  f">= {p.target_power} to detect a {p.claim_delta * 100:g}-point human-AI gap is < 0.5 and the median "
                  f"power is < 0.5 (calibrated: type-I error at delta=0 in {list(p.type1_range)})")
-    if power is None:
-        return Claim(id="underpowering", source="ours", data=data, statement=statement, test="", threshold="",
-                     title="reviewed baselines are underpowered (ours)", verdict=INCONCLUSIVE,
-                     evidence=Evidence(0, "seeds", paper_data=real), note="power_sim arm not run at this scale"), {}
+    title = "reviewed baselines are underpowered (ours)"
+    if power is None or not real:
+        reason = ("the power_sim arm was not run at this scale" if power is None else
+                  "needs the real workbook (data_source=remote): the synthetic workbook's baseliner counts are "
+                  "random placeholders, so the simulated power says nothing about the reviewed studies")
+        c = untested("underpowering", statement, scale="default", reason=reason, source="ours", data=data,
+                     title=title, paper_data=real)
+        if power is not None:
+            summary = power_summary(power, p)
+            c.statistic = {str(k): v for k, v in summary.items()}
+            return c, summary
+        return c, {}
     summary = power_summary(power, p)
     seeds = sorted(summary)
     key = f"{p.claim_delta:g}"
     share = [summary[s][f"share_ge_{key}"] for s in seeds]
     median = [summary[s][f"median_{key}"] for s in seeds]
     type1 = [summary[s]["type1"] for s in seeds]
-    calibrated = all(p.type1_range[0] <= t <= p.type1_range[1] for t in type1)
     n_studies = summary[seeds[0]]["n_studies"]
+    v, st = decide_underpowering(share, median)
+    g = gate("type1_calibrated", float(np.mean(type1)), at_least=p.type1_range[0], at_most=p.type1_range[1],
+             text="mean over seeds of the calibration run's type-I error at delta = 0 (its B, m and replicates: "
+                  "config power.calibration_*)")
     notes = []
-    if not calibrated:
-        notes.append(f"type-I error {type1} outside {list(p.type1_range)}: simulator not calibrated, no verdict")
-    if not real:
-        notes.append("synthetic workbook: baseliner counts are random placeholders")
-    if real and n_studies != SPEC_NUMERIC_B:
+    if n_studies != SPEC_NUMERIC_B:
         notes.append(f"{n_studies} studies with a numeric baseliner count (spec: {SPEC_NUMERIC_B})")
-    if p.n_reps < 2000 or len(seeds) < 3:
-        notes.append(f"R = {p.n_reps} replicates × {len(seeds)} seed(s)")
+    if p.n_reps < 2000:
+        notes.append(f"R = {p.n_reps} replicates per study × {len(seeds)} seed(s)")
     claim = Claim(
-        id="underpowering", source="ours", data=data, statement=statement,
-        title="reviewed baselines are underpowered (ours)", evidence=Evidence(len(seeds), "seeds", paper_data=real),
+        id="underpowering", source="ours", data=data, statement=statement, title=title,
+        evidence=Evidence(len(seeds), "seeds", paper_data=True, ci_method=st.get("ci_method", "none"),
+                          mde=st.get("mde_share")),
+        gates=[g],
         key_numbers={"share_ge_target": round(float(np.mean(share)), 3),
-                     "median_power": round(float(np.mean(median)), 3), "type1": round(float(np.mean(type1)), 4),
-                     "studies": n_studies},
-        test=f"paired t-test power (alpha={p.alpha}), R={p.n_reps} per study, per seed; all seeds must pass",
-        threshold="share(power>=0.8) < 0.5 and median power < 0.5; type-I in range",
+                     "share_ci": [round(x, 3) for x in st.get("share_ci", [])],
+                     "median_power": round(float(np.mean(median)), 3),
+                     "median_ci": [round(x, 3) for x in st.get("median_ci", [])],
+                     "type1": round(float(np.mean(type1)), 4), "studies": n_studies},
+        test=f"paired t-test power (alpha={p.alpha}), R={p.n_reps} per study, per simulator seed; Student-t "
+             "intervals over seeds",
+        threshold="reproduced: 95% CI high of share(power>=0.8) < 0.5 and of median power < 0.5; not reproduced: "
+                  "either CI low >= 0.5; gate: type-I in range",
         statistic={"n_studies": n_studies, "share_ge_target": float(np.mean(share)),
-                   "median_power": float(np.mean(median)), "type1": float(np.mean(type1))},
+                   "median_power": float(np.mean(median)), "type1": float(np.mean(type1)), "per_seed_type1": type1,
+                   **st},
         metrics={"share_ge_target": summarize(share), "median_power": summarize(median), "type1": summarize(type1)},
-        verdict=decide_underpowering(share, median, type1, p.type1_range), note="; ".join(notes))
+        verdict=v, note="; ".join(notes))
     return claim, summary

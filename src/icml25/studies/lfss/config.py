@@ -2,8 +2,9 @@
 
 ``config/studies/lfss.yaml`` sets the values (common keys + one block per scale); the JSON schema of that file is
 generated from :class:`Config`. [V] marks values of the authors' released code, [R] our reconstructions (the
-study README lists them). The claim thresholds and the adequacy gate are not keys: they are the constants of
-:mod:`.evaluate`, as the study's specification states them. ``STAGE_KEYS`` declares the keys each stage reads:
+study README lists them). The adequacy gate's two thresholds and claim 2's effect-size floor are keys
+(``adequacy.*``, ``claims.*``, values as the specification states them); the other claim thresholds are the
+constants of :mod:`.evaluate`. ``STAGE_KEYS`` declares the keys each stage reads:
 Snakemake reruns a stage only when one of them changes.
 
 This module imports neither torch nor scikit-learn: the Snakefile reads it at parse time.
@@ -138,6 +139,23 @@ class Evaluate(Section):
                                                "of the pixels")
 
 
+class Claims(Section):
+    """Effect-size floor of the superiority claim 2."""
+
+    c2_min_d_acc: float = Field(0.01, ge=0, description="claim 2: the mean paired ACC gain lfss - base must reach "
+                                "this (fraction; 0.01 = 1 pt, the spec's resolution: its not-reproduced bound is "
+                                "a 1-pt loss)")
+
+
+class Adequacy(Section):
+    """Adequacy gate of the base learner (spec "Claims": claims 1-2 are inconclusive when it fails)."""
+
+    base_ratio: float = Field(0.9, gt=0, description="the base arm's seed-mean final ACC must be >= this x the "
+                              "ACC of cosine k-means on PCA-50 pixels (spec: 0.9)")
+    max_drop: float = Field(0.05, ge=0, description="no seed's base ACC may end more than this below its best "
+                            "epoch (fraction; spec: 5 pts)")
+
+
 class Config(StudyConfig):
     """lfss study configuration (merged common keys + one scale)."""
 
@@ -149,6 +167,8 @@ class Config(StudyConfig):
     augment: Augment = Field(Augment(), description="augmentations [R]")
     stability: Stability = Field(Stability(), description="stability and pseudo-labels")
     evaluate: Evaluate = Field(Evaluate(), description="final clustering and the gate reference")
+    claims: Claims = Field(Claims(), description="effect-size floor of claim 2")
+    adequacy: Adequacy = Field(Adequacy(), description="adequacy gate of the base learner")
 
     @model_validator(mode="after")
     def _epochs(self):
@@ -165,6 +185,7 @@ STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "download": ("data.dataset", "data.imagenet_root", "data.image_size"),
     "preprocess": ("seeds", "data", "evaluate.pca_dim", "evaluate.kmeans_runs"),
     "train": ("arms", "seeds", "data.n_classes", "model", "train", "augment", "stability"),
-    "evaluate": ("data.n_classes", "evaluate.kmeans_runs", "evaluate.claim_epochs_back"),
+    "evaluate": ("data.dataset", "data.n_classes", "evaluate.kmeans_runs", "evaluate.claim_epochs_back", "claims",
+                 "adequacy"),
     "report": (),
 }

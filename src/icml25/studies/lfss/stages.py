@@ -194,7 +194,9 @@ def evaluate(stage: Stage, run: Any) -> None:
     cfg = stage.config
     results, refs, _ = collect(stage, cfg.evaluate.kmeans_runs, tuple(cfg.evaluate.claim_epochs_back))
     trials = [stability_identities(seed=s, n=200, k=kk) for s, kk in CHECK3_TRIALS]
-    claims, gate = build_claims(results, refs, trials)
+    claims, gate = build_claims(results, refs, trials, ratio=cfg.adequacy.base_ratio,
+                                max_drop=cfg.adequacy.max_drop, min_d_acc=cfg.claims.c2_min_d_acc,
+                                paper_data=cfg.data.dataset != "mnist5k")
     seeds = sorted({s for (_, s) in results})
     doc = write_claims(stage.output(0), study=SLUG, scale=stage.scale, data_source=stage.data_source,
                        claims=claims, config_hash=config_hash(cfg), paper=PAPER, seeds=seeds)

@@ -7,9 +7,13 @@ expert gets on the test samples of each interval and the DEA interval accuracy (
 Verdict functions (pure, on per-run arrays; a *run* is one seed × unlabelled profile):
 
 * :func:`decide_specialisation` — claim 1, experts specialise by interval;
-* :func:`decide_routing` — claim 2, the DEA routes samples to the matching expert;
+* :func:`decide_routing` — claim 2 (ours since issue 31), the DEA routes samples to the matching expert;
 * :func:`decide_improvement` — claim 3, Meta-Expert beats FixMatch and CPE;
 * :func:`check_identities` — check 4, the aggregation identities (exact).
+
+Intervals are Student-t intervals over per-seed values (:func:`icml25.core.claims.summarize`; the seed is the
+independent unit: the labelled set, initialisation and data order are drawn from it), never a percentile bootstrap
+of three numbers.
 """
 from __future__ import annotations
 
@@ -19,14 +23,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from icml25.core.claims import bootstrap_ci
+from icml25.core.claims import mde, summarize
 
 from . import data as D
 from .method import MembershipEstimator, adjust_logits, aggregate, interval_of
 
 INTERVALS = ("head", "medium", "tail")
 IMPROVEMENT_MARGIN_PT = -0.5  # claim 3: CI lower bound of the paired difference must exceed −0.5 points
-DEA_ACC_BOUND = 0.48  # claim 2: DEA interval accuracy needed in every run
+RELEASED_LOG_MATCHING_WEIGHT = 0.48  # the released CIFAR-10-LT log's DEA *weight* on the matching expert (context)
 ROUTING_PASS, ROUTING_FAIL = 0.75, 0.50  # claim 2: share of the 3-per-run routing checks
 SUM_TOL = 1e-6  # check 4: DEA weights sum to 1 within this
 
@@ -116,9 +120,12 @@ def decide_specialisation(head_e1: Sequence[float], head_e3: Sequence[float], ta
 
 def decide_routing(w_means: Sequence[np.ndarray] | np.ndarray, dea_acc: Sequence[float],
                    ) -> tuple[bool, bool, dict[str, Any]]:
-    """Claim 2: for each interval k the mean DEA weight over its test samples is largest for expert k (three
-    checks per run), and the DEA interval accuracy is ≥ 0.48. Reproduced if ≥ 75 % of the checks pass and the
-    accuracy bound holds in all runs (≥ 8 of 9 from 9 runs); not reproduced if ≤ 50 % of the checks pass.
+    """Claim 2 (ours): for each interval k the mean DEA weight over its test samples is strictly largest for expert
+    k (three checks per run). Reproduced if ≥ 75 % of the checks pass; not reproduced if ≤ 50 % pass.
+
+    The DEA interval accuracy (argmax w vs the true interval) is reported, not tested: the spec's bound 0.48 was
+    the released log's DEA *weight* on the matching expert misread as an accuracy (issue 31), and the DEA is
+    trained on the true interval of labelled samples, so its accuracy measures a supervised side task.
 
     w_means: (runs, 3, 3) rows = true interval, columns = expert; dea_acc: (runs,)."""
     wm = np.asarray(w_means, dtype=float)
@@ -131,37 +138,42 @@ def decide_routing(w_means: Sequence[np.ndarray] | np.ndarray, dea_acc: Sequence
     off[:, [0, 1, 2], [0, 1, 2]] = -np.inf
     passed = diag > off.max(axis=2)  # strictly largest
     share = float(passed.mean())
-    acc_ok = acc >= DEA_ACC_BOUND
-    need = runs_required(acc.size)
-    reproduced = share >= ROUTING_PASS and int(acc_ok.sum()) >= need
+    reproduced = share >= ROUTING_PASS
     not_reproduced = share <= ROUTING_FAIL
+    margin = (diag - off.max(axis=2)).min(axis=1)  # per run: the smallest diagonal lead over the other experts
     stat = {"runs": int(acc.size), "checks_passed": int(passed.sum()), "checks": int(passed.size),
             "share_passed": share, "passed_by_interval": {n: int(passed[:, i].sum()) for i, n in
                                                           enumerate(INTERVALS)},
+            "min_margin_by_run": margin.tolist(), "matching_weight_mean": float(diag.mean()),
+            "released_log_matching_weight": RELEASED_LOG_MATCHING_WEIGHT,
             "dea_interval_acc_min": float(acc.min()), "dea_interval_acc_mean": float(acc.mean()),
-            "runs_acc_bound": int(acc_ok.sum()), "runs_required": need,
             "w_mean": wm.mean(axis=0).round(4).tolist()}
     return reproduced, not_reproduced, stat
 
 
 def decide_improvement(meta: Sequence[float], fixmatch: Sequence[float], cpe: Sequence[float], *,
-                       n_resamples: int = 2000, seed: int = 0) -> tuple[bool, bool, dict[str, Any]]:
-    """Claim 3: paired top-1 differences (points) Meta-Expert − FixMatch and Meta-Expert − CPE over runs (same
-    seed and profile), percentile-bootstrap 95 % CI of the mean. Reproduced if for both the mean is > 0 and the
-    CI lower bound > −0.5 pt; not reproduced if the CI upper bound is < 0 for either; else inconclusive.
-    Inputs are accuracies in [0, 1]; the differences are rounded to 1e-6 pt (accuracies are multiples of 1/n_test,
-    0.1 pt for 1000 test images, so anything finer is float32 noise that would otherwise decide exact boundaries)."""
+                       floor_pt: float = 0.0) -> tuple[bool, bool, dict[str, Any]]:
+    """Claim 3: paired top-1 differences (points) Meta-Expert − FixMatch and Meta-Expert − CPE over seeds (one value
+    per seed: the mean over its unlabelled profiles), Student-t 95 % interval of the mean. A superiority claim:
+    reproduced if for both the mean is ≥ ``floor_pt`` and the CI lower bound > 0; not reproduced if the CI upper
+    bound is < ``floor_pt`` for either; else inconclusive. Inputs are accuracies in [0, 1]; the differences are
+    rounded to 1e-6 pt (accuracies are multiples of 1/n_test, 0.1 pt for 1000 test images, so anything finer is
+    float32 noise that would otherwise decide exact boundaries)."""
     me, fm, cp = (np.asarray(a, dtype=float) for a in (meta, fixmatch, cpe))
     if not me.size or not (fm.size == cp.size == me.size):
-        raise ValueError("decide_improvement: need equal, non-empty per-run arrays")
-    stat: dict[str, Any] = {"runs": int(me.size)}
+        raise ValueError("decide_improvement: need equal, non-empty per-seed arrays")
+    if not np.isfinite(floor_pt) or floor_pt < 0:
+        raise ValueError(f"decide_improvement: floor_pt must be a finite number >= 0, got {floor_pt}")
+    stat: dict[str, Any] = {"seeds": int(me.size), "floor_pt": float(floor_pt)}
     ok, bad = [], []
     for name, other in (("vs_fixmatch", fm), ("vs_cpe", cp)):
         d = np.round(100.0 * (me - other), 6)
-        lo, hi = bootstrap_ci(d, n_resamples=n_resamples, seed=seed)
-        stat[name] = {"mean_pt": float(d.mean()), "ci_low_pt": lo, "ci_high_pt": hi, "diffs_pt": d.round(3).tolist()}
-        ok.append(d.mean() > 0 and lo > IMPROVEMENT_MARGIN_PT)
-        bad.append(hi < 0)
+        sm = summarize(d)
+        stat[name] = {"mean_pt": sm["mean"], "ci_low_pt": sm["ci_low"], "ci_high_pt": sm["ci_high"],
+                      "ci_method": sm["ci_method"], "mde_pt": mde(sm["n"], sm["std"]),
+                      "diffs_pt": d.round(3).tolist()}
+        ok.append(sm["mean"] >= floor_pt and sm["ci_low"] > 0)
+        bad.append(sm["ci_high"] < floor_pt)
     return all(ok), any(bad), stat
 
 

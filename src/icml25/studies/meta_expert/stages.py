@@ -173,7 +173,10 @@ def evaluate(stage: Stage, run: Any) -> None:
     if not chunks:
         raise SystemExit(f"{SLUG} evaluate: expected --in models/<arm>/chunk<k>.json ...")
     runs = collect(read_json(p) for p in chunks)
-    claims, summary = evaluate_claims(runs, curves, cfg.bootstrap_resamples, (cfg.method.cut1, cfg.method.cut2))
+    claims, summary = evaluate_claims(runs, curves, (cfg.method.cut1, cfg.method.cut2), dataset=cfg.dataset,
+                                      floor_pt=cfg.min_gain_pt,
+                                      min_e3_head_acc=cfg.adequacy.min_e3_head_acc,
+                                      min_headroom_pt=cfg.adequacy.min_headroom_pt)
     seeds = sorted({r["seed"] for by in runs.values() for r in by})
     doc = write_claims(stage.output(0), study=SLUG, scale=stage.scale, data_source=stage.data_source,
                        claims=claims, config_hash=config_hash(cfg), paper=PAPER, seeds=seeds)

@@ -195,7 +195,7 @@ def evaluate(stage: Stage, run: Any) -> None:
     plain = {"checks": to_dict(cfg.checks), "data": {"pca_dim": cfg.data.pca_dim}, "hidden": list(cfg.hidden),
              "n_classes": cfg.n_classes, "n_clients": cfg.n_clients, "degree": cfg.degree}
     checks = [run_checks(plain, s) for s in cfg.seeds]
-    claims = evaluate_claims(records, checks, cfg.bootstrap_resamples, cfg.data.source)
+    claims = evaluate_claims(records, checks, cfg.data.source, cfg.min_gain_pt, cfg.adequacy.min_baseline_acc)
     seeds = sorted({s for by_seed in records.values() for s in by_seed})
     doc = write_claims(stage.output(0), study=SLUG, scale=stage.scale, data_source=stage.data_source, claims=claims,
                        config_hash=config_hash(cfg), paper=PAPER, seeds=seeds)
@@ -203,7 +203,7 @@ def evaluate(stage: Stage, run: Any) -> None:
     summary: dict[str, Any] = {}
     for arm, by_seed in sorted(records.items()):
         ss = sorted(by_seed)
-        final = {k: summarize([100 * by_seed[s]["final"][k] for s in ss], n_resamples=2000)
+        final = {k: summarize([100 * by_seed[s]["final"][k] for s in ss])
                  for k in ("agg_acc", "mean_client_acc")}
         r_target = [rounds_to_target(by_seed[s]["curves"]["agg_acc"], 0.95 * ref[s]["final"]["agg_acc"])
                     if s in ref else None for s in ss]

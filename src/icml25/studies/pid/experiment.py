@@ -1,5 +1,5 @@
 """One end-to-end run of the study in memory: data + generators (:func:`prepare`), then one detector arm x seed
-(:func:`run`). Settings are plain nested mappings (keys as in :data:`SCALES`)."""
+(:func:`run`). Settings are the flat mapping of :func:`.config.settings_of` (keys ``crop``, ``det_epochs``, ...)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -7,31 +7,12 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 
-from .data import TEST_IMAGES, TRAIN_IMAGES, jpeg_roundtrip, real_crops
+from .data import jpeg_roundtrip, real_crops
 from .evaluate import accuracy, auc, calibrate_threshold, heldout_unit_scores
-from .train import (detector_input, generate_fakes, predict_scores, psnr, split_pairs, train_autoencoder,
+from .train import (WINDOW_ALIGN, detector_input, generate_fakes, predict_scores, psnr, split_pairs, train_autoencoder,
                     train_detector)
 
 GENERATORS = {"A": "tconv", "B": "nearest", "C": "bilinear"}  #: A trains the detectors; B and C are held out
-
-_COMMON = {"crop": 64, "stride": 32, "min_std": 2.0, "crop_seed": 0, "ae_seed": 0, "ae_lr": 1e-3, "ae_batch": 16,
-           "det_lr": 1e-3, "det_threshold": "val", "batch": 64, "step": 1.0, "colour_space": "yuv601", "noise_amp": 1.0,
-           "arms": ("rgb", "pid", "pid_noise", "npr"), "jpeg_qualities": (95, 75), "bootstrap_resamples": 2000,
-           "bound_steps": (0.5, 1.0, 2.0, 4.0, 8.0)}
-SCALES: dict[str, dict] = {
-    # 3 images (2 train, 1 test), 64 crops each, 1 AE / detector epoch, 1 seed, bound check on 1e5 random colours
-    "smoke": {**_COMMON, "train_images": ("astronaut", "coffee"), "test_images": ("chelsea",), "max_crops": 64,
-              "ae_epochs": 1, "det_epochs": 1, "det_train_crop": 32, "seeds": (0,), "bound_random": 100_000},
-    # all 11 images, the exhaustive bound check; CPU budget: 32 crops per image (192 train / 160 test), 4 detector
-    # epochs on random 32x32 windows of the training crops (test crops whole) instead of the design's 256 crops and
-    # 8 epochs on whole crops (see the README)
-    "default": {**_COMMON, "train_images": TRAIN_IMAGES, "test_images": TEST_IMAGES, "max_crops": 32,
-                "ae_epochs": 6, "det_epochs": 4, "det_train_crop": 32, "seeds": (10, 11, 12), "bound_random": None},
-    # the design's sizes on the wheel photos (1366 train / 990 test crops, 8 detector epochs)
-    "full": {**_COMMON, "train_images": TRAIN_IMAGES, "test_images": TEST_IMAGES, "max_crops": 256,
-             "ae_epochs": 6, "det_epochs": 8, "seeds": (10, 11, 12), "bound_random": None},
-}
-
 
 def prepare(settings: Mapping, paths: Mapping | None = None, keep_models: bool = False) -> dict:
     """Real crops of the train/test images, the three AEs (trained on train crops, seed ``ae_seed``) and their
@@ -40,7 +21,8 @@ def prepare(settings: Mapping, paths: Mapping | None = None, keep_models: bool =
     s = settings
     kw = dict(size=s["crop"], stride=s["stride"], min_std=s["min_std"], max_crops=s["max_crops"], seed=s["crop_seed"])
     tr, te = real_crops(s["train_images"], paths=paths, **kw), real_crops(s["test_images"], paths=paths, **kw)
-    out = {"train_real": tr["x"], "test_real": te["x"], "test_is_jpeg": te["is_jpeg"], "ae_curves": {}, "ae_psnr": {}}
+    out = {"train_real": tr["x"], "test_real": te["x"], "test_is_jpeg": te["is_jpeg"], "test_source": te["source"],
+           "ae_curves": {}, "ae_psnr": {}}
     for g, dec in GENERATORS.items():
         ae, curve = train_autoencoder(tr["x"], dec, s["ae_epochs"], s["ae_seed"], s["ae_lr"], s["ae_batch"])
         out[f"train_fake{g}"] = generate_fakes(ae, tr["x"])
@@ -68,14 +50,15 @@ def run(settings: Mapping, arm: str, seed: int, data: dict | None = None) -> dic
 
     Returns ``curves`` (train/bce, val/acc per epoch), ``metrics`` (test/acc_{A,B,C}, test/auc_{A,B,C},
     test/acc_heldout = mean of acc_B and acc_C, test/acc_heldout_jpeg{q}, test/acc_heldout_{png,jpeg}_src,
-    val/threshold, val/acc_at_threshold) and ``units`` (n_test,) per-crop held-out scores for the paired bootstrap
+    val/threshold, val/acc_at_threshold, val/auc_A: AUC on the validation pairs of the training generator) and ``units`` (n_test,) per-crop held-out scores for the paired bootstrap
     of claim 3."""
     s = settings
     data = prepare(s) if data is None else data
     real_tr, fake_tr = data["train_real"], data["train_fakeA"]
     det, curves = train_detector(real_tr, fake_tr, arm, s["det_epochs"], seed, s["det_lr"],
                                  s["batch"], s["step"], s["colour_space"], s["noise_amp"],
-                                 train_crop=s.get("det_train_crop"))
+                                 train_crop=s.get("det_train_crop"),
+                                 window_align=s.get("det_window_align", WINDOW_ALIGN))
     val_idx, _ = split_pairs(np.random.default_rng(seed), len(real_tr))
     val_s = _scores(det, np.concatenate([real_tr[val_idx], fake_tr[val_idx]]), arm, s)
     val_y = np.r_[np.zeros(len(val_idx)), np.ones(len(val_idx))]
@@ -84,7 +67,8 @@ def run(settings: Mapping, arm: str, seed: int, data: dict | None = None) -> dic
         raise ValueError(f"detector.threshold must be 'zero' or 'val', got {mode!r}")
     t = calibrate_threshold(val_s, val_y) if mode == "val" and len(val_idx) else 0.0
     real = _scores(det, data["test_real"], arm, s)
-    m = {"val/threshold": t, "val/acc_at_threshold": accuracy(val_s, val_y, t) if len(val_idx) else float("nan")}
+    m = {"val/threshold": t, "val/acc_at_threshold": accuracy(val_s, val_y, t) if len(val_idx) else float("nan"),
+         "val/auc_A": auc(val_s, val_y) if len(val_idx) else float("nan")}
     correct = {"real": real <= t}
     for g in GENERATORS:
         f = _scores(det, data[f"test_fake{g}"], arm, s)
@@ -114,21 +98,3 @@ def checks(settings: Mapping, data: dict) -> dict:
     bound = decide_bound(bound_check(s["bound_steps"], s["colour_space"], n_random=s["bound_random"]))
     inv = decide_invariance(invariance_check(x, s["step"], s["colour_space"], lut_red=int(x[0, 0, 0, 0])))
     return {"bound": bound, "invariance": inv}
-
-
-def summarise(settings: Mapping, runs: list[dict]) -> dict:
-    """Per-arm seed means of every metric, and claim 3 from the paired per-crop units of ``pid`` and ``rgb``
-    (pooled across the seeds both arms ran). Claim 4 (robustness) is reported in the per-arm means."""
-    from .evaluate import decide_generalisation
-    by_arm: dict[str, dict[int, dict]] = {}
-    for r in runs:
-        by_arm.setdefault(r["arm"], {})[r["seed"]] = r
-    table = {arm: {k: float(np.mean([r["metrics"][k] for r in rs.values()])) for k in next(iter(rs.values()))["metrics"]}
-             for arm, rs in by_arm.items()}
-    out: dict = {"table": table}
-    if "pid" in by_arm and "rgb" in by_arm:
-        seeds = sorted(set(by_arm["pid"]) & set(by_arm["rgb"]))
-        p = np.stack([by_arm["pid"][s]["units"] for s in seeds])
-        q = np.stack([by_arm["rgb"][s]["units"] for s in seeds])
-        out["generalisation"] = decide_generalisation(p, q, settings["bootstrap_resamples"])
-    return out

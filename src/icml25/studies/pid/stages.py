@@ -29,7 +29,8 @@ from .config import settings_of
 
 SLUG = "pid"
 MANIFEST = Path(__file__).with_name("manifest.csv")
-ARRAYS = ("train_real", "train_fakeA", "test_real", "test_fakeA", "test_fakeB", "test_fakeC", "test_is_jpeg")
+ARRAYS = ("train_real", "train_fakeA", "test_real", "test_fakeA", "test_fakeB", "test_fakeC", "test_is_jpeg",
+          "test_source")
 log = logging.getLogger(f"icml25.{SLUG}")
 
 
@@ -192,12 +193,15 @@ def evaluate(stage: Stage, run: Any) -> None:
     npz = [p for p in stage.inputs if p.suffix == ".npz"]
     if not chunks or not npz:
         raise SystemExit(f"{SLUG} evaluate: expected --in models/<arm>/chunk<k>.json ... processed/crops.npz")
-    data = load_npz(npz[0], required=("test_real",))
+    data = load_npz(npz[0], required=("test_real", "test_source", "test_is_jpeg"))
     runs = [r for doc in chunks for r in doc["runs"]]
     r = cfg.residual
-    claims, summary = evaluate_claims(runs, data["test_real"], cfg.bootstrap_resamples,
+    claims, summary = evaluate_claims(runs, data["test_real"],
                                       {"colour_space": r.colour_space, "step": r.step, "bound_steps": r.bound_steps,
-                                       "bound_random": r.bound_random})
+                                       "bound_random": r.bound_random},
+                                      test_source=data["test_source"], test_is_jpeg=data["test_is_jpeg"],
+                                      min_val_auc=cfg.adequacy.min_val_auc, min_diff=cfg.adequacy.min_diff,
+                                      paper_data=cfg.data.dataset == "genimage")
     seeds = sorted({x["seed"] for x in runs})
     doc = write_claims(stage.output(0), study=SLUG, scale=stage.scale, data_source=stage.data_source,
                        claims=claims, config_hash=config_hash(cfg), paper=PAPER, seeds=seeds)

@@ -124,6 +124,23 @@ class Paper(Section):
         return self
 
 
+class Claims(Section):
+    """Effect-size floors of the claims (spec "Claims this study checks")."""
+
+    min_effect: float = Field(0.01, ge=0, description="claims 1 and 4: mean paired test-reward gain that counts as "
+                              "a win (spec claim 1: mean d > 0.01, noise-free judge reward in [0, 1])")
+
+
+class Adequacy(Section):
+    """Adequacy gates computed from the same run (a failed gate makes the claim inconclusive)."""
+
+    dpo_min_gain: float = Field(0.0, description="claims 1 and 4: DPO on the whole pool (arm none) must raise the "
+                                "seed model's mean test reward by at least this; else DPO itself degrades the policy "
+                                "and no filter can show a better DPO model")
+    min_pool_low_quality: float = Field(0.10, ge=0, le=1, description="claim 2: the pool's low-quality share must "
+                                        "be at least this (else there is nothing for the filter to remove)")
+
+
 class Config(StudyConfig):
     """rip study configuration (merged common keys + one scale)."""
 
@@ -138,7 +155,8 @@ class Config(StudyConfig):
     filter: Filter = Field(Filter(), description="RIP quantiles")
     dpo: Dpo = Field(Dpo(), description="DPO of each arm")
     paper: Paper = Field(Paper(), description="paper path (GPUs)")
-    bootstrap_resamples: int = Field(2000, ge=100, description="resamples of the bootstrap CIs over seeds")
+    claims: Claims = Field(Claims(), description="effect-size floors of the claims")
+    adequacy: Adequacy = Field(Adequacy(), description="adequacy gates of the claims")
 
 
 _PAPER_SCORING = ("paper.seed_model", "paper.reward_model", "paper.pool_size", "paper.val_size",
@@ -152,5 +170,5 @@ STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "train": ("arms", "seeds", "source", "model", "filter", "dpo", "sampling.max_new_tokens", "paper.seed_model",
               "paper.reward_model", "paper.lr", "paper.batch", "paper.epochs", "paper.eval_every",
               "paper.max_length", "paper.gpus", "paper.max_new_tokens"),
-    "evaluate": ("source", "model", "filter", "sampling.max_new_tokens", "bootstrap_resamples"),
+    "evaluate": ("source", "model", "filter", "sampling.max_new_tokens", "claims", "adequacy"),
 }

@@ -7,6 +7,9 @@ seeds, the pair table and the train records. Pure functions: no file I/O, no tor
    max/min of rewards, gap ≥ 0; rip_filter(q=(0,0,1)) keeps all rows; the rip kept set ⊆ every single-criterion
    kept set.
 4. Ours, reported only: rip vs none, single-metric arms and jaccard vs random, win rate against the seed model.
+
+Unit of claims 1 and 4: the DPO seed (Student-t intervals, exact sign-flip tests, MDE); adequacy gate: DPO on all
+pairs must not degrade the seed model. Claim 2: the kept prompts of the one pair table (Clopper–Pearson interval).
 """
 from __future__ import annotations
 
@@ -17,8 +20,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from icml25.core.claims import (INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, Claim, Evidence, check,
-                                paired_differences, summarize)
+from icml25.core.claims import (INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, Claim, Evidence, check, gate, mde,
+                                paired_differences, sign_flip_test, summarize, t_interval, untested)
 
 from .method import SINGLE_METRIC_ARMS, arm_mask, low_quality_share, rip_filter
 
@@ -54,40 +57,62 @@ def pair_table_checks(pairs: pd.DataFrame, q: tuple) -> dict[str, Any]:
     }
 
 
-def _summ(values: Sequence[float], resamples: int) -> dict[str, Any]:
-    return summarize(values, n_resamples=resamples)
+def _summ(values: Sequence[float]) -> dict[str, Any]:
+    return summarize(values, unit="DPO seeds")
 
 
-def compare(metrics: Mapping[str, Mapping[int, Mapping[str, float]]], a: str, b: str, resamples: int,
+def compare(metrics: Mapping[str, Mapping[int, Mapping[str, float]]], a: str, b: str,
             key: str = "test_reward") -> dict[str, Any] | None:
-    """Per-seed paired differences a − b of ``key`` over the seeds both arms share (None if either is absent)."""
+    """Per-seed paired differences a − b of ``key`` over the seeds both arms share (None if either is absent):
+    the Student-t summary over the DPO seeds (``d_mean``, ``d_ci_low``, ``d_ci_high``, ``d_ci_method``), the exact
+    one-sided sign-flip p of mean d > 0 and the minimum detectable effect at this n."""
     if a not in metrics or b not in metrics:
         return None
     seeds = sorted(set(metrics[a]) & set(metrics[b]))
     if not seeds:
         return None
     d = paired_differences([metrics[a][s][key] for s in seeds], [metrics[b][s][key] for s in seeds])
-    return {"seeds": seeds, "d": d.tolist(), "mean_d": float(d.mean()), **{f"d_{k}": v for k, v in
-                                                                          _summ(d, resamples).items()}}
+    summ = _summ(d)
+    return {"seeds": seeds, "d": d.tolist(), "mean_d": float(d.mean()), **{f"d_{k}": v for k, v in summ.items()},
+            "sign_flip_p": sign_flip_test(d, alternative="greater") if d.size > 1 else None,
+            "mde": mde(d.size, summ["std"]) if d.size > 1 else None}
 
 
 def decide_paired(d: Sequence[float] | np.ndarray, min_effect: float = MIN_EFFECT) -> str:
-    """Claims 1 and 4 from per-seed paired differences d_s: reproduced if mean d > ``min_effect`` and every
-    d_s > 0; not reproduced if mean d ≤ 0; else inconclusive (the evidence rules then need ≥ 3 seeds)."""
+    """Claims 1 and 4 from per-seed paired differences d_s (Student-t 95% interval over the seeds):
+    reproduced if mean d > ``min_effect`` (the floor), every d_s > 0 and the interval's low end > 0; not reproduced
+    if mean d ≤ 0, or if the interval's high end < ``min_effect`` (a gain of the floor's size is excluded); else
+    inconclusive (the evidence rules then need ≥ 3 seeds)."""
     d = np.asarray(d, dtype=float)
     if d.size == 0:
         return INCONCLUSIVE
-    if d.mean() <= 0:
+    low, high = t_interval(d)
+    if d.mean() <= 0 or (d.size > 1 and high < min_effect):
         return NOT_REPRODUCED
-    return REPRODUCED if d.mean() > min_effect and bool((d > 0).all()) else INCONCLUSIVE
+    ok = d.mean() > min_effect and bool((d > 0).all()) and d.size > 1 and low > 0
+    return REPRODUCED if ok else INCONCLUSIVE
 
 
-def decide_low_quality(pool_share: float, kept_share: float, factor: float = 0.5) -> str:
-    """Claim 2: reproduced if the kept set's low-quality share ≤ ``factor`` × the pool share, not reproduced
-    if above; inconclusive if either share is unknown (NaN: quality not recorded)."""
-    if math.isnan(pool_share) or math.isnan(kept_share):
+def clopper_pearson(hits: int, trials: int, level: float = 0.95) -> tuple[float, float]:
+    """Exact binomial (Clopper–Pearson) interval of ``hits / trials`` (NaNs for no trials)."""
+    if trials <= 0:
+        return float("nan"), float("nan")
+    from scipy import stats
+
+    ci = stats.binomtest(int(hits), int(trials)).proportion_ci(confidence_level=level, method="exact")
+    return float(ci.low), float(ci.high)
+
+
+def decide_low_quality(pool_share: float, kept_ci: tuple[float, float], factor: float = 0.5) -> str:
+    """Claim 2: reproduced if the kept set's low-quality share is ≤ ``factor`` × the pool share with 95%
+    confidence (its Clopper–Pearson upper end ≤ factor × pool share); not reproduced if its lower end is above;
+    inconclusive if the interval straddles the bound or a share is unknown (NaN: quality not recorded)."""
+    low, high = kept_ci
+    if math.isnan(pool_share) or math.isnan(low) or math.isnan(high):
         return INCONCLUSIVE
-    return REPRODUCED if kept_share <= factor * pool_share else NOT_REPRODUCED
+    if high <= factor * pool_share:
+        return REPRODUCED
+    return NOT_REPRODUCED if low > factor * pool_share else INCONCLUSIVE
 
 
 def _check(id: str, title: str, statement: str, holds: bool | None, *, data: str, test: str, threshold: str,
@@ -126,58 +151,90 @@ def mechanism_checks(pairs_checks: Mapping[str, Any], step0: Mapping[str, float]
     ]
 
 
+def _dpo_gate(metrics: Mapping[str, Mapping[int, Mapping[str, float]]], seed_reward: float,
+              dpo_min_gain: float) -> list:
+    """Adequacy gate of claims 1 and 4: DPO on the whole pool (arm ``none``) raises the seed model's mean test
+    reward by ≥ ``dpo_min_gain``; a testbed where DPO itself degrades the policy cannot show which data make a
+    better DPO model. No gate when the ``none`` arm was not run (its absence is named in the note)."""
+    if "none" not in metrics or not metrics["none"]:
+        return []
+    gain = float(np.mean([m["test_reward"] for m in metrics["none"].values()])) - float(seed_reward)
+    return [gate("dpo_improves_seed_model", gain, at_least=dpo_min_gain,
+                 text="mean test reward of DPO on all pairs (arm none) minus the seed model's")]
+
+
 def evaluate_claims(metrics: Mapping[str, Mapping[int, Mapping[str, float]]], seed_metrics: Mapping[str, float],
-                    records: Mapping[str, Mapping[int, Mapping[str, Any]]], pairs: pd.DataFrame, q: tuple,
-                    resamples: int) -> list[Claim]:
+                    records: Mapping[str, Mapping[int, Mapping[str, Any]]], pairs: pd.DataFrame, q: tuple, *,
+                    min_effect: float = MIN_EFFECT, dpo_min_gain: float = 0.0, min_pool_low_quality: float = 0.10,
+                    paper_data: bool = False) -> list[Claim]:
     """The spec's four claims as entries: claim 1 and 2 (paper), claim 3 as four checks, claim 4 (ours).
     ``metrics[arm][seed]`` has ``test_reward`` and ``win_rate_vs_seed``; ``seed_metrics`` the seed model's
-    ``test_reward``; ``records[arm][seed]`` the train records (``step0_loss``)."""
-    arm_summ = {arm: {"test_reward": _summ([m["test_reward"] for _, m in sorted(by.items())], resamples)}
+    ``test_reward``; ``records[arm][seed]`` the train records (``step0_loss``). The unit of claims 1 and 4 is the
+    DPO seed (data, seed model and pair table fixed); claim 2's is the kept prompt of the one pair table.
+    ``min_effect``: the floor of claims 1 and 4; ``dpo_min_gain``, ``min_pool_low_quality``: the adequacy gates
+    (config ``claims.*``, ``adequacy.*``); ``paper_data``: whether the run used the paper's data (WildChat)."""
+    arm_summ = {arm: {"test_reward": _summ([m["test_reward"] for _, m in sorted(by.items())])}
                 for arm, by in metrics.items()}
     seed_summ = {"seed": {"mean": seed_metrics["test_reward"], "n": 1}}
+    dpo_gate = _dpo_gate(metrics, seed_metrics["test_reward"], dpo_min_gain)
+    data_words = "the paper's WildChat pool" if paper_data else "synthetic instruction world (a stand-in)"
     claims = []
 
     # 1. rip vs random_same_size
-    c = compare(metrics, "rip", "random_same_size", resamples)
+    c = compare(metrics, "rip", "random_same_size")
     base1 = dict(id="rip_beats_random", source="paper", title="RIP beats a random subset of the same size",
                  statement="RIP-filtered DPO beats DPO on a random subset of the same size (Table 2 analogue).",
-                 threshold=f"reproduced: mean d > {MIN_EFFECT} and all d_s > 0; not reproduced: mean d <= 0; "
-                           "else inconclusive")
+                 threshold=f"reproduced: mean d > {min_effect:g} (floor), all d_s > 0 and t-CI low > 0; not "
+                           f"reproduced: mean d <= 0 or t-CI high < {min_effect:g}; else inconclusive; gate: DPO on "
+                           f"all pairs gains >= {dpo_min_gain:g} over the seed model")
     if c is None:
-        claims.append(Claim(**base1, verdict=INCONCLUSIVE, metrics={}, statistic=None,
-                            data="500 clean test prompts, noise-free judge reward of greedy outputs",
-                            test="paired per-seed differences d_s = rip − random_same_size",
-                            evidence=Evidence(0, "seeds"),
-                            note="arms rip and random_same_size are not both run at this scale"))
+        claims.append(untested("rip_beats_random", base1["statement"], scale="default", title=base1["title"],
+                               paper_data=paper_data, unit="DPO seeds",
+                               reason="arms rip and random_same_size are not both run at this scale"))
     else:
         d = np.asarray(c["d"])
         claims.append(Claim(
-            **base1, verdict=decide_paired(d),
-            data="500 clean test prompts (held out), noise-free judge reward of greedy outputs; DPO seeds "
-                 f"{c['seeds']}, data and seed model fixed",
+            **base1, verdict=decide_paired(d, min_effect), gates=dpo_gate,
+            data=f"{data_words}: 500 clean test prompts (held out), noise-free judge reward of greedy outputs; "
+                 f"DPO seeds {c['seeds']}, data and seed model fixed",
             metrics={k: arm_summ[k]["test_reward"] for k in ("rip", "random_same_size")} | seed_summ,
-            test="paired per-seed differences d_s = test_reward(rip) − test_reward(random_same_size)",
-            statistic=c, key_numbers={"mean_d": round(c["mean_d"], 4), "d_s": [round(x, 4) for x in c["d"]]},
-            evidence=Evidence(len(c["seeds"]), "seeds")))
+            test="paired per-seed differences d_s = test_reward(rip) − test_reward(random_same_size): Student-t "
+                 "95% CI, exact one-sided sign-flip p",
+            statistic=c, key_numbers={"mean_d": round(c["mean_d"], 4),
+                                      "CI": f"[{c['d_ci_low']:.4f}, {c['d_ci_high']:.4f}]",
+                                      "sign-flip p": c["sign_flip_p"], "d_s": [round(x, 4) for x in c["d"]]},
+            evidence=Evidence(len(c["seeds"]), "DPO seeds", paper_data=paper_data, ci_method=c["d_ci_method"],
+                              mde=c["mde"]),
+            note="" if dpo_gate else "arm none not run: the DPO adequacy gate is not computed"))
 
     # 2. low-quality share of the rip kept set
     rip = rip_filter(pairs, *q).to_numpy()
     pool_share = low_quality_share(pairs["quality"])
     kept_share = low_quality_share(pairs["quality"], rip)
     known = not (math.isnan(pool_share) or math.isnan(kept_share))
+    kept_n = int(rip.sum())
+    kept_low = int(round(kept_share * kept_n)) if known else 0
+    ci = clopper_pearson(kept_low, kept_n) if known else (float("nan"), float("nan"))
     claims.append(Claim(
         id="rip_drops_low_quality", source="paper", title="RIP drops low-quality prompts",
-        verdict=decide_low_quality(pool_share, kept_share),
+        verdict=decide_low_quality(pool_share, ci),
         statement="The RIP kept set holds far fewer low-quality prompts than the pool (Table 7 analogue).",
-        data="the pool's pair table (quality classes known by construction); deterministic",
-        metrics={"pool_low_quality_share": {"mean": pool_share}, "rip_low_quality_share": {"mean": kept_share}},
-        test="low-quality (non-clean) share of the rip kept set vs the pool share",
-        threshold="reproduced: kept share <= 0.5 x pool share; not reproduced otherwise",
-        statistic={"pool_share": pool_share, "kept_share": kept_share, "ratio": kept_share / pool_share
-                   if known and pool_share > 0 else None, "kept_n": int(rip.sum()), "pool_n": int(len(rip))},
+        data=f"{data_words}: the pool's pair table (quality classes known by construction); deterministic",
+        metrics={"pool_low_quality_share": {"mean": pool_share},
+                 "rip_low_quality_share": {"mean": kept_share, "ci_low": ci[0], "ci_high": ci[1], "n": kept_n}},
+        test="low-quality (non-clean) share of the rip kept set (Clopper-Pearson 95%) vs 0.5 x the pool share",
+        threshold="reproduced: kept share's CI high <= 0.5 x pool share; not reproduced: CI low > 0.5 x pool share; "
+                  f"gate: pool share >= {min_pool_low_quality:g}",
+        statistic={"pool_share": pool_share, "kept_share": kept_share, "kept_share_ci": list(ci),
+                   "ratio": kept_share / pool_share if known and pool_share > 0 else None, "kept_n": kept_n,
+                   "pool_n": int(len(rip))},
         key_numbers={"kept_share": round(kept_share, 3) if known else None,
-                     "pool_share": round(pool_share, 3) if known else None, "kept_n": int(rip.sum())},
-        evidence=Evidence(int(rip.sum()), "kept prompts"),
+                     "kept CI": f"[{ci[0]:.3f}, {ci[1]:.3f}]" if known else None,
+                     "pool_share": round(pool_share, 3) if known else None, "kept_n": kept_n},
+        gates=[gate("pool_has_low_quality", pool_share, at_least=min_pool_low_quality,
+                    text="low-quality share of the pool: what the filter could remove")] if known else [],
+        evidence=Evidence(kept_n, "kept prompts", paper_data=paper_data,
+                          ci_method=f"Clopper-Pearson exact 95%, n={kept_n} kept prompts (one pair table)"),
         note="" if known else "quality is unknown (null) in this pair table"))
 
     # 3. mechanism: checks
@@ -185,27 +242,29 @@ def evaluate_claims(metrics: Mapping[str, Mapping[int, Mapping[str, float]]], se
     claims += mechanism_checks(pair_table_checks(pairs, q), step0)
 
     # 4. ours, reported only
-    vs_none = compare(metrics, "rip", "none", resamples)
-    others = {arm: compare(metrics, arm, "random_same_size", resamples)
-              for arm in ("m1_only", "m2_only", "m3_only", "jaccard")}
-    win = {arm: _summ([m["win_rate_vs_seed"] for _, m in sorted(by.items())], resamples)
-           for arm, by in metrics.items()}
+    vs_none = compare(metrics, "rip", "none")
+    others = {arm: compare(metrics, arm, "random_same_size") for arm in ("m1_only", "m2_only", "m3_only", "jaccard")}
+    win = {arm: _summ([m["win_rate_vs_seed"] for _, m in sorted(by.items())]) for arm, by in metrics.items()}
+    stmt4 = ("RIP beats training on all pairs (~4x more data); single-metric and Jaccard filters vs random; win "
+             "rates against the seed model.")
     if vs_none is None:
-        v4, note4, n4, key4 = INCONCLUSIVE, "arm none or rip not run at this scale; reported only", 0, {}
-    else:
-        v4, note4 = decide_paired(vs_none["d"]), "reported only (ours); same decision rule as claim 1"
-        n4, key4 = len(vs_none["seeds"]), {"mean_d_vs_none": round(vs_none["mean_d"], 4)}
+        claims.append(untested("rip_vs_none_and_others", stmt4, scale="default", source="ours", unit="DPO seeds",
+                               title="RIP beats all pairs; other filters",
+                               reason="arm none or rip not run at this scale"))
+        return claims
+    key4 = {"mean_d_vs_none": round(vs_none["mean_d"], 4),
+            "CI": f"[{vs_none['d_ci_low']:.4f}, {vs_none['d_ci_high']:.4f}]"}
     key4 |= {f"{arm}-random": round(o["mean_d"], 4) for arm, o in others.items() if o is not None}
     claims.append(Claim(
-        id="rip_vs_none_and_others", source="ours", verdict=v4, title="RIP beats all pairs; other filters",
-        statement="RIP beats training on all pairs (~4x more data); single-metric and Jaccard filters vs random; "
-                  "win rates against the seed model.",
-        data="500 clean test prompts (held out); DPO seeds of each arm",
+        id="rip_vs_none_and_others", source="ours", verdict=decide_paired(vs_none["d"], min_effect),
+        title="RIP beats all pairs; other filters", statement=stmt4, gates=dpo_gate,
+        data=f"{data_words}: 500 clean test prompts (held out); DPO seeds of each arm",
         metrics={arm: s["test_reward"] for arm, s in arm_summ.items()} | seed_summ,
-        test="paired per-seed differences rip − none; each other filter − random_same_size; win rate vs seed "
-             "(ties 0.5)",
-        threshold=f"rip vs none: reproduced if mean d > {MIN_EFFECT} and all d_s > 0; not reproduced if mean "
-                  "d <= 0",
+        test="paired per-seed differences rip − none (Student-t 95% CI); each other filter − random_same_size; "
+             "win rate vs seed (ties 0.5)",
+        threshold=f"rip vs none: same rule as claim 1 (floor {min_effect:g})",
         statistic={"rip_vs_none": vs_none, "vs_random": others, "win_rate_vs_seed": win},
-        key_numbers=key4, evidence=Evidence(n4, "seeds"), note=note4))
+        key_numbers=key4, evidence=Evidence(len(vs_none["seeds"]), "DPO seeds", paper_data=paper_data,
+                                            ci_method=vs_none["d_ci_method"], mde=vs_none["mde"]),
+        note="reported only (ours); same decision rule as claim 1"))
     return claims

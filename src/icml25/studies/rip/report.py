@@ -12,7 +12,7 @@ ORDER = ("seed", "none", "rip", "random_same_size", "m1_only", "m2_only", "m3_on
 
 
 def reward_figure(doc: dict[str, Any]):
-    """Bar chart: mean noise-free test reward per arm with its bootstrap 95% CI over DPO seeds."""
+    """Bar chart: mean noise-free test reward per arm with its Student-t 95% CI over DPO seeds."""
     arms = [a for a in ORDER if a in doc["arms"]]
     means = [doc["arms"][a]["test_reward"]["mean"] for a in arms]
     lo = [m - doc["arms"][a]["test_reward"]["ci_low"] for a, m in zip(arms, means)]

@@ -315,7 +315,10 @@ def evaluate(stage: Stage, run: Any) -> None:
                 "kept_n": rec["kept_n"], "low_quality_share": rec["low_quality_share"],
                 "best_step": rec["best_step"], "best_val_reward": rec["best_val_reward"]}
             records.setdefault(doc["arm"], {})[seed] = rec
-    claims = evaluate_claims(metrics, {"test_reward": seed_reward}, records, pairs, _q(cfg), cfg.bootstrap_resamples)
+    claims = evaluate_claims(metrics, {"test_reward": seed_reward}, records, pairs, _q(cfg),
+                             min_effect=cfg.claims.min_effect, dpo_min_gain=cfg.adequacy.dpo_min_gain,
+                             min_pool_low_quality=cfg.adequacy.min_pool_low_quality,
+                             paper_data=cfg.source == "wildchat")
     from . import PAPER
 
     claims_doc = write_claims(stage.output(0), study=SLUG, scale=stage.scale, data_source=stage.data_source,
@@ -325,9 +328,8 @@ def evaluate(stage: Stage, run: Any) -> None:
                                                          "ci_high": seed_reward, "n": 1}}}
     for arm, by in metrics.items():
         vals = [by[s] for s in sorted(by)]
-        arms_doc[arm] = {"test_reward": summarize([v["test_reward"] for v in vals], n_resamples=cfg.bootstrap_resamples),
-                         "win_rate_vs_seed": summarize([v["win_rate_vs_seed"] for v in vals],
-                                                       n_resamples=cfg.bootstrap_resamples),
+        arms_doc[arm] = {"test_reward": summarize([v["test_reward"] for v in vals], unit="DPO seeds"),
+                         "win_rate_vs_seed": summarize([v["win_rate_vs_seed"] for v in vals], unit="DPO seeds"),
                          "kept_n": vals[0]["kept_n"], "per_seed": {str(s): by[s] for s in sorted(by)}}
         with run.child(arm=arm) as arun:  # one nested run per arm (means over seeds), one per seed under it
             arun.log_metrics({"eval/test_reward": arms_doc[arm]["test_reward"]["mean"],
