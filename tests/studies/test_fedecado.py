@@ -196,7 +196,11 @@ def test_central_update_kcl_holds_after_any_call(seed, n_active, sens, sync, lte
     np.testing.assert_array_equal(f_new[inactive], flows[inactive])  # inactive currents are untouched
     assert math.isclose(sum(info["steps"]), max(T.values()), rel_tol=1e-12)  # sub-steps sum to T_max
     assert info["n_substeps"] == len(info["steps"]) and info["L"] == pytest.approx(2.0 * max(T.values()) ** 2)
-    assert min(info["steps"]) >= max(T.values()) / 256 * (1 - 1e-12)
+    # a rejected step is halved only while it is above h_min = T_max/256, so an accepted step can be as short as
+    # just over h_min/2 when the step being halved was not a dyadic multiple of h_min (e.g. the shortened step that
+    # would have landed on T_max: seed 7015, 3 active, data_x_time, hold, lte_tol 1e-2); the last step lands
+    # exactly on T_max and may be shorter still
+    assert min(info["steps"][:-1], default=np.inf) > max(T.values()) / 256 / 2 * (1 - 1e-12)
 
 
 def test_central_update_fixed_point_gives_zero_step():
