@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings as hsettings, strategies as st
+from hypothesis import example as hexample, given, settings as hsettings, strategies as st
 
 from icml25.core.claims import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, collect_seed_records, load_claims
 from icml25.core.config import ConfigError, build, load_yaml, merge_scale, to_dict
@@ -176,6 +176,7 @@ def test_client_rejects_bad_arguments():
 
 
 @hsettings(max_examples=40, deadline=None)
+@hexample(seed=7015, n_active=3, sens="data_x_time", sync="hold", lte_tol=1e-2)  # a halved remainder step
 @given(seed=st.integers(0, 10_000), n_active=st.integers(1, 5), sens=st.sampled_from(["data", "data_x_time"]),
        sync=st.sampled_from(["linear", "hold"]), lte_tol=st.sampled_from([1e-6, 1e-2, 1.0]))
 def test_central_update_kcl_holds_after_any_call(seed, n_active, sens, sync, lte_tol):
