@@ -72,7 +72,9 @@ def smoke(smoke_run):
 def test_smoke_pipeline_writes_computed_claims(smoke):
     work, _ = smoke
     md = (work / "results" / "smoke" / "claims.md").read_text()
-    assert md.splitlines()[2].startswith("**paper claims: ")
+    assert md.splitlines()[2].startswith("![studies × claims")  # the overview figure opens the table
+    assert any(line.startswith("**on the paper's data: paper claims ") for line in md.splitlines())
+    assert (work / "results" / "smoke" / "claims_overview.png").read_bytes()[:4] == b"\x89PNG"
     failed = []
     for slug in STUDIES:
         doc = load_claims(work / "results" / "smoke" / slug / "claims.json")
@@ -84,10 +86,11 @@ def test_smoke_pipeline_writes_computed_claims(smoke):
         assert all(c["evidence"]["n"] >= 3 for c in doc["claims"]
                    if c["kind"] == "claim" and c["verdict"] != INCONCLUSIVE), doc["claims"]
         failed += [c["id"] for c in doc["claims"] if c["kind"] == "check" and c["holds"] is False]
-        assert f"## {slug} — {doc['paper']['title']}" in md
+        has_claims = any(c["kind"] == "claim" and c.get("status") != "untested" for c in doc["claims"])
+        assert (f"### {slug} — {doc['paper']['title']}" in md) if has_claims else (f"### {slug} — checks" in md)
     assert failed == [], failed
     csv = (work / "results" / "smoke" / "claims.csv").read_text().splitlines()
-    assert csv[0].startswith("study,kind,claim,source,title,verdict,holds")
+    assert csv[0].startswith("study,kind,claim,source,title,verdict,status,holds,tier")
     assert len(csv) - 1 == sum(len(load_claims(work / "results" / "smoke" / s / "claims.json")["claims"])
                                for s in STUDIES)
 
@@ -198,8 +201,13 @@ def test_report_includes_every_study_figure(smoke):
     assert out.returncode == 0, out.stderr[-3000:]
     html = (work / "results" / "report.html").read_text(errors="replace")
     # the claims table opens the report (front page) and is a result of its own
-    headline = (work / "results" / "smoke" / "claims.md").read_text().splitlines()[2].strip("*")
-    assert html.count(json.dumps(headline)[1:-1]) >= 2, headline  # embedded as JSON strings (non-ASCII escaped)
+    import html as html_lib
+
+    headline = next(line for line in (work / "results" / "smoke" / "claims.md").read_text().splitlines()
+                    if line.startswith("**on the paper's data")).strip("*")
+    escaped = json.dumps(html_lib.escape(headline))[1:-1]  # HTML-escaped, then embedded as JSON strings
+    assert html.count(escaped) >= 2, headline
+    assert "claims_overview.png" in html  # the overview figure is a result of the report
     assert html.count("mechanism_step0_ln2: step-0 DPO loss = ln 2") >= 2
     for slug in STUDIES:
         for fig in (work / "results" / "smoke" / slug / "figures").glob("*.png"):
@@ -241,7 +249,7 @@ def test_killed_train_job_leaves_no_complete_looking_output(tmp_path):
 
 # A default-scale run of cat_iv made cheap by overrides (one seed, one arm, n=300): what matters is its scale.
 CHEAP_DEFAULT = ["scale=default", "studies=[cat_iv]",
-                 "overrides={cat_iv: {seeds: [0], arms: [cat_k2], n: [300], bootstrap_resamples: 100, "
+                 "overrides={cat_iv: {seeds: [0], arms: [cat_k2], n: [300], "
                  "real: {datasets: [card], card_rows: 200}}}"]
 CAT_IV_SMOKE = ["scale=smoke", "studies=[cat_iv]"]
 
@@ -293,16 +301,17 @@ def _dry_run_jobs(text: str) -> dict[str, int]:
 
 @pytest.mark.slow
 def test_evaluate_only_key_reruns_only_evaluate_and_report(two_scales):
-    """Changing ``bootstrap_resamples`` (read by cat_iv's evaluate stage only) after a finished smoke run: the dry
-    run schedules evaluate, report and the summary, nothing upstream, and names the changed key."""
+    """Changing ``adequacy.c2_min_headroom`` (read by cat_iv's evaluate stage only) after a finished smoke run: the
+    dry run schedules evaluate, report and the summary, nothing upstream, and names the changed key."""
     work, _ = two_scales
-    out = smk("-n", "--config", *CAT_IV_SMOKE, "overrides={cat_iv: {bootstrap_resamples: 300}}", cwd=work)
+    out = smk("-n", "--config", *CAT_IV_SMOKE, "overrides={cat_iv: {adequacy: {c2_min_headroom: 0.3}}}", cwd=work)
     text = out.stdout + out.stderr
     print(text)
     assert out.returncode == 0, text[-3000:]
     assert _dry_run_jobs(text) == {"cat_iv__evaluate": 1, "cat_iv__report": 1, "summary__claims": 1, "all": 1}
     reason = next(line for line in text.splitlines() if "Params have changed" in line)
-    assert "before: 'bootstrap_resamples=200'" in reason and "now: 'bootstrap_resamples=300'" in reason, reason
+    assert ("before: 'adequacy.c2_min_headroom=0.2'" in reason
+            and "now: 'adequacy.c2_min_headroom=0.3'" in reason), reason
     assert "seeds" not in reason and "forest_trees" not in reason  # only the changed key, not the whole config
 
 

@@ -447,8 +447,10 @@ class Claim:
             return
         self.holds = None
         notes = []
-        self.verdict, gate_note = apply_gates(self.kind, self.verdict, self.gates)
-        self.verdict, rule_note = apply_evidence_rules(self.kind, self.verdict, self.evidence)
+        computed = self.verdict  # both rules judge the test's own outcome, and each names itself in the note
+        by_gates, gate_note = apply_gates(self.kind, computed, self.gates)
+        by_rule, rule_note = apply_evidence_rules(self.kind, computed, self.evidence)
+        self.verdict = by_gates if by_gates == by_rule else INCONCLUSIVE
         notes = [n for n in (gate_note, rule_note) if n]
         if notes:
             own = self.note.strip().rstrip(".;")  # "own note; evidence rule: ..." reads as two clauses

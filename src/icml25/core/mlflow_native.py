@@ -64,8 +64,11 @@ def enabled() -> bool:
 # -- source -----------------------------------------------------------------------------------------------------
 
 def _git(*args: str) -> str:
+    """``git ARGS`` in the checkout the running code comes from (the package's directory: an editable install's
+    repository), not the working directory, which may be a copy of the project outside git."""
     try:
-        out = subprocess.run(["git", *args], capture_output=True, text=True, timeout=5)
+        out = subprocess.run(["git", *args], capture_output=True, text=True, timeout=5,
+                             cwd=Path(__file__).resolve().parent)
     except (OSError, subprocess.SubprocessError):
         return ""
     return out.stdout.strip() if out.returncode == 0 else ""

@@ -290,12 +290,14 @@ def tracking_client(uri: str, results_dir: str | Path):
 
 @lru_cache(maxsize=1)
 def git_sha() -> str:
-    """HEAD's sha of the working tree (``+dirty`` if modified), or ``unknown`` outside git."""
+    """HEAD's sha of the checkout the running code comes from (``+dirty`` if modified), or ``unknown`` outside git
+    (git runs in the package's directory, not the working directory, which may be a project copy outside git)."""
+    here = Path(__file__).resolve().parent
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-                             check=True).stdout.strip()
+                             check=True, cwd=here).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                               text=True, timeout=5).stdout.strip()
+                               text=True, timeout=5, cwd=here).stdout.strip()
         return sha + ("+dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
