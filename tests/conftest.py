@@ -42,6 +42,15 @@ def copy_project(dst: Path) -> Path:
     return dst
 
 
+def _git_commit_copy(work: Path) -> None:
+    """Make the project copy a git checkout with one commit, as a user's clone is: jobs import the copy's ``src``
+    (PYTHONPATH) and record its commit (``git_sha``, ``mlflow.source.git.commit``), which the UI test reads."""
+    env = {**os.environ, "GIT_AUTHOR_NAME": "icml25 tests", "GIT_AUTHOR_EMAIL": "tests@localhost",
+           "GIT_COMMITTER_NAME": "icml25 tests", "GIT_COMMITTER_EMAIL": "tests@localhost"}
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "smoke copy"]):
+        subprocess.run(["git", *args], cwd=work, env=env, check=True, capture_output=True, timeout=120)
+
+
 def clean_env(**extra: str) -> dict[str, str]:
     """``os.environ`` without a caller's MLflow store or invocation id, plus ``extra``."""
     env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "ICML25_INVOCATION")}
@@ -126,7 +135,8 @@ def smoke_run(tmp_path_factory) -> Path:
         if not done.exists() and not failed.exists():
             if work.exists():
                 shutil.rmtree(work)
-            out = run_snakemake(copy_project(work), "--cores", "2", "--config", "scale=smoke", timeout=2600)
+            _git_commit_copy(copy_project(work))
+            out = run_snakemake(work, "--cores", "2", "--config", "scale=smoke", timeout=2600)
             (done if out.returncode == 0 else failed).write_text(tail(out))
     assert not failed.exists(), failed.read_text()
     return work
