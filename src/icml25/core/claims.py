@@ -614,6 +614,20 @@ def _clean(obj: Any) -> Any:
     return obj
 
 
+def format_numbers(value: Any) -> str:
+    """A claim's deciding numbers as text: mappings ``k = v; ...``, lists ``[a, b]``, floats to 4 significant
+    digits, booleans lower case, None as "" (the claims table and the MLflow experiment description both use it)."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, Mapping):
+        return "; ".join(f"{k} = {format_numbers(v)}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(format_numbers(v) for v in value) + "]"
+    return "" if value is None else str(value)
+
+
 def collect_seed_records(docs: Iterable[Mapping[str, Any]]) -> dict[str, dict[int, Any]]:
     """Train outputs of a study ({"arm": str, "records": {seed: record}} documents, one per arm × seed chunk) →
     {arm: {seed: record}}; a seed that two outputs of one arm both hold raises ``ValueError``."""

@@ -106,15 +106,9 @@ def key_numbers_text(entry: Mapping[str, Any]) -> str:
 
 
 def _fmt(value: Any) -> str:
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    if isinstance(value, Mapping):
-        return "; ".join(f"{k} = {_fmt(v)}" for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_fmt(v) for v in value) + "]"
-    return "" if value is None else str(value)
+    from .claims import format_numbers
+
+    return format_numbers(value)
 
 
 def _shorten(text: str, limit: int) -> str:
