@@ -102,8 +102,9 @@ def _fake_quant(x: Tensor, bits: int, symmetric: bool, g: int, clip: float) -> T
     """``Q(x)`` in groups of ``g`` along the last dimension (no gradient bookkeeping of its own)."""
     xg = x.reshape(*x.shape[:-1], x.shape[-1] // g, g)
     s, z, lo, hi = quant_params(xg, bits, symmetric, clip)
-    # (clamp(round(x/s) + z, lo, hi) - z) s, with the integer z moved into the bounds (exact: small integers)
-    return (torch.clamp(torch.round(xg / s), lo - z, hi - z) * s).reshape(x.shape)
+    k = torch.round(xg / s)
+    k.add_(z).clamp_(lo, hi).sub_(z)  # (clamp(round(x/s) + z, lo, hi) - z), in place on the fresh k
+    return k.mul_(s).reshape(x.shape)
 
 
 class _STE(torch.autograd.Function):
