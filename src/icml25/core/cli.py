@@ -166,7 +166,7 @@ def stage_main(slug: str, config_cls: type, stages: Mapping[str, StageFn], argv:
     # every raw input that a download recorded (<file>.sha256) is re-hashed before any stage reads it
     verify_recorded_inputs(stage.inputs)
     if args.no_track:
-        fn(stage, _NullRun())
+        work = _timed(fn, stage, _NullRun())
     else:
         from .tracking import stage_run
 
@@ -174,10 +174,25 @@ def stage_main(slug: str, config_cls: type, stages: Mapping[str, StageFn], argv:
         with stage_run(slug, args.stage, arm=args.arm, seed=seed, scale=scale, data_source=args.data_source,
                        config=raw, results_dir=args.results, inputs=stage.inputs, outputs=stage.outputs,
                        seeds=stage.seeds) as run:
-            fn(stage, run)
+            work = _timed(fn, stage, run)
             run.log_metric("job/wall_s", time.perf_counter() - t0)
+            run.log_metric("job/startup_cpu_s", work[0])
+            run.log_metric("job/work_cpu_s", work[1])
     log.info("%s %s: done in %.1f s", slug, args.stage, time.perf_counter() - t0)
+    # one machine-readable line per job: benchmarks/pipeline.py splits each job's CPU time into start-up and work
+    print(f"{JOB_CPU_MARK} startup={work[0]:.3f} work={work[1]:.3f}", file=sys.stderr, flush=True)
     return 0
+
+
+JOB_CPU_MARK = "icml25-job-cpu:"  #: prefix of the per-job CPU line in every stage's log
+
+
+def _timed(fn: Callable[..., Any], *args: Any) -> tuple[float, float]:
+    """Run the stage function; return (CPU seconds this process spent before it: interpreter, imports, tracking
+    set-up, input re-hashing; CPU seconds inside it). CPU time of all the process's threads (``process_time``)."""
+    before = time.process_time()
+    fn(*args)
+    return before, time.process_time() - before
 
 
 def expected_errors() -> tuple[type[BaseException], ...]:
