@@ -188,11 +188,45 @@ JOB_CPU_MARK = "icml25-job-cpu:"  #: prefix of the per-job CPU line in every sta
 
 
 def _timed(fn: Callable[..., Any], *args: Any) -> tuple[float, float]:
-    """Run the stage function; return (CPU seconds this process spent before it: interpreter, imports, tracking
-    set-up, input re-hashing; CPU seconds inside it). CPU time of all the process's threads (``process_time``)."""
+    """Run the stage function; return (start-up, work) in CPU seconds of all the process's threads
+    (``process_time``). Start-up is what the job spent before the function (interpreter, imports, tracking
+    set-up, input re-hashing) plus the imports the function itself triggered (a lazy ``import torch`` is start-up
+    wherever it happens; timed by :class:`_ImportClock`); work is the rest of the function."""
     before = time.process_time()
-    fn(*args)
-    return before, time.process_time() - before
+    with _ImportClock() as imports:
+        fn(*args)
+    inside = time.process_time() - before
+    return before + imports.cpu, max(0.0, inside - imports.cpu)
+
+
+class _ImportClock:
+    """Context manager summing the CPU seconds spent in outermost ``import`` statements (``builtins.__import__``;
+    nested imports are inside their parent's time). Cost: one Python call per import statement executed."""
+
+    def __init__(self) -> None:
+        self.cpu = 0.0
+        self._depth = 0
+
+    def __enter__(self) -> _ImportClock:
+        import builtins
+
+        self._builtins, self._original = builtins, builtins.__import__
+
+        def timed_import(*args: Any, **kwargs: Any) -> Any:
+            if self._depth:
+                return self._original(*args, **kwargs)
+            self._depth += 1
+            t0 = time.process_time()
+            try:
+                return self._original(*args, **kwargs)
+            finally:
+                self.cpu += time.process_time() - t0
+                self._depth -= 1
+        builtins.__import__ = timed_import
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._builtins.__import__ = self._original
 
 
 def expected_errors() -> tuple[type[BaseException], ...]:
