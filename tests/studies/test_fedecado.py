@@ -696,6 +696,17 @@ def test_cnn_learner_flat_gradient_and_one_fedecado_round(monkeypatch):
     net.zero_grad()
     torch.nn.functional.cross_entropy(net(learner.Xtr[[0, 2, 5]]), learner.ytr[[0, 2, 5]]).backward()
     torch.testing.assert_close(g, torch.nn.utils.parameters_to_vector([p.grad for p in net.parameters()]))
+    # FedDecorr and FedRS on the CNN: the objective written out on the module (representation = the input of the
+    # last linear layer, the 256 flattened features)
+    scale = torch.tensor([1.0, 0.5] * 5)
+    g2 = learner.grad(theta, torch.tensor([0, 2, 5]), decorr=0.2, logit_scale=scale)
+    net.zero_grad()
+    feats = net[:-1](learner.Xtr[[0, 2, 5]])
+    fc = feats - feats.mean(0)
+    fn = fc / torch.sqrt((fc ** 2).mean(0) + 1e-5)
+    (torch.nn.functional.cross_entropy(net[-1](feats) * scale, learner.ytr[[0, 2, 5]])
+     + 0.2 * ((fn.T @ fn / 3) ** 2).sum() / 256 ** 2).backward()
+    torch.testing.assert_close(g2, torch.nn.utils.parameters_to_vector([p.grad for p in net.parameters()]))
     learner.augment = True
     flipped = learner._augment(learner.Xtr[:4])
     assert flipped.shape == (4, 3, 32, 32) and not torch.equal(flipped, learner.Xtr[:4])
