@@ -757,6 +757,8 @@ def test_config_scales_build_and_bad_keys_fail():
     assert smoke.seeds == (0,) and smoke.quad.K == 4 and smoke.quad.rounds_fixed_point == 2000
     assert default.quad.rounds_full == 500 and default.image.n_clients == 20
     assert default.image.seeds == default.seeds == (2000, 2001, 2002, 2003, 2004)  # renewed for issue 33
+    assert to_dict(default.image.server_lr) == {"fedavg": 8.0, "fedprox": 6.0, "fednova": 6.0, "feddecorr": 6.0,
+                                                "fedrs": 8.0}  # tuned (README: Tuning)
     assert default.arms == (*QUAD_ARMS, *IMAGE_ARMS) and paper.image.seeds == (2000, 2001, 2002)
     assert paper.image.dataset == "cifar10" and paper.image.model == "vgg11" and paper.image.device == "cuda"
     assert paper.seeds_per_job == 1 and paper.image.n_clients == 100 and paper.image.participation == 0.1
