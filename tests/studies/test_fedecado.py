@@ -473,6 +473,17 @@ def test_feddecorr_loss_on_hand_computed_cases():
     orth = torch.tensor([[1.0, 1.0], [1.0, -1.0], [-1.0, 1.0], [-1.0, -1.0]], dtype=torch.float64)
     assert float(decorr_loss(orth)) == pytest.approx(2 / 4 * (1 / (1 + 1e-5)) ** 2, rel=1e-12)
     assert float(decorr_loss(torch.ones(1, 5))) == 0.0
+    # the written-out gradient against autograd, with a dead (all-zero) ReLU column
+    from icml25.studies.fedecado.model import decorr_loss_grad
+
+    z = torch.relu(torch.randn(20, 16, generator=torch.Generator().manual_seed(0), dtype=torch.float64))
+    z[:, 3] = 0.0
+    zz = z.clone().requires_grad_(True)
+    ref = decorr_loss(zz)
+    (g_ref,) = torch.autograd.grad(ref, zz)
+    loss, g = decorr_loss_grad(z)
+    assert float(loss) == pytest.approx(float(ref.detach()), rel=1e-14)
+    torch.testing.assert_close(g, g_ref, rtol=1e-10, atol=1e-16)
 
 
 def test_mlp_gradient_with_feddecorr_and_fedrs_matches_autograd():

@@ -69,13 +69,29 @@ def decorr_loss(z: torch.Tensor) -> torch.Tensor:
     return K.pow(2).sum() / d ** 2
 
 
+def decorr_loss_grad(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`decorr_loss` of z (N, d) and its gradient (N, d), written out (several times cheaper than autograd on
+    20-row batches; a test checks it against autograd). With ẑ = z_c/s (z_c = z − mean, s² = mean(z_c²) + 1e-5 per
+    column), K = ẑᵀẑ/N and G = ∂L/∂ẑ = 4ẑK/(N d²): ∂L/∂z = (G − mean(G))/s − z_c·mean(G ⊙ z_c)/s³."""
+    n, d = z.shape
+    if n < 2:
+        return z.sum() * 0.0, torch.zeros_like(z)
+    zc = z - z.mean(0, keepdim=True)
+    s = torch.sqrt(zc.pow(2).mean(0, keepdim=True) + DECORR_EPS)
+    zh = zc / s
+    K = zh.T @ zh / n
+    G = zh @ K * (4.0 / (n * d ** 2))
+    grad = (G - G.mean(0, keepdim=True)) / s - zc * (G * zc).mean(0, keepdim=True) / s ** 3
+    return K.pow(2).sum() / d ** 2, grad
+
+
 def mlp_loss_grad(theta: torch.Tensor, X: torch.Tensor, y: torch.Tensor,
                   sizes: tuple[int, int, int] = (64, 128, 10), *, decorr: float = 0.0,
                   logit_scale: torch.Tensor | None = None) -> tuple[float, torch.Tensor]:
     """Mean cross-entropy over the batch and its gradient w.r.t. θ (P,).
 
-    ``decorr`` = β > 0 adds FedDecorr's β·:func:`decorr_loss` of the hidden representation (its gradient through
-    the small (N, hidden) tensor by autograd, then by hand through the ReLU); ``logit_scale`` (out,) multiplies the
+    ``decorr`` = β > 0 adds FedDecorr's β·:func:`decorr_loss` of the hidden representation (its gradient by
+    :func:`decorr_loss_grad`, then by hand through the ReLU); ``logit_scale`` (out,) multiplies the
     logits before the softmax (FedRS: α for the classes the client lacks, 1 else)."""
     W1, b1, W2, b2 = _unflatten(theta, sizes)
     z1 = X @ W1 + b1
@@ -94,11 +110,8 @@ def mlp_loss_grad(theta: torch.Tensor, X: torch.Tensor, y: torch.Tensor,
     gb2 = dlogits.sum(0)
     dhid = dlogits @ W2.T
     if decorr:
-        with torch.enable_grad():
-            h = hid.detach().requires_grad_(True)
-            reg = decorr_loss(h)
-            (gh,) = torch.autograd.grad(reg, h)
-        loss = loss + decorr * reg.detach()
+        reg, gh = decorr_loss_grad(hid)
+        loss = loss + decorr * reg
         dhid = dhid + decorr * gh
     dz1 = dhid * (z1 > 0)
     gW1 = X.T @ dz1
