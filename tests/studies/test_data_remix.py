@@ -100,7 +100,7 @@ def test_assignment_routes_to_the_less_confident_modality_and_ties_go_visual():
         pa = np.repeat(hot, C, axis=0).astype(dtype)  # all 36 (audio class, visual class) pairs
         pv = np.tile(hot, (C, 1)).astype(dtype)
         assert not dr.assign_modalities(pa, pv).any()  # every pair → D_v
-    # a permutation of the same probabilities is a tie too; a hair more audio confidence sends the row to D_v, less to D_a
+    # a permutation of the same probabilities is a tie too; more audio confidence sends the row to D_v, less to D_a
     q = np.array([[0.5, 0.2, 0.1, 0.1, 0.05, 0.05]])
     assert not dr.assign_modalities(q[:, ::-1], q).any()
     assert dr.assign_modalities(np.array([[0.49, 0.21, 0.1, 0.1, 0.05, 0.05]]), q).tolist() == [True]
