@@ -689,3 +689,26 @@ def test_hf_loading_pins_revisions(tiny_llama, tmp_path, monkeypatch):
     reloaded = importlib.reload(hf)  # importable without transformers
     with pytest.raises(RuntimeError, match=r"roste-paper"):
         reloaded.load_causal_lm("meta-llama/Llama-3.1-8B", trust_unpinned=True)
+
+
+def test_hf_quantlinear_rotates_the_v_output_per_head_after_quantizing():
+    """Issue 32 on the paper path (no transformers needed): hf.QuantLinear with ``out_rot`` (R2 on v_proj)
+    quantizes the unrotated weight, adds the bias, then rotates each head's output by H / sqrt(hd)."""
+    from icml25.studies.roste.hf import QuantLinear
+
+    torch.manual_seed(0)
+    hd, heads, d_in = 8, 3, 16
+    lin = torch.nn.Linear(d_in, heads * hd, bias=True).double()
+    x = torch.randn(2, 5, d_in, dtype=torch.float64)
+    q = QuantConfig(4, None, None)
+    ql = QuantLinear(lin, q, out_rot=torch.ones(hd, dtype=torch.float64))
+    w = lin.weight.detach()
+    mn, mx = w.amin(-1, keepdim=True), w.amax(-1, keepdim=True)
+    st = (mx - mn) / 15
+    z = torch.round(-mn / st)
+    qw = (torch.clamp(torch.round(w / st) + z, 0, 15) - z) * st
+    h = torch.from_numpy(np.kron(np.array([[1.0, 1.0], [1.0, -1.0]]),
+                                 np.kron(np.array([[1.0, 1.0], [1.0, -1.0]]), np.array([[1.0, 1.0], [1.0, -1.0]]))))
+    want = ((x @ qw.T + lin.bias.detach()).reshape(2, 5, heads, hd) @ (h / math.sqrt(hd))).reshape(2, 5, -1)
+    with torch.no_grad():
+        assert torch.allclose(ql(x), want, atol=1e-12)
