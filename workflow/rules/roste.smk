@@ -1,7 +1,7 @@
 # roste: RoSTE quantization-aware SFT with adaptive rotations (ICML 2025; https://arxiv.org/abs/2502.09003).
 # Method and reconstructions: src/icml25/studies/roste/README.md.
 # smoke/default: prepare (generated data) -> pretrain (one tiny decoder per alpha) -> preprocess (rotation search
-# per alpha and seed) -> train (one job per trained arm and seed chunk) -> evaluate (claims.json) -> report.
+# per alpha and seed) -> train (one job per alpha trains its arms; paper: per arm) -> evaluate (claims.json) -> report.
 # paper: prepare (the dataset's manifest files; the model into the HF cache) -> pretrain (tokenise; the hub model is
 # the SFT start) -> preprocess (rotation search) -> train (GPU jobs) -> evaluate -> report (roste/paper_stages.py).
 
@@ -28,7 +28,9 @@ _ROSTE_ALPHAS = sorted(set(_ROSTE_ARM_ALPHA.values()))
 # start-up); paper scale one arm per job (GPU jobs of hours each)
 _ROSTE_GROUPS = {}
 for _a in _ROSTE_TRAINED:
-    _ROSTE_GROUPS.setdefault(_a if _ROSTE_PAPER else f"a{_ROSTE_ARM_ALPHA[_a]}", []).append(_a)
+    _ROSTE_GROUPS.setdefault(
+        _a if _ROSTE_PAPER else f"a{_ROSTE_ARM_ALPHA[_a]}", []
+    ).append(_a)
 _ROSTE_ROT = res("roste", "processed", "rotcfg_a{alpha}_seed{seed}.json")
 _ROSTE_MANIFEST = _roste_read_manifest(
     Path(_roste_pkg.__file__).with_name("manifest.csv")
@@ -122,7 +124,11 @@ def _roste_train_inputs(group):
     return lambda w: [
         *_ROSTE_DATA,
         _ROSTE_PRE.format(alpha=alpha),
-        *(expand(_ROSTE_ROT, alpha=alpha, seed=seed_chunks("roste")[int(w.chunk)]) if searched else []),
+        *(
+            expand(_ROSTE_ROT, alpha=alpha, seed=seed_chunks("roste")[int(w.chunk)])
+            if searched
+            else []
+        ),
     ]
 
 
@@ -143,7 +149,9 @@ for _g, _arms in _ROSTE_GROUPS.items():
         wildcard_constraints:
             chunk=r"\d+",
         conda:
-            "../../envs/roste.yaml" if not _ROSTE_PAPER else "../../envs/roste-paper.yaml"
+            "../../envs/roste.yaml"
+            if not _ROSTE_PAPER
+            else "../../envs/roste-paper.yaml"
         threads: 1
         resources:
             mem_mb=512000 if _ROSTE_PAPER else 2000,
