@@ -638,10 +638,9 @@ def test_separation_false_alarm_and_power_by_monte_carlo():
 def test_indistinguishable_power():
     """c2c's chi-square on #<0>: under the same law the size stays below the level's Monte Carlo noise; a 50% shift
     of c is always caught, no shift is caught as often as the size."""
-    same = ev.indistinguishable_power(50, 0.1, 1000, 1000, 0.01, shift=0.0, reps=200)
-    assert same["false_alarm"] <= 0.04 and same["power"] <= 0.04
-    big = ev.indistinguishable_power(50, 0.1, 1000, 1000, 0.01, shift=0.5, reps=100)
-    assert big["power"] == 1.0
+    res = ev.indistinguishable_power(50, 0.1, 1000, 1000, 0.01, shifts=(0.0, 0.5), reps=200)
+    assert res["false_alarm"] <= 0.04 and res["power"]["0.0"] <= 0.04
+    assert res["power"]["0.5"] == 1.0
 
 
 def test_check_indistinguishable():
