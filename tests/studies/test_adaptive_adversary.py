@@ -730,7 +730,7 @@ def test_config_scales_and_bad_keys():
     assert SCALES["smoke"]["arms"] == ["adaptive", "obl_decoy"] and SCALES["smoke"]["trials"] == 40
     default = SCALES["default"]
     assert (default["c"], default["m"], default["trials"], default["seeds"]) == (
-        [0.05, 0.1, 0.2], [50, 200, 500, 2000], 2000, [1000, 1001, 1002])
+        [0.05, 0.1, 0.2], [50, 200, 500, 2000], 2000, [2000, 2001, 2002])
     assert SCALES["smoke"]["seeds"] == [0, 1, 2]
     assert default["K"] == 2**40 and len(default["arms"]) == 5
     assert len(SCALES["paper"]["eta_over_c"]) == 61 and SCALES["paper"]["m"][-1] == 100_000
