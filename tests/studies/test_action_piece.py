@@ -155,6 +155,47 @@ def test_spr_keeps_multiset_and_varies_none_is_deterministic():
         tok.encode([(99, 0, 0, 0)], "none")
 
 
+def _two_category_tokenizer(merges, priorities):
+    """Features 1 = (0, 0), 2 = (0, 1), 3 = (1, 0), 4 = (1, 1); merges get ids 5, 6, ..."""
+    return ActionPieceTokenizer(2, [(0, 0), (0, 1), (1, 0), (1, 1)], list(merges), list(priorities))
+
+
+def test_naive_encoding_merges_only_at_the_scored_place():
+    """Issue 32 / official ``encode(..., shuffle="none")``: each step merges the best (rule, place) at that place only.
+    Sequence A = [1, 3], B = [1, 4], C = [2, 3]; rules r0 = (1, 3) priority 10 (id 5), r1 = (2, 3) priority 8 (id 6).
+    Step 1 scores: r0 inside A 2*10/2 = 10, r0 across A-B and B-C 10/(2*2) = 2.5, r1 inside C 2*8/2 = 8: A -> [5].
+    Step 2: r1 inside C (8) beats r0 across B-C (2.5): C -> [6]. Step 3: nothing left. Output [5, 1, 4, 6].
+    (Applying r0 everywhere in step 1, as vocabulary construction does, would also merge 1 in B with 3 in C and give
+    [5, 4, 5, 2].)"""
+    tok = _two_category_tokenizer([(1, 3), (2, 3)], [10.0, 8.0])
+    seq = [(0, 0), (0, 1), (1, 0)]
+    assert [tok.item_tokens(it) for it in seq] == [[1, 3], [1, 4], [2, 3]]
+    assert tok.encode(seq, "none") == [5, 1, 4, 6]
+
+
+def test_naive_encoding_ties_go_to_the_first_place_and_slot_scores():
+    """r0 = (1, 3): A = [1, 4], B = [2, 3], C = [1, 4]; A-B and B-C both score p/(2*2); the first hit (A-B) merges:
+    A = [4], s = 5, B = [2]; then B-C holds no rule -> [4, 5, 2, 1, 4]. With r1 = (2, 5) (id 6, priority 1) the
+    slot rule scores 1/|B| = 0.5 next to B and merges: B empties, the slot token 6 moves into it -> [4, 6, 1, 4]."""
+    seq = [(0, 1), (1, 0), (0, 1)]
+    tok = _two_category_tokenizer([(1, 3)], [4.0])
+    assert [tok.item_tokens(it) for it in seq] == [[1, 4], [2, 3], [1, 4]]
+    assert tok.encode(seq, "none") == [4, 5, 2, 1, 4]
+    tok = _two_category_tokenizer([(1, 3), (2, 5)], [4.0, 1.0])
+    assert tok.encode(seq, "none") == [4, 6, 1, 4]
+
+
+def test_merge_at_places():
+    assert T.merge_at([[1, 3, 4]], [], 1, 3, 9, ("in", 0)) == ([[9, 4]], [])
+    assert T.merge_at([[1, 4], [2, 3]], [7], 4, 7, 9, ("slot_left", 0)) == ([[1], [2, 3]], [9])
+    assert T.merge_at([[1, 4], [2, 3]], [7], 3, 7, 9, ("slot_right", 0)) == ([[1, 4], [2]], [9])
+    assert T.merge_at([[1, 4], [2, 3]], [0], 3, 4, 9, ("across", 0)) == ([[1], [2]], [9])
+    # the merge empties B; normalisation moves the slot token into it
+    assert T.merge_at([[1, 4], [3]], [0], 1, 3, 9, ("across", 0)) == ([[4], [9]], [0])
+    with pytest.raises(ValueError, match="place"):
+        T.merge_at([[1]], [], 1, 1, 9, ("nowhere", 0))
+
+
 def test_fixed_tokens_encoding_is_category_order():
     tok = ActionPieceTokenizer(2, [(0, 0), (0, 1), (1, 0), (1, 1)])
     assert tok.encode([(1, 0), (0, 1)], "none") == [2, 3, 1, 4]
@@ -184,10 +225,22 @@ def test_decode_expand_and_save_load(tmp_path):
 
 def test_fuse_rankings_sums_reciprocal_log_ranks():
     a, b, c = (1,), (2,), (3,)
-    # variant 1: a (1.0), b (1/log2 3); variant 2: None dropped, b (1.0), c (0.63)
+    # variant 1: a 1/log2(2) = 1, b 1/log2(3); variant 2: None scores nothing, b 1/log2(3), c 1/log2(4) = 0.5
     assert fuse_rankings([[a, b], [None, b, c]]) == [b, a, c]
     assert fuse_rankings([[a, b], [b, a]]) == [a, b]  # equal scores: first insertion
     assert fuse_rankings([[None]]) == []
+
+
+def test_fuse_rankings_position_counts_invalid_beams_like_the_official_code():
+    """Issue 32: the official fusion scores the beam at position j of a variant by 1/log2(j + 2), j counting the
+    invalid beams before it. Variant 1 [None, None, a, b], variant 2 [b, a]: a = 1/log2(4) + 1/log2(3) = 1.131,
+    b = 1/log2(5) + 1 = 1.431, so b first (ranking among valid beams only would tie them at 1.631 and put a first)."""
+    a, b = (1,), (2,)
+    sa, sb = 1 / np.log2(4) + 1 / np.log2(3), 1 / np.log2(5) + 1.0
+    assert sb > sa
+    assert fuse_rankings([[None, None, a, b], [b, a]]) == [b, a]
+    # an item decoded twice in one variant adds both positions: a = 1 + 1/log2(4) = 1.5 > b = 1/log2(3) + 1/log2(5)
+    assert fuse_rankings([[a, None, a], [None, b]]) == [a, b]
 
 
 def test_ranking_metrics_values():
