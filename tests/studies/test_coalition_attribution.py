@@ -542,7 +542,7 @@ def test_oracle_check_boundary():
 def test_scales_hold_every_reconstruction_key():
     assert set(SCALES) == {"smoke", "default", "paper"}
     d = settings_for("default")
-    assert (d["toy"]["n"], d["toy"]["n_functions"], d["seeds"]) == (8, 20, [1000, 1001, 1002])  # renewed, issue 31
+    assert (d["toy"]["n"], d["toy"]["n_functions"], d["seeds"]) == (8, 20, [2000, 2001, 2002])  # renewed, issues 31, 32
     assert settings_for("smoke")["toy"]["n"] == 6 and settings_for("smoke")["mlp"]["epochs"] == 300
     p = settings_for("paper")
     assert (p["toy"]["n"], p["mlp"]["hidden"], p["mlp"]["epochs"], p["mlp"]["lr"]) == (10, 100, 3000, 1e-3)
