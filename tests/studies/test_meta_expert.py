@@ -192,7 +192,11 @@ def test_profile_count_rules_by_hand():
     pseudo = torch.tensor([0, 0, 0, 3, 3, 7, 9])
     mask = torch.tensor([1.0, 1.0, 0.0, 1.0, 0.0, 0.0, 1.0])
     assert M.profile_count_update(pseudo, mask, 10).tolist() == [2, 0, 0, 1, 0, 0, 0, 0, 0, 1]
-    assert M.profile_count_update(pseudo, mask, 10, "once_per_batch").tolist() == [1, 0, 0, 1, 0, 0, 0, 0, 0, 1]
+    # the released line current_mask[pseudo] += mask, executed sequentially: each class keeps the mask of its last
+    # pseudo-label: class 0 -> 0 (its third label is unconfident), 3 -> 0, 7 -> 0, 9 -> 1
+    assert M.profile_count_update(pseudo, mask, 10, "once_per_batch").tolist() == [0, 0, 0, 0, 0, 0, 0, 0, 0, 1]
+    keep_last = torch.tensor([1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0])
+    assert M.profile_count_update(pseudo, keep_last, 10, "once_per_batch").tolist() == [1, 0, 0, 1, 0, 0, 0, 0, 0, 1]
     with pytest.raises(ValueError, match="profile_count"):
         M.profile_count_update(pseudo, mask, 10, "bincount")
     # expected counts over one 50-iteration epoch of 64 unlabelled images with perfect pseudo-labels (default
