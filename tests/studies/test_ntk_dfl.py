@@ -809,7 +809,7 @@ def test_smoke_pipeline_through_snakemake(smoke_run):
     weights = torch.load(r / "models/ntk_dfl/chunk0.pt", weights_only=True)["weights"]["2000"]
     assert weights.shape == (6, n_params) and torch.isfinite(weights).all()
     graphs = json.loads((r / "processed/graphs.json").read_text())["graphs"]["regular"]["2000"]
-    assert graphs == D.graphs_for_seed("regular", 6, 1000, 3, degree=2)
+    assert graphs == D.graphs_for_seed("regular", 6, 2000, 3, degree=2)
     assert (r / "figures/t_star.png").stat().st_size > 5_000
     from mlflow.tracking import MlflowClient
 
