@@ -75,9 +75,9 @@ def kmeans_cosine(x, k: int, seed: int = 0, max_iter: int = 300, tol: float = 1e
     empty cluster takes the row farthest from its centre); a run stops when the summed squared centre shift is
     ≤ ``tol`` or after ``max_iter`` steps. Start ``i`` (0..n_init-1) draws with ``default_rng(seed·n_init + i)``
     (so ``n_init = 1`` is the single run of seed ``seed``, and runs r = 0, 1, ... of an evaluation never share a
-    start); the run of lowest inertia Σ_i (1 - cos(x_i, c_{label_i})) is kept (first on ties). The released code keeps the best of
-    ``n_init = 10`` k-means++ starts by the same inertia (``torch_clustering.PyTorchKMeans``). Deterministic for
-    a seed.
+    start); the run of lowest inertia Σ_i (1 - cos(x_i, c_{label_i})) is kept (first on ties). The released
+    code keeps the best of ``n_init = 10`` k-means++ starts by the same inertia
+    (``torch_clustering.PyTorchKMeans``). Deterministic for a seed.
 
     Returns ``labels (N,) int64`` in 0..k-1 and ``centers (k, D) float64`` (unit rows).
     """
@@ -153,7 +153,8 @@ def stability_scores(old_feats, new_feats, k: int, delta: float = 0.1, seed: int
                      n_init: int = 1) -> dict[str, np.ndarray]:
     """Sample stability between the previous (``old_feats (N, D)``) and current (``new_feats (N, D)``) features.
 
-    Sec. 3.3: cosine k-means (``seed``, best of ``n_init`` starts) on both; new ids Hungarian-aligned to old; s_i = cos(old_i, new_i);
+    Sec. 3.3: cosine k-means (``seed``, best of ``n_init`` starts) on both; new ids Hungarian-aligned to old;
+    s_i = cos(old_i, new_i);
     samples below the ⌊δN⌋-th smallest s get pseudo-label -1, the others their aligned new label.
 
     Returns ``dict(s (N,) float64, pseudo (N,) int64 with -1 = unstable, new_aligned (N,), old (N,))``.

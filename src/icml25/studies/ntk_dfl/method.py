@@ -236,7 +236,8 @@ def ntk_dfl_round(weights: torch.Tensor, data: Sequence[tuple[torch.Tensor, torc
 
     weights (K, P) flat client weights; data[k] = (X_k (n_k, D), Y_k one-hot (n_k, C) or labels (n_k,));
     graph on nodes 0..K-1; ``model_fn()`` builds the architecture (its own weights are ignored); lr = η_r;
-    t_cand the candidate evolution steps; ``ode``, ``rtol``, ``atol`` see :func:`evolve_function`. Returns new weights (K, P) and info: ``t_star`` (K,) long,
+    t_cand the candidate evolution steps; ``ode``, ``rtol``, ``atol`` see :func:`evolve_function`. Returns new
+    weights (K, P) and info: ``t_star`` (K,) long,
     ``losses`` (K, len(t_cand)) the selection losses, ``bytes`` (int, see :func:`round_bytes`), ``w_bar`` (K, P).
     """
     if t_select not in ("network", "linearized"):
