@@ -705,7 +705,11 @@ def test_n_levels_below_three_rejected_and_input_channels_fixed():
         build(Config, {"seeds": [0], "arms": ["vit"], "sim": {"n_levels": 2}})
     for n in (3, 4, 6, 12, 30):
         assert len(state_channel_names(n)) == 13
-    assert len(state_channel_names(2)) == 9
+    assert state_channel_names(3) == ["zeta"] + [f"{v}@{k}" for v in ("u", "v", "temp", "salt") for k in (0, 1, 2)]
+    assert "temp@6" in state_channel_names(12)
+    # the paper path reads N from the files, past the config's check: refused there too (found by the rehearsal)
+    with pytest.raises(ValueError, match="N >= 3"):
+        state_channel_names(2)
 
 
 def test_every_exported_name_resolves():
@@ -1048,13 +1052,3 @@ def test_rehearsal_miniatures_are_real_format_history_files(tmp_path):
         src = RomsRecords([path], SHARD_VARS)
         assert src.records_per_file == [48]
 
-
-def test_state_channels_need_three_levels():
-    """13 state channels at N = 3 and N = 12 (the real grid); N = 2 would give 9 and a model expecting 33 inputs,
-    so it is refused with the key to change (found by the paper rehearsal)."""
-    from icml25.studies.coastalbench.emulator import state_channel_names
-
-    assert state_channel_names(3) == ["zeta"] + [f"{v}@{k}" for v in ("u", "v", "temp", "salt") for k in (0, 1, 2)]
-    assert len(state_channel_names(12)) == 13 and "temp@6" in state_channel_names(12)
-    with pytest.raises(ValueError, match="N >= 3"):
-        state_channel_names(2)

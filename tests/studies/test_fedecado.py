@@ -885,8 +885,8 @@ def test_smoke_pipeline_through_snakemake(smoke_run):
     doc = load_claims(r / "claims.json")
     assert [(c["id"], c["kind"]) for c in doc["claims"]] == [
         ("c1_objective_inconsistency", "check"), ("c2_fedecado_reaches_optimum", "check"), ("c3_accuracy", "claim"),
-        ("c4_beats_baselines", "claim")]
-    c1, c2, c3, c4 = doc["claims"]
+        ("c4_beats_baselines", "claim"), ("c5_currents_at_equal_step", "claim")]
+    c1, c2, c3, c4, c5 = doc["claims"]
     assert c4["verdict"] == INCONCLUSIVE  # every baseline runs, on one seed (2 rounds: the chance gate fails too)
     assert c4["evidence"]["n"] == 1 and c4["evidence"]["paper_data"] is False
     assert c1["holds"] is True and c2["holds"] is True  # mechanism checks hold exactly at every scale
