@@ -332,7 +332,7 @@ def test_config_scales_validate_and_default_is_the_budgeted_grid():
     from icml25.studies.pid.config import Config, settings_of
     y = load_yaml(PKG.parents[3] / "config/studies/pid.yaml")
     cfgs = {s: build(Config, merge_scale(y, s)) for s in ("smoke", "default", "paper")}
-    assert cfgs["default"].seeds == (1000, 1001, 1002) and cfgs["default"].residual.bound_random is None
+    assert cfgs["default"].seeds == (2000, 2001, 2002) and cfgs["default"].residual.bound_random is None
     assert cfgs["smoke"].residual.bound_random == 100_000 and len(cfgs["smoke"].seeds) == 1
     assert cfgs["paper"].data.dataset == "genimage" and cfgs["paper"].detector.backbone == "resnet50"
     s = settings_of(cfgs["default"])
