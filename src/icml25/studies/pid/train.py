@@ -17,7 +17,7 @@ ARMS = ("rgb", "pid", "pid_noise", "npr")
 #: autoencoders upsample x4 (two x2 stages) and the crops sit at multiples of the 32-pixel stride, so whole crops all
 #: share one phase of that grid; windows at these offsets keep it (and keep NPR's 2x2 grid). Chosen on the detectors'
 #: validation pairs (train images) on tuning seeds, see tuning/pid.jsonl (an earlier choice on test crops is
-#: disclosed in the README's history).
+#: disclosed in the README's history; re-run after issue 33 moved the augmentation before the transform).
 WINDOW_ALIGN = 4
 
 
