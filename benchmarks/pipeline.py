@@ -1,9 +1,11 @@
 """Benchmark the pipeline: run the smoke and default scales in a scratch copy of the project and print, from
 Snakemake's benchmark files, wall time and peak RSS per rule, plus the fixed per-job overhead (a no-op stage job:
-interpreter start, imports, MLflow store and run) and its share of the pipeline's wall time.
+interpreter start, imports, MLflow store and run) and its share of the pipeline's wall time; per study, the jobs' CPU time split into work (inside the stage
+functions, from the `icml25-job-cpu:` line each job logs) and start-up (interpreter, imports, tracking).
 
     python benchmarks/pipeline.py                       # smoke + default, all implemented studies
     python benchmarks/pipeline.py --scales smoke --studies cat_iv --cores 2
+    python benchmarks/pipeline.py --read results/default   # per-study work vs start-up of a finished run
 """
 from __future__ import annotations
 
@@ -41,7 +43,9 @@ def run_pipeline(work: Path, scale: str, studies: list[str] | None, cores: int) 
 
 
 def read_benchmarks(results: Path) -> list[dict]:
-    """One row per job under ``results/<scale>``: study, rule (wildcards stripped), seconds, max_rss (MB)."""
+    """One row per job under ``results/<scale>``: study, rule (wildcards stripped), seconds, max_rss (MB), the job's
+    CPU seconds (Snakemake's ``cpu_time``) and, from the job's log, the CPU seconds inside the stage function
+    (``work``; NaN for jobs that are not stage jobs, such as the summary)."""
     rows = []
     for tsv in sorted(results.glob("**/benchmarks/*.tsv")):
         with open(tsv) as fh:
@@ -51,8 +55,46 @@ def read_benchmarks(results: Path) -> list[dict]:
         rule = re.sub(r"^(train|evaluate)_.*", r"\1", rule)
         rss = rec.get("max_rss", "-")
         rows.append({"study": study, "rule": rule, "s": float(rec["s"]),
-                     "max_rss_mb": float(rss) if rss not in ("-", "NA", "") else float("nan")})
+                     "max_rss_mb": float(rss) if rss not in ("-", "NA", "") else float("nan"),
+                     "cpu_s": _number(rec.get("cpu_time")),
+                     "work_cpu_s": job_work_cpu(tsv.parent.parent / "logs" / f"{tsv.stem}.log")})
     return rows
+
+
+def _number(text: str | None) -> float:
+    try:
+        return float(text)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def job_work_cpu(log: Path) -> float:
+    """CPU seconds the job spent inside its stage function, from the ``icml25-job-cpu:`` line every stage job
+    prints (``icml25.core.cli``); NaN when the log has none."""
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        return float("nan")
+    found = re.findall(r"icml25-job-cpu: startup=([0-9.]+) work=([0-9.]+)", text)
+    return float(found[-1][1]) if found else float("nan")
+
+
+def study_table(rows: list[dict]) -> list[dict]:
+    """Per study: jobs, job CPU seconds, CPU seconds of useful work (inside the stage functions) and start-up (the
+    rest: interpreter, imports, tracking, Snakemake's shell), and start-up's share of the job CPU."""
+    out = []
+    by_study: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        if r["study"] != "summary":
+            by_study[r["study"]].append(r)
+    for study, rs in sorted(by_study.items()):
+        staged = [r for r in rs if r["work_cpu_s"] == r["work_cpu_s"] and r["cpu_s"] == r["cpu_s"]]
+        cpu = sum(r["cpu_s"] for r in staged)
+        work = sum(min(r["work_cpu_s"], r["cpu_s"]) for r in staged)
+        out.append({"study": study, "jobs": len(rs), "cpu_s": cpu, "work_s": work, "startup_s": cpu - work,
+                    "share": (cpu - work) / cpu if cpu else float("nan"),
+                    "wall_s": sum(r["s"] for r in rs), "max_rss_mb": max(r["max_rss_mb"] for r in rs)})
+    return out
 
 
 def noop_overhead(work: Path, slug: str, repeats: int, via_server: bool) -> float:
@@ -64,8 +106,9 @@ def noop_overhead(work: Path, slug: str, repeats: int, via_server: bool) -> floa
     from icml25.core import workflow
 
     store = f"sqlite:///{(work / 'results' / 'mlflow.db').resolve()}"
-    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "ICML25_INVOCATION")}
     started = workflow.start_local_server(work / "results", store) if via_server else None
+    # after the server start: it exports the bearer token (MLFLOW_TRACKING_TOKEN) the jobs need
+    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "ICML25_INVOCATION")}
     env["MLFLOW_TRACKING_URI"] = started[0] if started else store
     times = []
     try:
@@ -96,6 +139,21 @@ def print_table(scale: str, wall: float, rows: list[dict], overhead: float, dire
           f"(straight into SQLite, as a hand-run stage: {direct:.2f} s)")
     print(f"overhead x {len(rows)} jobs = {total:.1f} s = {100 * total / wall:.0f}% of the pipeline wall if the jobs "
           f"ran one after another; {100 * total / (cores * wall):.0f}% of the {cores} cores' time over the wall")
+    print_studies(scale, rows)
+
+
+def print_studies(scale: str, rows: list[dict]) -> None:
+    studies = study_table(rows)
+    print(f"\n## scale {scale}: per study, job CPU split into work (inside the stage functions) and start-up\n")
+    print("| study | jobs | job CPU s | work CPU s | start-up CPU s | start-up share | job wall s | peak RSS MB |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for r in studies:
+        print(f"| {r['study']} | {r['jobs']} | {r['cpu_s']:.1f} | {r['work_s']:.1f} | {r['startup_s']:.1f} "
+              f"| {100 * r['share']:.0f}% | {r['wall_s']:.1f} | {r['max_rss_mb']:.0f} |")
+    cpu = sum(r["cpu_s"] for r in studies)
+    start = sum(r["startup_s"] for r in studies)
+    print(f"| **all** | {sum(r['jobs'] for r in studies)} | {cpu:.1f} | {cpu - start:.1f} | {start:.1f} "
+          f"| {100 * start / cpu if cpu else float('nan'):.0f}% | | |")
 
 
 def main() -> None:
@@ -105,7 +163,13 @@ def main() -> None:
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=5, help="no-op jobs timed for the overhead")
     parser.add_argument("--work", type=Path, default=ROOT / "benchmarks" / "out", help="scratch directory")
+    parser.add_argument("--read", type=Path, default=None, metavar="RESULTS/SCALE",
+                        help="only print the per-study table of an existing run (e.g. results/default); runs nothing")
     args = parser.parse_args()
+    if args.read:
+        rows = read_benchmarks(args.read)
+        print_studies(args.read.name, rows)
+        return
     from icml25.studies import STUDIES
 
     slug = (args.studies or list(STUDIES))[0]

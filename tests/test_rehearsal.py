@@ -88,3 +88,21 @@ def test_rehearsal_runs_the_paper_dag_through_claims(slug, tmp_path):
     assert pins, "the rehearsal downloaded nothing through the mirror"
     assert not (work / "results" / "paper").exists()  # never mixed with a real paper run
     assert json.loads(json.dumps(doc))["study"] == slug
+
+
+def test_rehearsal_claims_are_never_paper_data(tmp_path, monkeypatch):
+    """In a rehearsal job the study's code reads the miniatures through the real manifest's rows and may believe
+    they are the paper's data; write_claims marks the document and turns every paper_data True into False."""
+    from icml25.core.claims import REPRODUCED, Claim, Evidence, write_claims
+
+    c = Claim("c1", "x beats y", "paper", "the real workbook", "t", "> 0", REPRODUCED, statistic={"mean": 0.3},
+              metrics={"gain": {"mean": 0.3}}, evidence=Evidence(3, "seeds", True, "t 95%, n=3 seeds"))
+    monkeypatch.delenv(R.ENV, raising=False)
+    plain = write_claims(tmp_path / "a.json", study="s", scale="paper", data_source="remote", claims=[c])
+    assert plain["claims"][0]["evidence"]["paper_data"] is True and "rehearsal" not in plain
+    monkeypatch.setenv(R.ENV, str(tmp_path))
+    doc = write_claims(tmp_path / "b.json", study="s", scale="paper", data_source="remote", claims=[c])
+    assert doc["rehearsal"] is True
+    assert doc["claims"][0]["evidence"]["paper_data"] is False
+    assert doc["claims"][0]["data"].startswith("[rehearsal miniature]") and "rehearsal" in doc["claims"][0]["note"]
+    assert load_claims(tmp_path / "b.json")["claims"][0]["evidence"]["paper_data"] is False

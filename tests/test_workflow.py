@@ -121,6 +121,7 @@ def test_smoke_pipeline_tracks_every_job_under_a_parent(smoke):
             assert r.data.tags["snakemake_rule"] == f"{slug}__{r.data.tags['stage']}"
             assert r.data.tags["scale"] == "smoke" and r.data.tags["config_hash"] and r.data.tags["git_sha"]
             assert r.data.params, f"{r.info.run_name}: no params"
+            assert r.data.metrics["job/startup_cpu_s"] > 0 and r.data.metrics["job/work_cpu_s"] >= 0
         evaluate = next(r for r in children if r.data.tags["stage"] == "evaluate")
         per_arm = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == evaluate.info.run_id]
         assert any(k.startswith("eval/") for r in (evaluate, *per_arm) for k in r.data.metrics)
@@ -128,6 +129,26 @@ def test_smoke_pipeline_tracks_every_job_under_a_parent(smoke):
         assert any(a.endswith("claims.json") for a in artifacts), artifacts
     summary = client.get_experiment_by_name("icml25/summary")
     assert client.search_runs([summary.experiment_id])
+
+
+def test_pipeline_benchmark_splits_each_study_into_work_and_startup(smoke):
+    """benchmarks/pipeline.py --read: every stage job logged its CPU split, and per study the split adds up to the
+    jobs' CPU time from Snakemake's benchmark files."""
+    work, _ = smoke
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import pipeline
+    finally:
+        sys.path.pop(0)
+    rows = [r for r in pipeline.read_benchmarks(work / "results" / "smoke") if r["study"] != "summary"]
+    missing = [r for r in rows if r["work_cpu_s"] != r["work_cpu_s"]]
+    assert not missing, missing[:3]
+    table = {r["study"]: r for r in pipeline.study_table(rows)}
+    assert set(table) == set(STUDIES)
+    for slug, r in table.items():
+        cpu = sum(x["cpu_s"] for x in rows if x["study"] == slug)
+        assert r["cpu_s"] == pytest.approx(cpu) and r["work_s"] + r["startup_s"] == pytest.approx(cpu), slug
+        assert 0 < r["share"] < 1, (slug, r)
 
 
 @pytest.mark.slow

@@ -546,6 +546,103 @@ def test_separation_false_alarm_sizing():
     assert len(d["seeds"]) * d["trials"] >= need
 
 
+# --- sizing: false-alarm rate and power of every check (issue 33) ------------------------------------------------
+
+def _default_adaptive_cells(n=6000):
+    """(n, closed-form robust failure rate) of the default grid's adaptive cells (η ≤ 0.3), seeds pooled."""
+    d = SCALES["default"]
+    ana = ev.analytic_cells(d)
+    return [(n, float(p)) for p in ana["robust_fail_analytic"]]
+
+
+@pytest.mark.parametrize("p0", [0.5, 0.135, 0.02, 1e-17])
+def test_binomial_rejection_equals_scipy_binomtest(p0):
+    n, alpha = 300, 0.01 / 64
+    reject = ev.binomial_rejection(n, p0, alpha)
+    expect = np.array([stats.binomtest(k, n, p0).pvalue < alpha for k in range(n + 1)])
+    assert np.array_equal(reject, expect)
+
+
+def test_binomial_power_closed_forms():
+    """At p0 ≈ 0 every k ≥ 1 is flagged, so the power is 1 − (1 − p1)^n; the detectable shift at p0 = ½ is close
+    to the normal approximation (z_{1−α/2} + z_0.8)·√(p0(1 − p0)/n)."""
+    n, alpha = 6000, 0.01 / 6
+    for p1 in (1e-5, 1e-4, 5e-4):
+        assert ev.binomial_power(n, 1e-17, p1, alpha) == pytest.approx(1 - (1 - p1) ** n, rel=1e-9)
+    assert ev.binomial_power(n, 1e-17, 1e-17, alpha) < 1e-12
+    a64 = 0.01 / 64
+    shift = ev.binomial_detectable_shift(n, 0.5, a64)
+    normal = (stats.norm.ppf(1 - a64 / 2) + stats.norm.ppf(0.8)) * math.sqrt(0.25 / n)
+    assert shift == pytest.approx(normal, rel=0.03)
+    assert ev.binomial_power(n, 0.5, 0.5 + shift, a64) >= 0.8 > ev.binomial_power(n, 0.5, 0.5 + 0.95 * shift, a64)
+
+
+def test_formula_check_false_alarm_is_one_percent_and_the_old_rule_was_sixteen():
+    """Check 2b over the default grid's 64 adaptive cells at 6,000 pooled trials: the Bonferroni rule flags correct
+    code with probability ≤ 1% (exact, cells independent); the rule before issue 31 (|z| > 3 in any cell, no
+    correction) did so about 16% of the time (the figure of issue 33). The exact family rate is cross-checked by
+    a Monte Carlo of scipy's binomtest on a coarser family (10 cells at family level 0.2)."""
+    cells = _default_adaptive_cells()
+    assert len(cells) == 64
+    sizing = ev.binomial_family_sizing(cells, 0.01 / 64)
+    assert sizing["false_alarm"] <= 0.01
+    assert sizing["detectable_shift"] < 0.032                            # about 3 percentage points at p = 1/2
+    keep_old = 1.0
+    for n, p in cells:
+        se = math.sqrt(p * (1 - p) / n)
+        k = np.arange(n + 1)
+        flagged = np.abs(k / n - p) > 3 * se if se > 0 else k / n != p
+        keep_old *= 1 - stats.binom.pmf(k, n, p)[flagged].sum()
+    assert 0.10 < 1 - keep_old < 0.22
+    # Monte Carlo of the decision itself
+    g = rng(33)
+    small = [(400, p) for p in (0.5, 0.3, 0.135, 0.05, 0.47, 0.25, 0.4, 0.2, 0.1, 0.45)]
+    thr = 0.2 / len(small)
+    exact = ev.binomial_family_sizing(small, thr)["false_alarm"]
+    reps = 4000
+    ks = np.column_stack([g.binomial(n, p, reps) for n, p in small])
+    pv = [{int(k): stats.binomtest(int(k), n, p).pvalue for k in np.unique(ks[:, j])} for j, (n, p) in enumerate(small)]
+    flagged = np.array([[pv[j][int(ks[r, j])] < thr for j in range(len(small))] for r in range(reps)]).any(axis=1)
+    assert abs(flagged.mean() - exact) < 4 * math.sqrt(exact * (1 - exact) / reps)
+
+
+def test_separation_false_alarm_and_power_by_monte_carlo():
+    """Check 1's pass rule on simulated cell means of correct code (0/1 errors at the closed-form rate
+    ½(1 − P_abort) of each default cell with η ≥ 1.5c, m ∈ {500, 2000}): at 6,000 pooled trials it fails in ≤ 1% of
+    replications (below the union bound); at the old 600 far more often. A cell whose true error is
+    0.5 − level_shift fails it with probability ≈ 0.8, as does a true decay of decay_shift."""
+    d = SCALES["default"]
+    ana = ev.analytic_cells(d)
+    ana = ana[(ana["eta_over_c"] >= 1.5) & ana["m"].isin([500, 2000])]
+    rates = 0.5 * (1 - ana.sort_values(["c", "eta_over_c", "m"])["p_abort"].to_numpy())   # pairs (500, 2000)
+    assert len(rates) == 14
+    g = rng(34)
+
+    def fail_rate(n, reps=4000):
+        means = g.binomial(n, np.tile(rates, 2), size=(reps, 28)) / n                      # 2 learners
+        level = (means < 0.45).any(axis=1)
+        decay = (means[:, 1::2] < means[:, 0::2] - 0.03).any(axis=1)
+        return float((level | decay).mean())
+    fa = fail_rate(6000)
+    assert fa <= ev.separation_false_alarm(6000, 28, 14) + 0.003 and fa <= 0.01
+    assert fail_rate(600) > 0.2
+    pw = ev.separation_power(6000)
+    assert pw["level_shift"] == pytest.approx(0.05 + stats.norm.ppf(0.8) * 0.5 / math.sqrt(6000))
+    lv = (g.binomial(6000, 0.5 - pw["level_shift"], 20000) / 6000 < 0.45).mean()
+    assert lv == pytest.approx(0.8, abs=0.02)
+    a = g.binomial(6000, 0.5, 20000) / 6000
+    b = g.binomial(6000, 0.5 - pw["decay_shift"], 20000) / 6000
+    assert (b < a - 0.03).mean() == pytest.approx(0.8, abs=0.02)
+
+
+def test_indistinguishable_power():
+    """c2c's chi-square on #<0>: under the same law the size stays below the level's Monte Carlo noise; a 50% shift
+    of c is always caught, no shift is caught as often as the size."""
+    res = ev.indistinguishable_power(50, 0.1, 1000, 1000, 0.01, shifts=(0.0, 0.5), reps=200)
+    assert res["false_alarm"] <= 0.04 and res["power"]["0.0"] <= 0.04
+    assert res["power"]["0.5"] == 1.0
+
+
 def test_check_indistinguishable():
     g = rng(8)
 
@@ -633,7 +730,7 @@ def test_config_scales_and_bad_keys():
     assert SCALES["smoke"]["arms"] == ["adaptive", "obl_decoy"] and SCALES["smoke"]["trials"] == 40
     default = SCALES["default"]
     assert (default["c"], default["m"], default["trials"], default["seeds"]) == (
-        [0.05, 0.1, 0.2], [50, 200, 500, 2000], 2000, [1000, 1001, 1002])
+        [0.05, 0.1, 0.2], [50, 200, 500, 2000], 2000, [2000, 2001, 2002])
     assert SCALES["smoke"]["seeds"] == [0, 1, 2]
     assert default["K"] == 2**40 and len(default["arms"]) == 5
     assert len(SCALES["paper"]["eta_over_c"]) == 61 and SCALES["paper"]["m"][-1] == 100_000

@@ -21,7 +21,7 @@ from icml25.studies.coalition_attribution.evaluate import identities_check, orac
 from icml25.studies.coalition_attribution.identities import IDENTITIES, banzhaf_brute_force, identity_errors, \
     shapley_brute_force
 from icml25.studies.coalition_attribution.method import banzhaf_from_interactions, coalition_attributions_all, \
-    interactions_from_gamma, l1_objective, solve_gamma
+    interactions_from_gamma, l1_objective, or_interactions, or_interactions_transpose, solve_gamma
 from icml25.core.config import ConfigError, build, load_yaml, merge_scale, to_dict
 from icml25.studies.coalition_attribution.config import Config
 from icml25.studies.coalition_attribution.transforms import mobius, mobius_matrix_dense, mobius_matrix_sparse, \
@@ -138,6 +138,97 @@ def test_faithfulness_zero_game_gives_nan_and_partial_nan_is_ignored():
     f = faithfulness(i_and, z, 0b0011)
     assert f["R_prime_per_var"][0] == 0.0 and math.isnan(f["R_prime_per_var"][1]) and f["R_prime"] == 0.0
     assert f["Q"] == 0.0
+
+
+def test_or_interaction_of_the_empty_set_on_a_hand_computed_3_player_game():
+    """Issue 32: I_or(empty) = v_or(empty) as in the AND-OR reference code (not -v_or(N)). Every value below is
+    computed by hand from I_or(S) = -sum_{L subset S} (-1)^{|S|-|L|} v_or(N minus L) (S != empty)."""
+    v = np.array([2.0, 1.0, 2.0, 4.0, 3.0, 5.0, 6.0, 10.0])  # masks: {}, {0}, {1}, {0,1}, {2}, {0,2}, {1,2}, N
+    g = np.array([0.5, 0, 0, 0, 0, 0, 0, 1.0])
+    # v_or = v/2 - g = [0.5, 0.5, 1, 2, 1.5, 2.5, 3, 4]; v_and = v/2 + g = [1.5, 0.5, 1, 2, 1.5, 2.5, 3, 6]
+    i_and, i_or = interactions_from_gamma(v, g)
+    # I_or: {} 0.5 (= v_or({}); the old -v_or(N) gave -4); {0}: 4 - 3; {1}: 4 - 2.5; {2}: 4 - 2;
+    # {0,1}: -(4 - 3 - 2.5 + 1.5); {0,2}: -(4 - 3 - 2 + 1); {1,2}: -(4 - 2.5 - 2 + 0.5);
+    # N: -(-4 + 3 + 2.5 + 2 - 1.5 - 1 - 0.5 + 0.5)
+    np.testing.assert_allclose(i_or, [0.5, 1.0, 1.5, 0.0, 2.0, 0.0, 0.0, -1.0], atol=1e-15)  # mask order
+    np.testing.assert_allclose(i_and, [1.5, -1.0, -0.5, 2.0, 0.0, 2.0, 2.0, 0.0], atol=1e-15)
+    # consequences: I_and(0) + I_or(0) = v(0) and sum_T I_and(T) + I_or(T) = v(N); the objective counts |0.5|
+    assert i_and[0] + i_or[0] == pytest.approx(v[0]) and (i_and + i_or).sum() == pytest.approx(v[-1])
+    assert float(l1_objective(v, g)) == pytest.approx(9.0 + 6.0, abs=1e-14)
+
+
+def _or_matrix_from_the_definition(n: int) -> np.ndarray:
+    """O[S, L'] with I_or = O @ v_or, written from Eq. 4 by brute force (sum over L subset S of v_or(N minus L)),
+    and row empty = e_empty."""
+    full = 2 ** n - 1
+    o = np.zeros((2 ** n, 2 ** n))
+    o[0, 0] = 1.0
+    for s_ in range(1, 2 ** n):
+        for l_ in subsets(s_):
+            o[s_, full ^ l_] -= (-1.0) ** (bin(s_).count("1") - bin(l_).count("1"))
+    return o
+
+
+@pytest.mark.parametrize("n,seed", [(2, 0), (3, 1), (4, 2)])
+def test_lp_gamma_matches_a_dense_lp_built_from_the_definition(n, seed):
+    """The sparse LP (with I_or(empty) = v_or(empty)) reaches the optimum of a dense LP written from Eqs. 3-4."""
+    from scipy.optimize import linprog
+
+    v = np.random.default_rng(seed).normal(size=2 ** n) * 2 + 1.0  # v(empty) != 0 matters for the empty row
+    size = 2 ** n
+    mu = np.array([[(-1.0) ** (bin(s_).count("1") - bin(l_).count("1")) if l_ & s_ == l_ else 0.0
+                    for l_ in range(size)] for s_ in range(size)])
+    o = _or_matrix_from_the_definition(n)
+    # I_and = mu (v/2 + g); I_or = o (v/2 - g); minimise sum t + sum u, |I_and| <= t, |I_or| <= u
+    z, e = np.zeros((size, size)), np.eye(size)
+    a_ub = np.block([[mu, -e, z], [-mu, -e, z], [-o, z, -e], [o, z, -e]])
+    b_ub = np.concatenate([-mu @ (v / 2), mu @ (v / 2), -o @ (v / 2), o @ (v / 2)])
+    res = linprog(np.r_[np.zeros(size), np.ones(2 * size)], A_ub=a_ub, b_ub=b_ub,
+                  bounds=[(None, None)] * size + [(0, None)] * (2 * size), method="highs")
+    assert res.status == 0
+    g = solve_gamma(v, "lp")
+    assert float(l1_objective(v, g)) == pytest.approx(res.fun, abs=1e-9)
+    # and the project's I_or is the definition's at any gamma
+    np.testing.assert_allclose(interactions_from_gamma(v, g)[1], o @ (v / 2 - g), atol=1e-12)
+
+
+@HYP
+@given(games(1, 6), st.integers(0, 2 ** 32 - 1))
+def test_or_interactions_transpose_is_the_adjoint(game, seed):
+    """<O x, y> = <x, O^T y>: the Adam subgradient uses the exact transpose of the OR map (empty row included)."""
+    n, x, _ = game
+    y = np.random.default_rng(seed).normal(size=2 ** n)
+    assert float(or_interactions(x) @ y) == pytest.approx(float(x @ or_interactions_transpose(y)), abs=1e-10)
+    np.testing.assert_allclose(or_interactions(x), _or_matrix_from_the_definition(n) @ x, atol=1e-12)
+
+
+def test_faithfulness_tolerance_makes_a_variable_in_no_interaction_undefined():
+    """Issue 32: R of a variable in no interaction is a ratio of rounding noise; with the tolerance it is NaN."""
+    i_and = np.zeros(8)
+    i_or = np.zeros(8)
+    i_and[0b011] = 1.0                                      # the only interaction: {0, 1}; variable 2 in none
+    i_and[0b101], i_and[0b100], i_or[0b110] = 3e-16, -2e-16, 1e-16   # rounding noise on sets holding 2
+    # S = {0, 2}: u_in = phi(S)/2 = J({0,2})/2 = 1.5e-16; var 2: u_out = J({2}) + J({1,2})/2 = -2e-16 + 0.5e-16
+    # var 0: u_out = J({0,1})/2 = 0.5
+    exact = faithfulness(i_and, i_or, 0b101, zero_tol=0.0)
+    r2 = 1.5e-16 / (1.5e-16 + 1.5e-16)
+    np.testing.assert_allclose(exact["R_per_var"], [1.5e-16 / (1.5e-16 + 0.5), r2], rtol=1e-9)
+    assert exact["R"] == pytest.approx((1.5e-16 / 0.5 + 0.5) / 2)            # 0.25: inflated by noise
+    tol = faithfulness(i_and, i_or, 0b101)                                   # default zero_tol = 1e-9
+    assert tol["R_per_var"][0] == pytest.approx(3e-16) and math.isnan(tol["R_per_var"][1])
+    assert tol["R"] == pytest.approx(3e-16) and math.isnan(tol["R_prime_per_var"][1])
+    # a genuinely small game is not NaN: the tolerance is relative to the game's total interaction strength
+    small = faithfulness(i_and * 1e-12, i_or * 1e-12, 0b011)
+    assert small["R"] == pytest.approx(1.0) and small["Q"] == pytest.approx(1.0)
+    # a dummy variable of a learned split is NaN whatever its rounding noise
+    rng = np.random.default_rng(4)
+    base = rng.normal(size=8)
+    v = np.array([base[m & 0b011] for m in range(16)])                  # variables 2 and 3 are dummies
+    i_a, i_o = and_or_interactions(v)
+    f = faithfulness(i_a, i_o, 0b1001)
+    assert not math.isnan(f["R_per_var"][0]) and math.isnan(f["R_per_var"][1])
+    with pytest.raises(ValueError, match="zero_tol"):
+        faithfulness(i_and, i_or, 0b011, zero_tol=-1.0)
 
 
 def test_api_rejects_bad_input():
@@ -451,7 +542,7 @@ def test_oracle_check_boundary():
 def test_scales_hold_every_reconstruction_key():
     assert set(SCALES) == {"smoke", "default", "paper"}
     d = settings_for("default")
-    assert (d["toy"]["n"], d["toy"]["n_functions"], d["seeds"]) == (8, 20, [1000, 1001, 1002])  # renewed, issue 31
+    assert (d["toy"]["n"], d["toy"]["n_functions"], d["seeds"]) == (8, 20, [2000, 2001, 2002])  # renewed, issues 31, 32
     assert settings_for("smoke")["toy"]["n"] == 6 and settings_for("smoke")["mlp"]["epochs"] == 300
     p = settings_for("paper")
     assert (p["toy"]["n"], p["mlp"]["hidden"], p["mlp"]["epochs"], p["mlp"]["lr"]) == (10, 100, 3000, 1e-3)

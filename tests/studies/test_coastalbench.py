@@ -1012,3 +1012,49 @@ def test_map_panels_never_plot_truth_as_prediction():
     assert titles[1] == "ViT zeta" and np.array_equal(map_panels({"truth": truth, "vit": vit})[1][1], vit[0])
     no_vit = map_panels({"truth": truth, "persistence": pers})
     assert no_vit[1][0] == "persistence (no ViT arm) zeta" and np.array_equal(no_vit[1][1], pers[0])
+
+
+def test_rehearsal_miniatures_are_real_format_history_files(tmp_path):
+    """The paper-scale rehearsal's miniatures (coastalbench/rehearsal.py): one ROMS history file per day of every
+    month the rehearsal config selects, each with every field in its ROMS dimensions, 48 half-hourly records at
+    the right ocean_time, readable by the direct reader the paper path uses; the whole rehearsal runs in
+    tests/test_rehearsal.py."""
+    import calendar
+
+    from icml25.core import rehearsal as R
+    from icml25.core.config import load_yaml
+    from icml25.core.download import read_manifest
+    from icml25.studies.coastalbench import rehearsal as CR
+    from icml25.studies.coastalbench.roms import grid_sizes
+    from icml25.studies.coastalbench.stages import SHARD_VARS
+
+    cfg = load_yaml(Path(__file__).resolve().parents[2] / "config" / "rehearsal" / "coastalbench.yaml")
+    first, last = cfg["remote"]["first_month"], cfg["remote"]["last_month"]
+    assert (CR.MONTHS[0], CR.MONTHS[-1]) == (first, last)
+    entries = read_manifest(R.package_dir("coastalbench") / "manifest.csv", rehearsal=False)
+    names = CR.write_miniatures(tmp_path, entries)
+    # 2008 is a leap year: 31 + 29 + 31 days, written by hand
+    assert len(names) == 91 == sum(calendar.monthrange(2008, m)[1] for m in (1, 2, 3))
+    ny, nx, n = CR.GRID
+    sizes = grid_sizes(ny, nx, n)
+    for name, day_index in ((names[0], 0), (names[40], 40)):
+        path = tmp_path / entries[name].mirror_path
+        with netCDF4.Dataset(path) as nc:
+            times = nc["ocean_time"][:]
+            np.testing.assert_array_equal(times, 86400.0 * day_index + 1800.0 * np.arange(48))
+            for v in FIELDS:
+                assert nc[v].dimensions == field_dims(v), v
+                assert nc[v].shape == (48, *(sizes[d] for d in field_dims(v)[1:])), v
+        src = RomsRecords([path], SHARD_VARS)
+        assert src.records_per_file == [48]
+
+
+def test_state_channels_need_three_levels():
+    """13 state channels at N = 3 and N = 12 (the real grid); N = 2 would give 9 and a model expecting 33 inputs,
+    so it is refused with the key to change (found by the paper rehearsal)."""
+    from icml25.studies.coastalbench.emulator import state_channel_names
+
+    assert state_channel_names(3) == ["zeta"] + [f"{v}@{k}" for v in ("u", "v", "temp", "salt") for k in (0, 1, 2)]
+    assert len(state_channel_names(12)) == 13 and "temp@6" in state_channel_names(12)
+    with pytest.raises(ValueError, match="N >= 3"):
+        state_channel_names(2)

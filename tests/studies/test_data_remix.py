@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -90,6 +91,19 @@ def test_assignment_routes_to_the_less_confident_modality_and_ties_go_visual():
     assert dr.assign_modalities(confident, uniform).tolist() == [False]  # visual unsure → D_v
     p = np.random.default_rng(0).dirichlet(np.ones(C), 5)
     assert not dr.assign_modalities(p, p).any()  # exact ties → D_v
+    # issue 32: one-hot heads on different classes are an exact tie (the paper and the released code send it to
+    # D_v). By hand, with the 1e-9 clip: KL = log2(6) + 5·1e-9·log2(6e-9) for every one-hot row at C = 6.
+    kl_onehot = np.log2(6) + 5 * 1e-9 * np.log2(6e-9)
+    hot = np.eye(C)
+    np.testing.assert_allclose(dr.kl_to_uniform(hot), np.full(C, kl_onehot), rtol=1e-15)
+    for dtype in (np.float64, np.float32):  # softmax outputs come as float32
+        pa = np.repeat(hot, C, axis=0).astype(dtype)  # all 36 (audio class, visual class) pairs
+        pv = np.tile(hot, (C, 1)).astype(dtype)
+        assert not dr.assign_modalities(pa, pv).any()  # every pair → D_v
+    # a permutation of the same probabilities is a tie too; more audio confidence sends the row to D_v, less to D_a
+    q = np.array([[0.5, 0.2, 0.1, 0.1, 0.05, 0.05]])
+    assert not dr.assign_modalities(q[:, ::-1], q).any()
+    assert dr.assign_modalities(np.array([[0.49, 0.21, 0.1, 0.1, 0.05, 0.05]]), q).tolist() == [True]
     with pytest.raises(ValueError, match="differ in rows"):
         dr.assign_modalities(p, p[:3])
 
@@ -523,6 +537,21 @@ def test_linear_probe_value():
     assert E.linear_probe(rng.standard_normal((300, 4)), y, rng.standard_normal((300, 4)), y) < 0.5
 
 
+def test_paper_scale_follows_the_released_recipe():
+    """Issue 32: the paper scale is the released run (scripts/run_train.sh, run_baseline.sh and their argparse
+    defaults): Adam, batch 64, 60 epochs, warm-up 10, StepLR ×0.1 at epoch 30, weight decay 1e-4, lr 1e-3 for the
+    baseline and 5e-5 for Remix (the remix_code_lr arm), official ResNet initialisation."""
+    paper = get_settings("paper")
+    t = paper["train"]
+    assert (t["epochs"], t["warmup"], t["lr_step"], t["lr_gamma"], t["batch_size"]) == (60, 10, 30, 0.1, 64)
+    assert (t["weight_decay"], t["alpha"], t["beta"], t["gamma1"], t["gamma2"]) == (1e-4, 0.5, 0.5, 1.0, 1.0)
+    assert arm_lr("joint", t) == 1e-3 and arm_lr("remix_code_lr", t) == 5e-5
+    assert {"joint", "remix_code_lr"} <= set(paper["arms"]) and t["resnet_init"] == "official"
+    # the learning rate of the Remix arm at epoch e: 5e-5 before epoch 30, 5e-6 from it (StepLR written out)
+    lrs = [5e-5 * 0.1 ** (e // 30) for e in range(60)]
+    assert lrs[29] == 5e-5 and lrs[30] == pytest.approx(5e-6) and lrs[59] == pytest.approx(5e-6)
+
+
 # --------------------------------------------------------------------------------------------- settings
 
 
@@ -535,7 +564,7 @@ def test_config_scales_build_and_bad_values_name_the_key():
     assert (default["train"]["epochs"], default["train"]["warmup"], default["train"]["lr_step"]) == (20, 3, 10)
     assert (Config.model_fields["train"].default.epochs, Config.model_fields["train"].default.warmup) == (30, 5)
     assert default["datasets"] == ["synth", "digits"] and len(default["arms"]) == 6
-    assert default["seeds"] == [1000, 1001, 1002]  # issue 31: renewed (0-2 were seen before the rules changed)
+    assert default["seeds"] == [2000, 2001, 2002]  # issue 32: renewed (0-2, 1000-1002 were seen)
     assert default["min_gain_pt"] == 3.41 and default["adequacy"]["min_laziness_pt"] == 1.0
     assert paper["encoder"] == "resnet18" and paper["train"]["hidden"] is None and paper["seeds_per_job"] == 1
     base = merge_scale(load_yaml(YAML), "default")
@@ -555,6 +584,31 @@ def test_config_scales_build_and_bad_values_name_the_key():
         node[path[-1]] = value
         with pytest.raises(ConfigError, match=match):
             build(Config, data, "data_remix")
+
+
+def test_paper_scale_resnet_uses_the_released_initialisation():
+    """Issue 32: conv weights ~ N(0, 2/fan_out) with fan_out = out·k·k (Kaiming normal, fan_out), norm weights
+    ~ N(1, 0.02²), norm biases 0; measured on the largest tensors against the formula (sampling error < 1 %)."""
+    from icml25.studies.data_remix.model import ResNet18Encoder
+
+    torch.manual_seed(0)
+    enc = ResNet18Encoder(3).requires_grad_(False)
+    conv = enc.layers[-1].conv2.weight  # (512, 512, 3, 3): 2.4 M draws
+    assert float(conv.mean()) == pytest.approx(0.0, abs=1e-4)
+    assert float(conv.std()) == pytest.approx(math.sqrt(2 / (512 * 9)), rel=0.01)
+    stem = enc.stem[0].weight  # (64, 3, 7, 7): fan_out = 64·49, not fan_in = 3·49
+    assert float(stem.std()) == pytest.approx(math.sqrt(2 / (64 * 49)), rel=0.05)
+    bn_w = torch.cat([m.weight for m in enc.modules() if isinstance(m, torch.nn.BatchNorm2d)])
+    bn_b = torch.cat([m.bias for m in enc.modules() if isinstance(m, torch.nn.BatchNorm2d)])
+    assert bn_w.numel() > 4000 and float(bn_w.mean()) == pytest.approx(1.0, abs=2e-3)
+    assert float(bn_w.std()) == pytest.approx(0.02, rel=0.05) and float(bn_b.abs().max()) == 0.0
+    # PyTorch's default (the switch "torch"): BN weights exactly 1, conv std sqrt(1/(3·fan_in)) ≠ the official one
+    torch.manual_seed(0)
+    plain = ResNet18Encoder(3, init="torch").requires_grad_(False)
+    assert float(plain.layers[-1].conv2.weight.std()) == pytest.approx(math.sqrt(1 / (3 * 512 * 9)), rel=0.01)
+    assert all(bool((m.weight == 1).all()) for m in plain.modules() if isinstance(m, torch.nn.BatchNorm2d))
+    with pytest.raises(ValueError, match="init must be one of"):
+        ResNet18Encoder(1, init="xavier")
 
 
 def test_paper_scale_resnet_encoders_shapes_and_isolation():

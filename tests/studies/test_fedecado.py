@@ -302,6 +302,46 @@ def test_server_learning_rate_of_the_baselines():
     np.testing.assert_array_equal(x3, x1)  # another method's rate does not act
 
 
+def test_fedecado_without_currents_is_fednova_at_a_larger_step():
+    """Issue 33: with zero currents and one sub-step (h = T_max), FedECADO-R's server update is FedNova's direction
+    scaled by (T_max/T_eff)(1 + 1/(κ(1 + h̄ T_max))) — written out here from the branch equations, not taken from
+    the code — so FedECADO-R against FedNova at that server step (``fednova_matched``) isolates the currents."""
+    from icml25.studies.fedecado.method import zero_current_step_factor
+
+    rng = np.random.default_rng(33)
+    for kappa, h_bar in [(2.0, 1.0), (0.5, 0.0), (5.0, 3.0)]:
+        K, P = 7, 4
+        p = rng.uniform(1, 5, K)
+        p /= p.sum()
+        x = rng.normal(size=P)
+        S = [0, 2, 3, 6]
+        x_end = {i: x + rng.normal(size=P) for i in S}
+        T = {i: float(rng.uniform(0.05, 1.5)) for i in S}
+        x_new, flows, info = fedecado.central_update(x, np.zeros((K, P)), S, x_end, T, p, kappa=kappa, h_bar=h_bar,
+                                                     lte_tol=np.inf)
+        q = np.array([p[i] for i in S]) / sum(p[i] for i in S)
+        Tv = np.array([T[i] for i in S])
+        T_max, T_eff = Tv.max(), q @ Tv
+        factor = T_max / T_eff * (1 + 1 / (kappa * (1 + h_bar * T_max)))
+        assert info["n_substeps"] == 1 and zero_current_step_factor(T, p, kappa, h_bar) == pytest.approx(factor)
+        fednova_step = -T_eff * sum(qi * (x - x_end[i]) / T[i] for qi, i in zip(q, S))
+        np.testing.assert_allclose(x_new - x, factor * fednova_step, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(fednova_aggregate(x, x_end, T, p, server_lr=factor), x_new, rtol=1e-12)
+        assert factor > 1  # FedECADO-R moves further than FedNova
+    # over many rounds (partial participation, a quadratic): the no-current ablation with one sub-step per round
+    # is fednova_matched exactly
+    A, c, p, xs = _quad(K=5, d=3, seed=2)
+    prng = np.random.default_rng(0)
+    draws = [(sorted(prng.choice(5, 3, replace=False).tolist()), prng.integers(1, 8, 5)) for _ in range(30)]
+    plan = lambda r: (draws[r][0], {i: (int(draws[r][1][i]), 0.02) for i in draws[r][0]})  # noqa: E731
+    fed = {"lte_tol": float("inf")}
+    x_nf, _ = federated_train("fedecado_noflow", np.zeros(3), p, 30, plan, _grad_for(A, c), fedecado=fed)
+    x_fm, _ = federated_train("fednova_matched", np.zeros(3), p, 30, plan, _grad_for(A, c), fedecado=fed)
+    np.testing.assert_allclose(x_nf, x_fm, rtol=1e-11, atol=1e-13)
+    x_fn, _ = federated_train("fednova", np.zeros(3), p, 30, plan, _grad_for(A, c))
+    assert np.linalg.norm(x_fn - x_fm) > 1e-3  # plain FedNova takes a shorter step
+
+
 # ------------------------------------------------------------------------------------ partitioner
 
 
@@ -420,6 +460,69 @@ def test_mlp_manual_gradient_matches_autograd():
     ref = ref.detach()
     assert n_params((64, 128, 10)) == 9610 and loss == pytest.approx(float(ref), rel=1e-12)
     torch.testing.assert_close(g, g_ref, rtol=1e-10, atol=1e-12)
+
+
+def test_feddecorr_loss_on_hand_computed_cases():
+    """FedDecorr's (1/d²)‖K‖_F²: perfectly correlated columns give K = 1 everywhere → 1; orthogonal centred
+    columns of equal spread give K = I → 1/d (up to the 1e-5 variance floor); one sample → 0."""
+    from icml25.studies.fedecado.model import decorr_loss
+
+    t = torch.tensor([[-1.0], [1.0], [-1.0], [1.0]], dtype=torch.float64)
+    corr = torch.cat([t, 2 * t + 1], 1)
+    assert float(decorr_loss(corr)) == pytest.approx(1.0, rel=1e-4)
+    orth = torch.tensor([[1.0, 1.0], [1.0, -1.0], [-1.0, 1.0], [-1.0, -1.0]], dtype=torch.float64)
+    assert float(decorr_loss(orth)) == pytest.approx(2 / 4 * (1 / (1 + 1e-5)) ** 2, rel=1e-12)
+    assert float(decorr_loss(torch.ones(1, 5))) == 0.0
+    # the written-out gradient against autograd, with a dead (all-zero) ReLU column
+    from icml25.studies.fedecado.model import decorr_loss_grad
+
+    z = torch.relu(torch.randn(20, 16, generator=torch.Generator().manual_seed(0), dtype=torch.float64))
+    z[:, 3] = 0.0
+    zz = z.clone().requires_grad_(True)
+    ref = decorr_loss(zz)
+    (g_ref,) = torch.autograd.grad(ref, zz)
+    loss, g = decorr_loss_grad(z)
+    assert float(loss) == pytest.approx(float(ref.detach()), rel=1e-14)
+    torch.testing.assert_close(g, g_ref, rtol=1e-10, atol=1e-16)
+
+
+def test_mlp_gradient_with_feddecorr_and_fedrs_matches_autograd():
+    """The hand-written MLP gradient with FedDecorr's term (β = 0.3) and FedRS's logit scale (α = 0.5 on classes
+    2, 5, 7) against autograd of the objective written out here."""
+    gen = torch.Generator().manual_seed(2)
+    X, y = torch.randn(20, 64, generator=gen).double(), torch.randint(0, 10, (20,), generator=gen)
+    theta = init_mlp((64, 128, 10), seed=4).double()
+    scale = torch.ones(10, dtype=torch.float64)
+    scale[[2, 5, 7]] = 0.5
+    loss, g = mlp_loss_grad(theta, X, y, decorr=0.3, logit_scale=scale)
+    t = theta.clone().requires_grad_(True)
+    W1, b1 = t[:8192].view(64, 128), t[8192:8320]
+    W2, b2 = t[8320:9600].view(128, 10), t[9600:]
+    h = torch.relu(X @ W1 + b1)
+    hc = h - h.mean(0)
+    hn = hc / torch.sqrt((hc ** 2).mean(0) + 1e-5)
+    ref = (torch.nn.functional.cross_entropy((h @ W2 + b2) * scale, y)
+           + 0.3 * ((hn.T @ hn / 20) ** 2).sum() / 128 ** 2)
+    (g_ref,) = torch.autograd.grad(ref, t)
+    assert loss == pytest.approx(float(ref.detach()), rel=1e-12)
+    torch.testing.assert_close(g, g_ref, rtol=1e-9, atol=1e-12)
+    # β = 0 and a unit scale are the plain cross-entropy gradient
+    torch.testing.assert_close(mlp_loss_grad(theta, X, y, decorr=0.0, logit_scale=torch.ones(10).double())[1],
+                               mlp_loss_grad(theta, X, y)[1])
+
+
+def test_client_objectives_of_feddecorr_and_fedrs():
+    """FedRS scales the logits of the classes a client has no sample of by α; FedDecorr gives every client β."""
+    from icml25.studies.fedecado.experiment import client_objectives
+
+    y = np.array([0, 0, 1, 2, 2, 3])
+    parts = [np.array([0, 1, 2]), np.array([3, 4, 5])]
+    image = {"feddecorr_beta": 0.1, "fedrs_alpha": 0.25}
+    rs = client_objectives("fedrs", image, y, parts, 5)
+    assert rs[0]["logit_scale"].tolist() == [1.0, 1.0, 0.25, 0.25, 0.25]
+    assert rs[1]["logit_scale"].tolist() == [0.25, 0.25, 1.0, 1.0, 0.25]
+    assert client_objectives("feddecorr", image, y, parts, 5) == [{"decorr": 0.1}, {"decorr": 0.1}]
+    assert client_objectives("fedavg", image, y, parts, 5) == [{}, {}]
 
 
 # ---------------------------------------------------------------------------------------- verdicts
@@ -604,6 +707,17 @@ def test_cnn_learner_flat_gradient_and_one_fedecado_round(monkeypatch):
     net.zero_grad()
     torch.nn.functional.cross_entropy(net(learner.Xtr[[0, 2, 5]]), learner.ytr[[0, 2, 5]]).backward()
     torch.testing.assert_close(g, torch.nn.utils.parameters_to_vector([p.grad for p in net.parameters()]))
+    # FedDecorr and FedRS on the CNN: the objective written out on the module (representation = the input of the
+    # last linear layer, the 256 flattened features)
+    scale = torch.tensor([1.0, 0.5] * 5)
+    g2 = learner.grad(theta, torch.tensor([0, 2, 5]), decorr=0.2, logit_scale=scale)
+    net.zero_grad()
+    feats = net[:-1](learner.Xtr[[0, 2, 5]])
+    fc = feats - feats.mean(0)
+    fn = fc / torch.sqrt((fc ** 2).mean(0) + 1e-5)
+    (torch.nn.functional.cross_entropy(net[-1](feats) * scale, learner.ytr[[0, 2, 5]])
+     + 0.2 * ((fn.T @ fn / 3) ** 2).sum() / 256 ** 2).backward()
+    torch.testing.assert_close(g2, torch.nn.utils.parameters_to_vector([p.grad for p in net.parameters()]))
     learner.augment = True
     flipped = learner._augment(learner.Xtr[:4])
     assert flipped.shape == (4, 3, 32, 32) and not torch.equal(flipped, learner.Xtr[:4])
@@ -653,8 +767,10 @@ def test_config_scales_build_and_bad_keys_fail():
     smoke, default, paper = (_config(s) for s in ("smoke", "default", "paper"))
     assert smoke.seeds == (0,) and smoke.quad.K == 4 and smoke.quad.rounds_fixed_point == 2000
     assert default.quad.rounds_full == 500 and default.image.n_clients == 20
-    assert default.image.seeds == default.seeds == (1000, 1001, 1002, 1003, 1004)  # renewed for issue 31
-    assert default.arms == (*QUAD_ARMS, *IMAGE_ARMS) and paper.image.seeds == (1000, 1001, 1002)
+    assert default.image.seeds == default.seeds == (2000, 2001, 2002, 2003, 2004)  # renewed for issue 33
+    assert to_dict(default.image.server_lr) == {"fedavg": 8.0, "fedprox": 6.0, "fednova": 6.0, "feddecorr": 6.0,
+                                                "fedrs": 8.0}  # tuned (README: Tuning)
+    assert default.arms == (*QUAD_ARMS, *IMAGE_ARMS) and paper.image.seeds == (2000, 2001, 2002)
     assert paper.image.dataset == "cifar10" and paper.image.model == "vgg11" and paper.image.device == "cuda"
     assert paper.seeds_per_job == 1 and paper.image.n_clients == 100 and paper.image.participation == 0.1
     raw = merge_scale(load_yaml(YAML), "default")
@@ -676,6 +792,11 @@ def _records(acc_fedecado=(0.93, 0.935, 0.94), acc_fedavg=(0.90, 0.90, 0.91), qu
     if others:
         recs["fednova"] = {s: {"metrics": {"test_acc": a + 0.005}} for s, a in enumerate(acc_fedavg)}
         recs["fedexp"] = {s: {"metrics": {"test_acc": a + 0.01}} for s, a in enumerate(acc_fedavg)}
+        recs["feddecorr"] = {s: {"metrics": {"test_acc": a + 0.002}} for s, a in enumerate(acc_fedavg)}
+        recs["fedrs"] = {s: {"metrics": {"test_acc": a + 0.003}} for s, a in enumerate(acc_fedavg)}
+        recs["fednova_matched"] = {s: {"metrics": {"test_acc": a - 0.009 + 0.001 * s}}
+                                   for s, a in enumerate(acc_fedecado)}
+        recs["fedecado_noflow"] = {s: {"metrics": {"test_acc": a + 0.015}} for s, a in enumerate(acc_fedavg)}
     if quad:
         for s in range(5):
             recs.setdefault("quad_fedavg", {})[s] = {"metrics": {"iter_vs_closed_form": 1e-15, "bias_rel": 0.4,
@@ -693,8 +814,16 @@ def test_claims_entries_kinds_evidence_and_verdicts():
     assert got == {"c1_objective_inconsistency": ("check", REPRODUCED, True, 5),
                    "c2_fedecado_reaches_optimum": ("check", REPRODUCED, True, 5),
                    "c3_accuracy": ("claim", REPRODUCED, None, 3),
-                   "c4_beats_baselines": ("claim", REPRODUCED, None, 3)}
-    c3, c4 = claims[2], claims[3]
+                   "c4_beats_baselines": ("claim", REPRODUCED, None, 3),
+                   "c5_currents_at_equal_step": ("claim", INCONCLUSIVE, None, 3)}
+    c3, c4, c5 = claims[2], claims[3], claims[4]
+    assert sorted(c4.statistic["per_baseline"]) == ["feddecorr", "fedexp", "fednova", "fedprox", "fedrs"]
+    # claim 5: FedECADO-R − fednova_matched = 0.9 − 0.1·s points: +0.9, +0.8, +0.7 → mean 0.8 < the 1 pt floor,
+    # t interval 0.8 ± t_{0.975,2}·0.1/√3 = [0.552, 1.048] (neither above the floor nor excluding it)
+    half = 4.302652729911275 * 0.1 / math.sqrt(3)
+    assert c5.source == "ours" and c5.key_numbers["mean diff vs fednova_matched (pt)"] == pytest.approx(0.8)
+    assert (c5.key_numbers["ci_low (pt)"], c5.key_numbers["ci_high (pt)"]) == pytest.approx((0.8 - half, 0.8 + half))
+    assert c5.key_numbers["mean diff vs fedecado_noflow (pt)"] == pytest.approx(100 * (0.935 - 0.90333333 - 0.015))
     assert c3.source == "paper" and c3.evidence.paper_data is False and c3.evidence.unit == "seeds"
     assert c3.evidence.ci_method == "t 95%, n=3 seeds" and c3.evidence.mde > 0
     assert [g.name for g in c3.gates] == ["baseline_above_chance", "headroom_pt"] and all(g.passed for g in c3.gates)
@@ -724,6 +853,7 @@ def test_claims_without_their_arms_are_untested_and_one_seed_is_inconclusive():
     assert [(c.verdict, c.holds) for c in claims[:2]] == [(INCONCLUSIVE, None), (INCONCLUSIVE, None)]
     assert all("not computed" in c.note for c in claims[:2])
     assert claims[3].status == "untested" and claims[3].testable_at == "default"  # no FedNova / FedExp arm
+    assert claims[4].status == "untested" and claims[4].source == "ours"  # no fednova_matched arm
     assert claims[3].verdict == INCONCLUSIVE
     two = E.claim_accuracy(_records(acc_fedecado=(0.99, 0.98), acc_fedavg=(0.5, 0.5), quad=False))
     assert two.verdict == INCONCLUSIVE and two.evidence.n == 2 and "evidence rule" in two.note

@@ -676,3 +676,22 @@ def test_write_xlsx_rejects_nothing_silently(tmp_path):
     with pytest.raises(ValueError):
         table_from_long(pd.DataFrame({"item": []}))
     shutil.rmtree(tmp_path)
+
+
+def test_rehearsal_workbook_is_the_released_layout_with_planted_counts(tmp_path):
+    """The paper-scale rehearsal's miniature (human_baselines/rehearsal.py) is served under the real row's mirror
+    path, parses as the released workbook (A1:DN85, 115 studies) and its Table III equals the counts planted for
+    its seed; the whole rehearsal runs in tests/test_rehearsal.py."""
+    from icml25.core import rehearsal as R
+    from icml25.core.download import read_manifest
+    from icml25.studies.human_baselines import rehearsal as HR
+
+    entries = read_manifest(R.package_dir("human_baselines") / "manifest.csv", rehearsal=False)
+    assert HR.write_miniatures(tmp_path, entries) == [HR.ROW]
+    path = tmp_path / entries[HR.ROW].mirror_path
+    planted = hb.make_synthetic_workbook(tmp_path / "planted.xlsx", seed=HR.SEED)
+    assert path.read_bytes() == (tmp_path / "planted.xlsx").read_bytes()
+    table = hb.table_iii(hb.read_workbook(path))
+    item = ITEMS[0]
+    got = {a: table.at[item.name, ("all", f"{a.lower()}_n")] for a in ("Yes", "No")}
+    assert {a: int(v) for a, v in got.items()} == {a: planted[item.key]["all"][a] for a in ("Yes", "No")}

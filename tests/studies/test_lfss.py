@@ -144,6 +144,33 @@ def test_kmeans_deterministic_per_seed_and_recovers_separated_clusters():
         kmeans_cosine(x, 0)
 
 
+def test_kmeans_keeps_the_best_of_n_init_starts_by_cosine_inertia():
+    """Issue 32: the released clustering keeps the best of 10 k-means++ starts (least Σ 1 - cos). Brute force:
+    the n_init run equals the single run of least inertia among starts seed*n_init + i, i < n_init."""
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(300, 6))  # unstructured: the starts disagree
+
+    def inertia(lab, cen):
+        z = x / np.linalg.norm(x, axis=1, keepdims=True)
+        c = cen / np.linalg.norm(cen, axis=1, keepdims=True)
+        return float(sum(1 - z[i] @ c[lab[i]] for i in range(len(z))))
+
+    for seed in (0, 3):
+        singles = [kmeans_cosine(x, 6, seed=seed * 10 + i) for i in range(10)]
+        values = [inertia(*r) for r in singles]
+        assert len({round(v, 9) for v in values}) > 1  # the starts differ, so the choice matters
+        best_lab, best_cen = kmeans_cosine(x, 6, seed=seed, n_init=10)
+        j = int(np.argmin(values))
+        assert np.array_equal(best_lab, singles[j][0]) and np.array_equal(best_cen, singles[j][1])
+        assert inertia(best_lab, best_cen) == pytest.approx(min(values), rel=1e-12)
+        assert inertia(best_lab, best_cen) < max(values) - 1e-6
+    assert np.array_equal(kmeans_cosine(x, 6, seed=4, n_init=1)[0], kmeans_cosine(x, 6, seed=4)[0])
+    with pytest.raises(ValueError, match="n_init"):
+        kmeans_cosine(x, 6, n_init=0)
+    d = _config("default")
+    assert (d.stability.kmeans_n_init, d.evaluate.kmeans_n_init) == (10, 10)
+
+
 # --------------------------------------------------------------------------------------------------- losses
 def test_sample_stability_loss_hand_value():
     q = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]])
@@ -446,17 +473,66 @@ def test_ema_update_exact():
     assert torch.allclose(next(net.encoder_k.parameters()), torch.full_like(pq, 0.1))
 
 
-def test_lr_schedule_values():
-    assert lr_at(0, 10, 25, 2, 0.05) == pytest.approx(0.05 * 0.1 / 2)
-    assert lr_at(19, 10, 25, 2, 0.05) == pytest.approx(0.05)  # end of warm-up
-    assert lr_at(249, 10, 25, 2, 0.05) == pytest.approx(0.0, abs=1e-12)
-    assert lr_at(134, 10, 25, 2, 0.05) == pytest.approx(0.025, abs=1e-3)  # half-way through the cosine
+def test_lr_schedule_is_the_released_one_at_paper_scale():
+    """Issue 32: the released cosine (LZX-001/LFSS models/util.py cosine_annealing_LR, learning_eta_min 0.5)
+    decays to 0.5 x lr over `epochs`, not to 0. Paper recipe: lr 0.05, 1000 epochs, warm-up 10, 195 steps per
+    epoch (50,000 CIFAR-10 images, batch 256, drop_last). The released epoch counter at global step k (0-based) is
+    e = (k + 1)/spe + 1, so e = 900 exactly at the last step of the 899th epoch (k = 899*spe - 1)."""
+    spe, epochs, warm, base = 195, 1000, 10, 0.05
+    k = 899 * spe - 1
+    expected = 0.025 + 0.5 * (0.05 - 0.025) * (1 + math.cos(math.pi * (900 - 10) / 1000))  # written out
+    assert expected == pytest.approx(0.02574, abs=1e-5)  # the issue's 0.0257 (the old schedule gave 0.0013)
+    assert lr_at(k, spe, epochs, warm, base) == pytest.approx(expected, rel=1e-12)
+    # first step of training epoch 900 (e = 900 + 1/spe)
+    e = 900 + 1 / spe
+    assert lr_at(899 * spe, spe, epochs, warm, base) == pytest.approx(
+        0.025 + 0.0125 * (1 + math.cos(math.pi * (e - 10) / 1000)), rel=1e-12)
+    last = lr_at(epochs * spe - 1, spe, epochs, warm, base)  # e = 1001
+    assert last == pytest.approx(0.025 + 0.0125 * (1 + math.cos(math.pi * 991 / 1000)), rel=1e-12)
+    assert 0.025 < last < 0.02501  # ends just above 0.5 x lr
+    # warm-up: lr = base * e / warm while e < warm; the first step has e = 1 + 1/spe
+    assert lr_at(0, spe, epochs, warm, base) == pytest.approx(0.05 * (1 + 1 / spe) / 10, rel=1e-12)
+    assert lr_at(9 * spe - 2, spe, epochs, warm, base) == pytest.approx(0.05 * (10 - 1 / spe) / 10, rel=1e-12)
+    # e = 10 exactly (k = 9*spe - 1): cosine branch at its top, lr = base
+    assert lr_at(9 * spe - 1, spe, epochs, warm, base) == pytest.approx(0.05, rel=1e-12)
+    # min_ratio = 0 gives the plain released cosine to 0 at e = warm + epochs
+    assert lr_at(9 * spe - 1 + epochs * spe, spe, epochs, warm, base, min_ratio=0.0) == pytest.approx(0.0, abs=1e-15)
+    # default scale: 15 steps/epoch, 15 epochs, warm-up 2
+    lrs = [lr_at(k, 15, 15, 2, 0.05) for k in range(225)]
+    assert min(lrs[15:]) > 0.025 and lrs[-1] == pytest.approx(0.025 + 0.0125 * (1 + math.cos(math.pi * 14 / 15)))
+
+
+def test_weight_decay_applies_to_biases_and_batchnorm_as_released():
+    """Issue 32: the released optimiser (collect_params with exclude_bias_and_bn off) decays every parameter."""
+    from icml25.studies.lfss.train import _param_groups
+
+    net = LFSSNet((2, 4), hidden=8, dim=4)
+    trained = {id(p) for m in (net.encoder_q, net.projector_q, net.predictor) for p in m.parameters()}
+    n_bn_bias = sum(p.numel() for m in (net.encoder_q, net.projector_q, net.predictor) for p in m.parameters()
+                    if p.ndim == 1)
+    assert n_bn_bias > 0
+    for flag, wd_1d in ((True, 5e-4), (False, 0.0)):
+        groups = _param_groups(net, 5e-4, flag)
+        assert {id(p) for g in groups for p in g["params"]} == trained  # each trained parameter once
+        assert sum(len(g["params"]) for g in groups) == len(trained)
+        for g in groups:
+            for p in g["params"]:
+                assert g["weight_decay"] == (5e-4 if p.ndim > 1 else wd_1d)
+    # one SGD step on a zero gradient shrinks a BatchNorm weight of 1 by lr * wd exactly (no momentum yet)
+    bn = next(m for m in net.encoder_q.modules() if isinstance(m, torch.nn.BatchNorm2d))
+    opt = torch.optim.SGD(_param_groups(net, 5e-4, True), lr=0.1, momentum=0.9)
+    for p in (q for g in opt.param_groups for q in g["params"]):
+        p.grad = torch.zeros_like(p)
+    before = bn.weight.detach().clone()
+    opt.step()
+    torch.testing.assert_close(bn.weight.detach(), before * (1 - 0.1 * 5e-4))
+    assert _config("default").train.wd_bias_bn is True and _config("paper").train.lr_min_ratio == 0.5
 
 
 def test_config_scales_and_bad_keys():
     d = _config("default")
     assert (d.data.per_class, d.train.epochs, d.train.eta, d.train.batch_size, d.model.dim) == (100, 15, 6, 64, 64)
-    assert d.stability.snapshot == "previous_boundary" and d.seeds == (1000, 1001, 1002) and d.arms == ("base", "lfss")
+    assert d.stability.snapshot == "previous_boundary" and d.seeds == (2000, 2001, 2002) and d.arms == ("base", "lfss")
     assert (d.adequacy.base_ratio, d.adequacy.max_drop, d.claims.c2_min_d_acc) == (0.9, 0.05, 0.01)
     smoke, paper = _config("smoke"), _config("paper")
     assert (smoke.data.n_images, smoke.train.epochs, smoke.train.eta) == (512, 3, 1)
@@ -619,7 +695,7 @@ def test_smoke_all_stages(smoke_run):
     x, y = load_mnist5k()
     from icml25.studies.lfss.data import pca_kmeans_reference
 
-    assert ref == pca_kmeans_reference(x[idx], y[idx], pca_dim=50, runs=3)
+    assert ref == pca_kmeans_reference(x[idx], y[idx], pca_dim=50, runs=3, n_init=10)
     # train: delta = 0.1 of 512 samples without ties flags floor(51.2) - 1 = 50 at every boundary (lfss), 0 (base)
     curves = {arm: json.loads((r / f"models/{arm}/chunk0.json").read_text())["curves"]["0"] for arm in ("base", "lfss")}
     assert [c["epoch"] for c in curves["lfss"]] == [1, 2, 3]

@@ -342,8 +342,9 @@ def test_build_claims_every_verdict_and_the_adequacy_gates():
 def test_config_rejects_bad_schedule():
     raw = merge_scale(load_yaml("config/studies/magnets.yaml"), "default")
     cfg = build(Config, raw)
-    assert cfg.decode.magnets_schedule == tuple(SCHED) and cfg.seeds == (1000, 1001, 1002)
+    assert cfg.decode.magnets_schedule == tuple(SCHED) and cfg.seeds == (2000, 2001, 2002)
     assert cfg.adequacy.min_class_acc == 0.5 and cfg.adequacy.max_fd_over_floor == 3.0
+    assert (cfg.train.steps, cfg.train.lr, cfg.seeds_per_job) == (800, 0.003, 1)  # issue 33 recipe
     bad = dict(raw, decode={**raw["decode"], "magnets_schedule": [0.25] * 7})
     with pytest.raises(ConfigError, match="magnets_schedule"):
         build(Config, bad)
@@ -382,3 +383,29 @@ def test_smoke_pipeline_claims(smoke_run):
     arms = (smoke_run / "results/smoke/magnets/metrics/arms.csv").read_text()
     assert "full_nocache" in arms and "magnets" in arms
     assert (smoke_run / "results/smoke/magnets/figures/fd_flops.png").stat().st_size > 1000
+
+
+def test_generator_memorises_one_sequence_per_class_and_decodes_it():
+    """Issue 33 (the generators were near failure): the learner and the decoder, end to end, on a case with a known
+    answer. Ten class-conditional token sequences (one per class, random tokens): after training, MaskGIT decoding
+    of class c at full width (with and without the cache) must return sequence c on nearly every token — class
+    conditioning, the masked-token loss and the decoder all have to work for that. The narrow sub-models cannot
+    hold 49 random tokens per class, so the magnets schedule (small -> large) recovers less, but far more than the
+    smallest width alone (measured: 1.00 full, 0.87 magnets, 0.32 small_all)."""
+    from icml25.studies.magnets.train import train_generator
+
+    rng = np.random.default_rng(0)
+    seqs = rng.integers(0, 64, size=(10, 49)).astype(np.uint8)
+    model_cfg = dict(dim=64, depth=2, heads=4, mlp_ratio=4, widths=(0.25, 0.5, 1.0))
+    train_cfg = dict(steps=300, batch_size=20, lr=3e-3, weight_decay=0.0, warmup=20, lambda_ce=1.0, lambda_kd=1.0,
+                     label_smoothing=0.0)
+    m, curves = train_generator(np.tile(seqs, (4, 1)), np.tile(np.arange(10), 4), model_cfg, train_cfg, 64, 0)
+    assert np.mean(curves["ce_f1"][-20:]) < 0.05
+    classes = torch.arange(10).repeat(3)
+    match = {}
+    for name, sched, cache in (("full", [1.0] * 8, False), ("full_cache", [1.0] * 8, True),
+                               ("magnets", SCHED, True), ("small_all", [0.25] * 8, True)):
+        tokens, _ = decode(m, classes, sched, cache, generator=torch.Generator().manual_seed(1))
+        match[name] = (tokens.numpy() == seqs[classes.numpy()]).mean()
+    assert match["full"] > 0.95 and match["full_cache"] > 0.95, match
+    assert match["magnets"] > match["small_all"] + 0.3, match

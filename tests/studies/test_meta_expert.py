@@ -4,6 +4,7 @@ readers, the verdict functions at their boundaries, and a smoke run of every sta
 from __future__ import annotations
 
 import json
+import math
 import pickle
 
 import numpy as np
@@ -184,6 +185,42 @@ def test_unlabelled_profile_estimate():
     assert M.unlabelled_profile(torch.tensor([40, 41, 42, 43, 44, 100, 100, 100, 100, 100.0])) == M.REVERSED
     assert M.unlabelled_profile(torch.tensor([300, 41, 42, 43, 44, 100, 100, 100, 100, 100.0])) == M.CONSISTENT
     assert M.unlabelled_profile(torch.zeros(10)) == M.CONSISTENT
+
+
+def test_profile_count_rules_by_hand():
+    """Issue 32: the class-frequency count (default) vs the released code's at-most-once-per-batch count."""
+    pseudo = torch.tensor([0, 0, 0, 3, 3, 7, 9])
+    mask = torch.tensor([1.0, 1.0, 0.0, 1.0, 0.0, 0.0, 1.0])
+    assert M.profile_count_update(pseudo, mask, 10).tolist() == [2, 0, 0, 1, 0, 0, 0, 0, 0, 1]
+    # the released line current_mask[pseudo] += mask, executed sequentially: each class keeps the mask of its last
+    # pseudo-label: class 0 -> 0 (its third label is unconfident), 3 -> 0, 7 -> 0, 9 -> 1
+    assert M.profile_count_update(pseudo, mask, 10, "once_per_batch").tolist() == [0, 0, 0, 0, 0, 0, 0, 0, 0, 1]
+    keep_last = torch.tensor([1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0])
+    assert M.profile_count_update(pseudo, keep_last, 10, "once_per_batch").tolist() == [1, 0, 0, 1, 0, 0, 0, 0, 0, 1]
+    with pytest.raises(ValueError, match="profile_count"):
+        M.profile_count_update(pseudo, mask, 10, "bincount")
+    # expected counts over one 50-iteration epoch of 64 unlabelled images with perfect pseudo-labels (default
+    # scale): class c appears 64 p_c times per batch, and in a batch at all with probability 1 - (1 - p_c)^64
+    m = np.floor(300 * 20.0 ** (-np.arange(10) / 9) + 1e-9)
+    for prof, counts in (("consistent", m), ("reversed", m[::-1])):
+        p = counts / counts.sum()
+        freq, once = 50 * 64 * p, 50 * (1 - (1 - p) ** 64)
+        expected = M.CONSISTENT if prof == "consistent" else M.REVERSED
+        assert M.unlabelled_profile(torch.tensor(freq)) == expected
+        assert once.max() / once.min() < 2.0  # the once-per-batch count saturates on head classes ...
+        assert M.unlabelled_profile(torch.tensor(once)) == M.UNIFORM  # ... and reads a long tail as uniform
+
+
+def test_fusion_expert_weights_with_and_without_counts():
+    """Issue 32: with no confident pseudo-label the released code weights the three experts 1/3 each."""
+    zero = torch.zeros(10)
+    assert M.fusion_expert_weights(zero).tolist() == [1.0, 0.0, 0.0]                 # ours: follow E1
+    np.testing.assert_allclose(M.fusion_expert_weights(zero, "equal").numpy(), [1 / 3, 1 / 3, 1 / 3])
+    rev = torch.tensor([15, 20, 29, 40, 56, 79, 110, 154, 215, 300.0])
+    for rule in ("consistent", "equal"):
+        assert M.fusion_expert_weights(rev, rule).tolist() == [0.0, 0.0, 1.0]
+    with pytest.raises(ValueError, match="empty_profile"):
+        M.fusion_expert_weights(zero, "uniform")
 
 
 # ------------------------------------------------------------------------------------------------------ data
@@ -400,10 +437,16 @@ def test_profiles_are_averaged_within_a_seed():
 
 def test_config_scales_and_bad_keys():
     smoke, default, paper = _config("smoke"), _config("default"), _config("paper")
-    assert smoke.train.iterations == 60 and smoke.seeds == (1000,) and default.seeds == (1000, 1001, 1002)
+    assert smoke.train.iterations == 60 and smoke.seeds == (1000,) and default.seeds == (2000, 2001, 2002)
     assert default.min_gain_pt == 0.0 and default.adequacy.min_e3_head_acc == 0.1
     assert default.arms == ("fixmatch", "cpe", "meta_expert") and default.train.iterations == 600
     assert paper.dataset == "cifar10" and paper.model.backbone == "wrn_28_2" and paper.seeds_per_job == 1
+    # issue 32: the paper scale follows the released code (constant lr, 1/3 per expert with nothing counted); the
+    # count stays the class frequency at every scale (README: Agreement with the authors' code)
+    assert (paper.train.cosine, paper.method.empty_profile, paper.method.profile_count) == (False, "equal",
+                                                                                          "frequency")
+    assert (default.train.cosine, default.method.empty_profile, default.method.profile_count) == (
+        True, "consistent", "frequency")
     raw = merge_scale(load_yaml(YAML), "default")
     with pytest.raises(ConfigError, match="DEA losses would start"):
         build(Config, {**raw, "method": {**raw["method"], "est_epoch": 20}}, path="meta_expert")
@@ -433,6 +476,36 @@ def test_arms_share_their_initial_backbone_and_training_is_deterministic(one_thr
     assert [c["iteration"] for c in r1["curves"]] == [6, 12]
     assert r1["curves"][-1]["fuse_sup_loss"] > 0 and r1["curves"][0]["fuse_sup_loss"] == 0  # DEA from it. 6
     assert r1["final"]["w_sum_err"] < 1e-6 and len(r1["final"]["w"]) == len(split["y_test"])
+
+
+def test_learning_rate_schedules():
+    """Issue 32: the released code has no scheduler on CIFAR-10 / SVHN / STL-10 (lr 0.03 throughout its log)."""
+    from icml25.studies.meta_expert.train import _lr
+
+    cos = {"lr": 0.03, "iterations": 600, "cosine": True}
+    assert _lr(cos, 0) == 0.03 and _lr(cos, 300) == pytest.approx(0.03 * math.cos(7 * math.pi / 32))
+    assert _lr(cos, 599) == pytest.approx(0.03 * math.cos(7 * math.pi * 599 / 9600))
+    paper = _config("paper").train.model_dump()
+    assert {_lr(paper, k) for k in (0, 1024, 131072, 262143)} == {0.03}
+
+
+def test_every_module_is_optimised_and_no_counts_give_equal_fusion_weights(one_thread):
+    """The released code never trains the MFF/DEA modules (its optimizer is built before wrapping); ours does.
+    With threshold 1 no pseudo-label is confident: empty_profile=equal keeps the 1/3 weights and still trains the
+    fusion on unlabelled data."""
+    from icml25.studies.meta_expert.train import _optimizer
+
+    cfg = {k: v for k, v in _config("smoke").model_dump(mode="json").items()}
+    net = build_model("meta_expert", cfg, 0)
+    in_opt = {id(p) for g in _optimizer(net, cfg["train"]).param_groups for p in g["params"]}
+    assert in_opt == {id(p) for p in net.parameters()} and any("dea" in n for n, _ in net.named_parameters())
+    cfg["train"] = {**cfg["train"], "iterations": 6, "eval_every": 6, "epoch_iters": 2}
+    cfg["method"] = {**cfg["method"], "est_epoch": 0, "threshold": 1.0, "empty_profile": "equal"}
+    split = {k: v[::4] for k, v in D.mnist_lt(0).items()}
+    res = train_arm("meta_expert", split, cfg, 0)
+    assert res["pl_counts"] == [0.0] * 10
+    np.testing.assert_allclose(res["fusion_weights"], [1 / 3] * 3)
+    assert res["curves"][-1]["fuse_unsup_loss"] > 0
 
 
 def test_paper_scale_train_raises_clearly(tmp_path):

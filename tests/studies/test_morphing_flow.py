@@ -900,6 +900,39 @@ def test_config_scales_and_bad_keys():
         _config("default", datasets=["synth", "synth"])
 
 
+def _with_garch(garch, **gen) -> Config:
+    return _config("default", data={"synth": {"generator": {"garch": list(garch), **gen}}})
+
+
+@pytest.mark.parametrize("garch, message", [
+    ((-0.05, 0.10, 0.85), r"omega must be > 0"),        # the issue's case: it used to write an all-NaN file
+    ((0.0, 0.10, 0.85), r"omega must be > 0"),
+    ((0.05, -0.10, 0.85), r"alpha and beta must be >= 0"),
+    ((0.05, 0.10, -0.20), r"alpha and beta must be >= 0"),
+    ((0.05, 0.15, 0.85), r"alpha \+ beta must be < 1"),  # IGARCH: infinite unconditional variance
+    ((0.05, 0.30, 0.85), r"alpha \+ beta must be < 1"),
+    ((float("nan"), 0.10, 0.85), r"\(omega, alpha, beta\) must be finite"),
+])
+def test_bad_garch_parameters_fail_at_parse_time_naming_the_key(garch, message):
+    """Issue 33: a non-stationary or non-positive GARCH(1,1) is refused when the config is built (the Snakefile's
+    parse), naming the key, instead of at preprocess naming the CSV after an all-NaN file was written."""
+    with pytest.raises(ConfigError, match=r"morphing_flow\.data\.synth\.generator\.garch: " + message):
+        _with_garch(garch)
+    with pytest.raises(ValueError, match="generator garch: " + message):  # the generator refuses it too
+        D.make_fat_tailed_ett(50, 0, {**D.GENERATOR_DEFAULTS, "garch": garch})
+
+
+def test_valid_garch_edges_parse_and_give_a_finite_series():
+    """Inside the region (omega > 0, alpha, beta >= 0, alpha + beta < 1) the config builds and the series is
+    finite, e.g. white-noise variance (1, 0, 0) and alpha + beta = 0.999; amplitude ranges need 0 <= lo <= hi."""
+    for garch in ((1.0, 0.0, 0.0), (0.001, 0.099, 0.9)):
+        assert _with_garch(garch).data.synth.generator.garch == garch
+        df = D.make_fat_tailed_ett(300, 0, {**D.GENERATOR_DEFAULTS, "garch": garch})
+        assert np.isfinite(df.drop(columns="date").to_numpy()).all()
+    with pytest.raises(ConfigError, match=r"generator\.daily_amp: the amplitude range"):
+        _with_garch((0.05, 0.10, 0.85), daily_amp=[3.0, 1.0])
+
+
 def test_cuda_without_a_gpu_is_a_clear_error():
     from icml25.studies.morphing_flow.train import device_of
 

@@ -95,7 +95,98 @@ def test_ste_gradient_is_identity():
     assert torch.equal(quantize(x, 2, ste=True).detach(), quantize(x.detach(), 2, ste=False))
 
 
+def test_asymmetric_zero_point_clips_both_ends_as_the_official_code():
+    """Issue 32: z = round(-c min / s) (official quant_utils/quant_linear.py), not round(-min / s).
+
+    Hand case: x = (-4, 0, 4, 8, 11), 4 bits, c = 0.8: s = 0.8 * 15 / 15 = 0.8, z = round(0.8 * 4 / 0.8) = 4, the
+    grid is (k - 4) 0.8 for k = 0..15, i.e. [-3.2, 8.8]: -4 -> -3.2 (bottom clipped), 11 -> 8.8 (top clipped),
+    4 -> 4.0, 8 -> 8.0. The old zero point round(-min / s) = 5 gave the grid [-4, 8] (only the top clipped)."""
+    x = torch.tensor([[-4.0, 0.0, 4.0, 8.0, 11.0]], dtype=torch.float64)
+    s, z, lo, hi = quant_params(x, 4, clip=0.8)
+    assert float(s) == pytest.approx(0.8) and float(z) == 4.0 and (lo, hi) == (0, 15)
+    assert torch.allclose(quantize(x, 4, clip=0.8, ste=False),
+                          torch.tensor([[-3.2, 0.0, 4.0, 8.0, 8.8]], dtype=torch.float64), atol=1e-12)
+    # 8 bits, c = 0.9 on Gaussian rows: the official grid clips a few % at both ends (the issue measured 1.9%),
+    # the old one ~21% at the top
+    g = torch.randn(400, 256, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    s, z, _, _ = quant_params(g, 8, clip=0.9)
+    k = torch.round(g / s) + z
+    clipped = float(((k < 0) | (k > 255)).double().mean())
+    assert 0.002 < clipped < 0.05
+    mn, mx = g.amin(-1, keepdim=True), g.amax(-1, keepdim=True)
+    assert torch.allclose((0 - z) * s, 0.9 * mn, atol=float(s.max()))  # grid ends within one step of c min
+    assert torch.allclose((255 - z) * s, 0.9 * mx, atol=float(s.max()))  # ... and of c max
+
+
 # --------------------------------------------------------------------------------------------- Hadamard
+
+
+def _sylvester(d: int) -> torch.Tensor:
+    """H_d by Kronecker powers of [[1, 1], [1, -1]] (independent of method.sylvester_hadamard)."""
+    h = np.ones((1, 1))
+    while h.shape[0] < d:
+        h = np.kron(np.array([[1.0, 1.0], [1.0, -1.0]]), h)
+    return torch.from_numpy(h)
+
+
+def test_r1_signs_come_first_and_change_the_quantization_error():
+    """Issue 32: R1 = diag(r) H / sqrt(d) (official random_hadamard_matrix = matmul_hadU(diag(r))), so the merged
+    weights' per-channel quantization error depends on the sign draw (Prop. 4.4's randomness); with H diag(r) it
+    did not (the signs only flip whole output rows of R^T W, to which per-row quantization is blind)."""
+    d = 64
+    for seed in (0, 5):
+        r = hadamard_signs(d, seed)
+        assert torch.allclose(random_hadamard(d, seed), torch.diag(r) @ _sylvester(d) / 8.0, atol=1e-15)
+        x = torch.randn(3, d, dtype=torch.float64)
+        assert torch.allclose(rotate(x, r), x @ torch.diag(r) @ _sylvester(d) / 8.0, atol=1e-12)
+    w = torch.randn(d, 32, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    w[3] *= 30  # an outlier input channel
+    errs = []
+    for seed in range(20):
+        rt_w = random_hadamard(d, seed).T @ w  # the merged R1^T W, quantized per output channel (columns)
+        errs.append(float(((quantize(rt_w.T, 4, ste=False) - rt_w.T) ** 2).sum()))
+    assert np.std(errs) > 1e-3 * np.mean(errs)
+    old = [float(((quantize((_sylvester(d) * hadamard_signs(d, k) / 8.0).T @ w, 4, ste=False).T
+                   - ((_sylvester(d) * hadamard_signs(d, k) / 8.0).T @ w).T) ** 2).sum()) for k in range(20)]
+    assert np.std(old) < 1e-9 * np.mean(old)  # the old convention: the draw is inert
+
+
+def test_r2_r4_carry_no_signs_and_r2_rotates_the_v_output_online(model64, tokens):
+    """Issue 32: R2-R4 are plain H / sqrt(d); R2 leaves W_v unrotated (quantized as is) and rotates each head's V
+    output online before the V cache quantizer (official QuantLinear_R_v), while W_o gets R2^T merged."""
+    from icml25.studies.roste.model import rotation_signs
+
+    cfg = model64.cfg
+    rot = {"r1": True, **{s: s == "r2.0" for s in cfg.slots()}}
+    signs = rotation_signs({**rot, "r3.1": True, "r4.1": True}, cfg, seed=9)
+    for s in ("r2.0", "r3.1", "r4.1"):
+        assert torch.equal(signs[s], torch.ones_like(signs[s]))
+    assert not torch.equal(signs["r1"], torch.ones_like(signs["r1"]))
+    p_off, _ = deploy(model64, {**rot, "r2.0": False}, seed=9)
+    p_on, online = deploy(model64, rot, seed=9)
+    assert torch.equal(p_on["l0_wv"], p_off["l0_wv"])  # W_v not rotated
+    hd = cfg.head_dim
+    h2 = _sylvester(hd) / math.sqrt(hd)
+    wo_want = (h2.T @ p_off["l0_wo"].reshape(cfg.n_heads, hd, -1)).reshape(cfg.d_model, -1)
+    assert torch.allclose(p_on["l0_wo"], wo_want, atol=1e-12)
+    # the V cache of layer 0 under 4-bit weights only: (x Q(W_v)) per head times H / sqrt(hd), W_v unrotated
+    q = QuantConfig(4, None, None)
+    rec: dict[str, torch.Tensor] = {}
+    decoder_forward(p_on, tokens, cfg, q, online, record=rec)
+    wv = p_off["l0_wv"]
+    cols = wv.T  # rows = output channels
+    mn, mx = cols.amin(-1, keepdim=True), cols.amax(-1, keepdim=True)
+    st = (mx - mn) / 15
+    qw = ((torch.clamp(torch.round(cols / st) + torch.round(-mn / st), 0, 15) - torch.round(-mn / st)) * st).T
+    v = (rec["attn_in.0"] @ qw).reshape(*tokens.shape, cfg.n_heads, hd) @ h2
+    assert torch.allclose(rec["v.0"], v, atol=1e-10)
+    merged = (rec["attn_in.0"] @ quantize((wv.reshape(-1, cfg.n_heads, hd) @ h2).reshape(wv.shape).T, 4,
+                                          ste=False).T).reshape(*tokens.shape, cfg.n_heads, hd)
+    assert float((merged - v).abs().max()) > 1e-4  # merging R2 into W_v first quantizes another weight
+    # full precision: every configuration computes the same function
+    assert torch.allclose(decoder_forward(p_on, tokens, cfg, None, online), model64(tokens), atol=1e-10)
+
+
 
 
 @pytest.mark.parametrize("d", [1, 2, 16, 64, 128])
@@ -151,7 +242,9 @@ def test_prop44_rotated_bound_fails_in_at_most_delta_of_sign_draws():
     w = torch.zeros(d, dtype=torch.float64)
     w[[3, 17]] = 30.0  # an outlier row: the rotated bound is far below the no-rotation one
     w += torch.randn(d, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
-    h = random_hadamard(d, 0) * hadamard_signs(d, 0)  # H / sqrt(d); signs applied per draw below
+    from icml25.studies.roste.method import sylvester_hadamard
+
+    h = sylvester_hadamard(d) / math.sqrt(d)  # H / sqrt(d); signs applied per draw below
     rng = np.random.default_rng(0)
     signs = torch.from_numpy(rng.choice([-1.0, 1.0], size=(2000, d)))
     rotated = (w * signs) @ h  # R^T w with R = diag(r) H / sqrt(d) for each draw
@@ -596,3 +689,26 @@ def test_hf_loading_pins_revisions(tiny_llama, tmp_path, monkeypatch):
     reloaded = importlib.reload(hf)  # importable without transformers
     with pytest.raises(RuntimeError, match=r"roste-paper"):
         reloaded.load_causal_lm("meta-llama/Llama-3.1-8B", trust_unpinned=True)
+
+
+def test_hf_quantlinear_rotates_the_v_output_per_head_after_quantizing():
+    """Issue 32 on the paper path (no transformers needed): hf.QuantLinear with ``out_rot`` (R2 on v_proj)
+    quantizes the unrotated weight, adds the bias, then rotates each head's output by H / sqrt(hd)."""
+    from icml25.studies.roste.hf import QuantLinear
+
+    torch.manual_seed(0)
+    hd, heads, d_in = 8, 3, 16
+    lin = torch.nn.Linear(d_in, heads * hd, bias=True).double()
+    x = torch.randn(2, 5, d_in, dtype=torch.float64)
+    q = QuantConfig(4, None, None)
+    ql = QuantLinear(lin, q, out_rot=torch.ones(hd, dtype=torch.float64))
+    w = lin.weight.detach()
+    mn, mx = w.amin(-1, keepdim=True), w.amax(-1, keepdim=True)
+    st = (mx - mn) / 15
+    z = torch.round(-mn / st)
+    qw = (torch.clamp(torch.round(w / st) + z, 0, 15) - z) * st
+    h = torch.from_numpy(np.kron(np.array([[1.0, 1.0], [1.0, -1.0]]),
+                                 np.kron(np.array([[1.0, 1.0], [1.0, -1.0]]), np.array([[1.0, 1.0], [1.0, -1.0]]))))
+    want = ((x @ qw.T + lin.bias.detach()).reshape(2, 5, heads, hd) @ (h / math.sqrt(hd))).reshape(2, 5, -1)
+    with torch.no_grad():
+        assert torch.allclose(ql(x), want, atol=1e-12)

@@ -26,8 +26,8 @@ from icml25.studies.sard import experiment as X
 from icml25.studies.sard.__main__ import main as stage_cli
 from icml25.studies.sard.config import Config
 from icml25.studies.sard.identities import bayes_allocation, surrogate_bound_gaps
-from icml25.studies.sard.method import (allocation, margin_penalty, per_agent_loss, pgd_iterates, psi, ramp,
-                                        smooth_per_agent_loss, tau_weights)
+from icml25.studies.sard.method import (allocation, margin_penalty, penalty_coefficient, per_agent_loss, pgd_iterates,
+                                        psi, ramp, smooth_per_agent_loss, tau_weights)
 from icml25.studies.sard.metrics import costliest_expert
 from icml25.studies.sard.model import make_rejector
 
@@ -58,9 +58,30 @@ def test_public_api_exact_names_and_defaults():
     sig = inspect.signature(sard.sard_loss)
     assert list(sig.parameters)[:8] == ["model", "x", "costs", "eps", "steps", "nu", "rho", "inner"]
     assert (sig.parameters["nu"].default, sig.parameters["rho"].default, sig.parameters["inner"].default) == \
-        (1.0, 1.0, "joint")
+        (1.0, 1.0, "per_agent")
     sig = inspect.signature(sard.attack_objective)
     assert list(sig.parameters) == ["kind", "costs", "target"]
+
+
+def test_sard_loss_defaults_are_the_pipeline_sard_arm():
+    """Issue 33: the public ``sard_loss`` called without options computes what the pipeline's ``sard`` arm trains
+    on (it defaulted to the ramp reading and joint inner point while the arm used the smooth one)."""
+    import inspect
+
+    arm = settings("default")["arm_config"]["sard"]
+    p = inspect.signature(sard.sard_loss).parameters
+    for key in ("nu", "rho", "inner", "surrogate", "penalty_weight", "penalty_norm"):
+        assert p[key].default == arm[key], key
+    assert Config.model_fields["arm_config"].default.sard.model_dump() == arm
+    # and numerically: the default call equals the explicit call with the arm's settings
+    g = torch.Generator().manual_seed(3)
+    model = _mlp(seed=3)
+    x, c = torch.rand(16, 8, generator=g), torch.rand(16, 3, generator=g)
+    a = sard.sard_loss(model, x, c, 0.1, 3, generator=torch.Generator().manual_seed(0))
+    b = sard.sard_loss(model, x, c, 0.1, 3, arm["nu"], arm["rho"], arm["inner"], surrogate=arm["surrogate"],
+                       penalty_weight=arm["penalty_weight"], penalty_norm=arm["penalty_norm"],
+                       generator=torch.Generator().manual_seed(0))
+    assert torch.equal(a, b)
 
 
 # --------------------------------------------------------------------------------------- deferral loss
@@ -293,7 +314,7 @@ def test_sard_loss_at_eps0_is_the_surrogate_at_x_and_trains_only_the_rejector():
     for rho in (1.0, None):
         expect = sard.two_stage_surrogate(model(x), c, nu=1.0, rho=rho).mean()
         for inner in ("joint", "per_agent"):
-            got = sard.sard_loss(model, x, c, 0.0, 3, rho=rho, inner=inner)
+            got = sard.sard_loss(model, x, c, 0.0, 3, rho=rho, inner=inner, surrogate="ramp")
             assert torch.allclose(got, expect, atol=1e-6)
     x.requires_grad_(False)
     loss = sard.sard_loss(model, x, c, 0.1, 3, generator=g)
@@ -308,6 +329,12 @@ def test_margin_penalty_values_and_shift_invariance():
     r_adv = torch.tensor([[1.0, 1.0, 1.0]], dtype=torch.float64)  # d = (1, 0, -2)
     # j = 0: |1 - 0| + |1 + 2| = 4; j = 1: |0 - 1| + |0 + 2| = 3; j = 2: |-2 - 1| + |-2 - 0| = 5
     assert margin_penalty(r_adv, r).tolist() == [[4.0, 3.0, 5.0]]
+    # l2: j = 0: sqrt(1 + 9); j = 1: sqrt(1 + 4); j = 2: sqrt(9 + 4)
+    assert margin_penalty(r_adv, r, "l2")[0].tolist() == pytest.approx([math.sqrt(10), math.sqrt(5), math.sqrt(13)])
+    assert penalty_coefficient(3, 0.5, "l1") == 2.0 and penalty_coefficient(3, 0.5, "l2") == pytest.approx(
+        2 * math.sqrt(2))
+    with pytest.raises(ValueError, match="norm"):
+        margin_penalty(r_adv, r, "linf")
     shifted = r + 7.5  # the allocation only sees score differences: a common shift costs nothing
     assert torch.equal(margin_penalty(shifted, r), torch.zeros(1, 3, dtype=torch.float64))
     with pytest.raises(ValueError, match="margin_penalty"):
@@ -317,19 +344,69 @@ def test_margin_penalty_values_and_shift_invariance():
 @pytest.mark.parametrize("nu", [0.0, 1.0, 2.0])
 @pytest.mark.parametrize("rho", [0.25, 1.0, 4.0])
 def test_smooth_surrogate_upper_bounds_the_rho_margin_loss_at_every_x_adv(nu, rho):
-    """Φ_ν(r(x)/ρ, j) + (1/ρ)‖Δ_j(x′) − Δ_j(x)‖₁ ≥ Φ^ρ_ν(r(x′), j), per agent, for any pair of score rows; a weight
-    below 1 loses the guarantee (some rows violate it)."""
+    """Φ_ν(r(x)/ρ, j) + κ‖Δ_j(x′) − Δ_j(x)‖ ≥ Φ^ρ_ν(r(x′), j), per agent, for any pair of score rows, in both norms
+    (ℓ1: κ = 1/ρ; ℓ2: κ = √J/ρ by Cauchy–Schwarz) and the ℓ1 bound is the tighter one; a weight below 1 loses the
+    guarantee (some rows violate it)."""
     g = torch.Generator().manual_seed(11)
     r = torch.randn(20000, 3, generator=g, dtype=torch.float64) * 3
     r_adv = r + torch.randn(20000, 3, generator=g, dtype=torch.float64) * torch.rand(20000, 1, generator=g,
                                                                                          dtype=torch.float64) * 3
     ramp_loss = per_agent_loss(r_adv, nu=nu, rho=rho)
-    gap = smooth_per_agent_loss(r_adv, r, nu=nu, rho=rho) - ramp_loss
-    assert gap.min().item() >= -1e-12
+    b1 = smooth_per_agent_loss(r_adv, r, nu=nu, rho=rho)
+    b2 = smooth_per_agent_loss(r_adv, r, nu=nu, rho=rho, norm="l2")
+    assert (b1 - ramp_loss).min().item() >= -1e-12 and (b2 - ramp_loss).min().item() >= -1e-12
+    assert (b2 - b1).min().item() >= -1e-12 and (b2 - b1).max().item() > 0.1
     # with x′ = x the bound is the comp-sum at r/ρ, which is >= the ramp loss at r
     assert torch.allclose(smooth_per_agent_loss(r, r, nu=nu, rho=rho), per_agent_loss(r / rho, nu=nu))
-    weak = smooth_per_agent_loss(r_adv, r, nu=nu, rho=rho, weight=0.03) - ramp_loss
-    assert weak.min().item() < 0
+    for norm in ("l1", "l2"):
+        weak = smooth_per_agent_loss(r_adv, r, nu=nu, rho=rho, weight=0.03, norm=norm) - ramp_loss
+        assert weak.min().item() < 0
+
+
+def _linear(W):
+    return lambda x: x @ W.T
+
+
+def test_per_agent_supremum_beats_the_joint_point_on_a_constructed_case():
+    """Issue 33: eq. (12) takes the supremum per agent, Σ_j τ_j sup_{x′} ℓ_j(x′) ≥ sup_{x′} Σ_j τ_j ℓ_j(x′), strictly
+    when the agents' worst points differ. (a) Comp-sum inner objective (sard_ce path, and the ramp reading's attack),
+    1-D input, linear scores r = (0, u, −u) at u = x′ − x ∈ [−ε, ε], c = (1, 1, 1) so τ = 2: agent 1's loss is
+    largest at u = −ε, agent 2's at +ε, agent 0's at ±ε; closed forms: per agent 2(3L + 2ε), joint 2·3L with
+    L = log(1 + e^ε + e^{−ε}). (b) Smooth surrogate, 2-D input, scores (0, u₁ + u₂, u₁ − u₂): the ℓ1 penalties of
+    agents 0, 1, 2 peak at 2ε (any vertex), 4ε at ±(ε, ε), 4ε at ±(ε, −ε); no single point reaches more than
+    Σ = 8ε, the per-agent supremum is 10ε. PGD per agent must exceed the joint *supremum*, so no joint point can
+    match it."""
+    n, c = 256, torch.ones(256, 3, dtype=torch.float64)
+    model = _linear(torch.tensor([[0.0], [1.0], [-1.0]], dtype=torch.float64))
+    x = torch.zeros(n, 1, dtype=torch.float64)
+    eps = 0.5
+    L = math.log(1 + math.exp(eps) + math.exp(-eps))
+    got = {inner: sard.sard_loss(model, x, c, eps, 10, rho=None, inner=inner, clip=None,
+                                 generator=torch.Generator().manual_seed(0)).item() for inner in ("joint", "per_agent")}
+    assert got["joint"] == pytest.approx(2 * 3 * L, abs=1e-9)
+    assert got["per_agent"] == pytest.approx(2 * (3 * L + 2 * eps), abs=1e-9)
+    # (b) the smooth surrogate with w = 1 (l1): loss - clean term = w * tau * sum of the penalties at the points
+    model = _linear(torch.tensor([[0.0, 0.0], [1.0, 1.0], [1.0, -1.0]], dtype=torch.float64))
+    x, eps = torch.zeros(n, 2, dtype=torch.float64), 0.1
+    clean = (tau_weights(c) * per_agent_loss(model(x))).sum(dim=1).mean().item()
+    pen = {inner: (sard.sard_loss(model, x, c, eps, 10, rho=1.0, inner=inner, surrogate="smooth",
+                                  penalty_weight=1.0, penalty_norm="l1", clip=None,
+                                  generator=torch.Generator().manual_seed(0)).item() - clean) / 2
+           for inner in ("joint", "per_agent")}
+    assert pen["joint"] <= 8 * eps + 1e-9 and pen["per_agent"] <= 10 * eps + 1e-9  # PGD never beats the supremum
+    assert pen["joint"] == pytest.approx(8 * eps, abs=1e-9)  # the joint supremum is reached
+    assert pen["per_agent"] > 8 * eps + 0.5 * eps  # well above anything a joint point can reach
+
+
+def test_l2_penalty_has_a_finite_gradient_at_eps0():
+    model = _mlp(seed=4)
+    g = torch.Generator().manual_seed(4)
+    x, c = torch.rand(8, 8, generator=g), torch.rand(8, 3, generator=g)
+    loss = sard.sard_loss(model, x, c, 0.0, 2, penalty_norm="l2", penalty_weight=1.0)
+    loss.backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters())
+    with pytest.raises(ValueError, match="penalty_norm"):
+        sard.sard_loss(model, x, c, 0.1, 2, penalty_norm="l3")
 
 
 def test_smooth_sard_loss_values_and_gradient_towards_a_cheaper_trailing_agent():
@@ -344,7 +421,8 @@ def test_smooth_sard_loss_values_and_gradient_towards_a_cheaper_trailing_agent()
     # eps > 0: the loss is the clean term plus w/rho times the tau-weighted penalty at the PGD point, and PGD on the
     # penalty makes it positive; the weight scales exactly that part
     clean = (tau * per_agent_loss(model(x), nu=1.0)).sum(dim=1).mean()
-    l1 = sard.sard_loss(model, x, c, 0.2, 5, surrogate="smooth", generator=torch.Generator().manual_seed(0))
+    l1 = sard.sard_loss(model, x, c, 0.2, 5, surrogate="smooth", penalty_weight=1.0,
+                        generator=torch.Generator().manual_seed(0))
     l3 = sard.sard_loss(model, x, c, 0.2, 5, surrogate="smooth", penalty_weight=3.0,
                         generator=torch.Generator().manual_seed(0))
     assert l1.item() > clean.item() + 1e-4
@@ -492,9 +570,13 @@ def test_cost_functions_values():
 def test_config_scales_build_and_bad_values_name_the_key():
     smoke, default, paper = (settings(s) for s in ("smoke", "default", "paper"))
     assert smoke["datasets"] == ["digits"] and smoke["seeds"] == [0] and smoke["digits"]["epochs"] == 5
+    from icml25.studies.sard.config import SARD_PENALTY_NORM, SARD_PENALTY_WEIGHT
+
     assert default["arm_config"]["sard"] == {"loss": "adversarial", "nu": 1.0, "rho": 1.0, "surrogate": "smooth",
-                                             "penalty_weight": 0.03, "inner": "joint", "rho_warmup_epochs": 0,
+                                             "penalty_weight": SARD_PENALTY_WEIGHT, "penalty_norm": SARD_PENALTY_NORM,
+                                             "inner": "per_agent", "rho_warmup_epochs": 0,
                                              "agents_see_perturbation": False}
+    assert default["arm_config"]["sard_ce"]["inner"] == "per_agent"
     assert default["adequacy"] == {"collapse_share": 0.99} and E.COLLAPSE_SHARE == 0.99
     assert default["attack"]["eps_grid"] == [0.0, 0.05, 0.1, 0.2] and default["train"]["steps"] == 10
     assert paper["device"] == "cuda" and paper["seeds_per_job"] == 1 and "cifar10" in paper["datasets"]

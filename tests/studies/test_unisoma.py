@@ -129,6 +129,134 @@ def test_one_class_runs_variable_counts_and_rejects_mismatch():
         model(loads[:3], rigids, defs)
 
 
+# ------------------------------------------------------------------- agreement with the authors' code (issue 32)
+def test_parameter_count_of_a_tiny_config_written_out_by_hand():
+    """2 loads, 1 rigid, 2 deformables (pairs (0,1), (0,2), (1,2)), C 4, M 2, P 1, ratio 4, edges. Linear(a, b) has
+    a·b + b parameters, LayerNorm(C) 2C; q/k/v carry no bias; the head is C -> 4C -> 5."""
+    C, M, R = 4, 2, 16                                          # R = mlp_ratio * C
+    lin = lambda a, b, bias=True: a * b + (b if bias else 0)
+    ln = 2 * C
+    ffn = lin(C, R) + lin(R, C)                                 # 148
+    att = 3 * ln + 3 * lin(C, C, bias=False) + lin(C, C)        # 3 LNs, q/k/v without bias, biased W_o: 92
+    slice_ = 2 * lin(C, C) + C + lin(C, M) + M                  # in_x, in_f, placeholder, to_w, tau: 56
+    edge = lin(1, C) + C + lin(M, M) + M                        # edge_in, placeholder, edge_w, tau_e: 20
+    expected = (2 * lin(6, C) + 1 * lin(3, C) + 2 * (lin(3, 2 * C) + lin(2 * C, C))   # embeddings
+                + 3 * slice_ + 2 * (slice_ + edge)                                      # slicing
+                + 3 * (2 * ln + att)                                                    # 3 contact blocks
+                + 2 * (lin(C, C) + ln + ffn)                                            # contact allocation (K=3)
+                + 2 * lin(C, C)                                                         # load allocation (K=2)
+                + 2 * (3 * ln + att + ln + ffn)                                         # triplets
+                + 2 * (C + ffn)                                                         # deslice
+                + 2 * (lin(C, R) + lin(R, 5)))                                          # head C -> 4C -> 5
+    assert expected == 2422
+    cfg = UnisomaConfig(n_loads=2, n_rigids=1, n_deformables=2, width=C, n_slices=M, n_layers=1, n_heads=2)
+    assert param_count(Unisoma(cfg)) == expected
+
+
+def test_parameter_count_of_the_default_config_equals_the_official_models():
+    """185,034 was counted on the official model (therontau0054/Unisoma @ 8f4dd83) at the default config; the
+    project's earlier model had 177,290 (one LayerNorm, biased qkv, head C -> C -> 5, allocation modules at K = 1)."""
+    assert param_count(Unisoma(UnisomaConfig(width=32, n_slices=8, n_layers=2, n_heads=4))) == 185_034
+
+
+def test_edge_slice_temperature_sits_inside_the_linear():
+    """w_e = softmax(W_e((w_src + w_dst)/τ_e) + b_e), written out in numpy on a 3-node, 2-edge case. With a non-zero
+    bias and τ_e = 0.3 this differs from softmax((W_e(w_src + w_dst) + b_e)/τ_e)."""
+    torch.manual_seed(3)
+    blk = SliceBlock(4, 3, use_edge=True).double()
+    with torch.no_grad():
+        blk.tau_e.fill_(0.3)
+        blk.edge_w.bias.copy_(torch.tensor([0.5, -1.0, 2.0]))
+    f = torch.randn(1, 3, 4, dtype=torch.float64)
+    length = torch.tensor([[[0.7], [1.3]]], dtype=torch.float64)
+    index = torch.tensor([[[0, 1], [2, 0]]])
+    with torch.no_grad():
+        tokens, w = blk(f, (length, index))
+    P = {k: v.detach().numpy() for k, v in blk.named_parameters()}
+    sm = lambda a: np.exp(a - a.max(-1, keepdims=True)) / np.exp(a - a.max(-1, keepdims=True)).sum(-1, keepdims=True)
+    x = f[0].numpy()
+    wn = sm(((x @ P["in_x.weight"].T + P["in_x.bias"] + P["placeholder"]) @ P["to_w.weight"].T + P["to_w.bias"])
+            / P["tau"])
+    np.testing.assert_allclose(w[0].numpy(), wn, atol=1e-14)
+    s = np.stack([wn[0] + wn[1], wn[2] + wn[0]])                          # w_src + w_dst per edge
+    we = sm((s / P["tau_e"]) @ P["edge_w.weight"].T + P["edge_w.bias"])
+    we_old = sm((s @ P["edge_w.weight"].T + P["edge_w.bias"]) / P["tau_e"])
+    assert np.abs(we - we_old).max() > 1e-2                               # the two readings differ here
+    g = length[0].numpy() @ P["edge_in.weight"].T + P["edge_in.bias"] + P["edge_placeholder"]
+    fx = x @ P["in_f.weight"].T + P["in_f.bias"]
+    num = wn.T @ fx + (3 / 2) * we.T @ g
+    den = wn.sum(0) + (3 / 2) * we.sum(0)
+    np.testing.assert_allclose(tokens[0].numpy(), num / (den[:, None] + 1e-5), atol=1e-13)
+
+
+def test_every_deformable_allocates_over_all_contact_pairs():
+    """Pair (0, 2) joins deformable 0 and the rigid; deformable 1 is not in it, yet its output depends on that
+    pair's contact block (official). A contact block of a pair is the only path there: perturbing it moves
+    deformable 1's output."""
+    cfg = UnisomaConfig(n_loads=1, n_rigids=1, n_deformables=2, width=8, n_slices=3, n_layers=1, n_heads=2,
+                        use_edge=False)
+    assert cfg.pairs() == ((0, 1), (0, 2), (1, 2))
+    torch.manual_seed(0)
+    model = Unisoma(cfg).double()
+    loads, rigids, defs = random_inputs(cfg, {"loads": [4], "rigids": [5], "deformables": [6, 7]})
+    with torch.no_grad():
+        base = model(loads, rigids, defs)
+        for p in model.layers[0]["contact"][1].parameters():             # the block of pair (0, 2)
+            p.add_(0.5)
+        moved = model(loads, rigids, defs)
+    assert float((moved[1] - base[1]).abs().max()) > 1e-6
+    assert len(model.layers[0]["contact_alloc"]) == 2                     # one allocation over K = 3 per deformable
+
+
+def test_attention_matches_a_formula_written_out():
+    """Attention(x) = W_o softmax(q kᵀ/√C) v + b_o per head, q = W_q LN_q(x), k = W_k LN_k(x), v = W_v LN_v(x);
+    q/k/v have no bias, the three LayerNorms are distinct (here given different affine parameters)."""
+    from icml25.studies.unisoma.model import Attention
+    torch.manual_seed(1)
+    att = Attention(4, 2).double()
+    assert att.q.bias is None and att.k.bias is None and att.v.bias is None and att.out.bias is not None
+    with torch.no_grad():
+        for i, n in enumerate((att.nq, att.nk, att.nv)):
+            n.weight.copy_(torch.randn(4)); n.bias.fill_(0.1 * (i + 1))
+    x = torch.randn(1, 3, 4, dtype=torch.float64)
+    with torch.no_grad():
+        out = att(x)[0].numpy()
+    P = {k: v.detach().numpy() for k, v in att.named_parameters()}
+    xn = x[0].numpy()
+    z = (xn - xn.mean(-1, keepdims=True)) / np.sqrt(xn.var(-1, keepdims=True) + 1e-5)
+    q, k, v = (((z * P[f"{n}.weight"] + P[f"{n}.bias"]) @ P[f"{w}.weight"].T)
+               for n, w in (("nq", "q"), ("nk", "k"), ("nv", "v")))
+    heads = []
+    for h in range(2):
+        sl = slice(2 * h, 2 * h + 2)
+        a = q[:, sl] @ k[:, sl].T / 2.0                                   # scale 1/√C with C = 4
+        a = np.exp(a - a.max(-1, keepdims=True)); a /= a.sum(-1, keepdims=True)
+        heads.append(a @ v[:, sl])
+    expected = np.concatenate(heads, -1) @ P["out.weight"].T + P["out.bias"]
+    np.testing.assert_allclose(out, expected, atol=1e-14)
+
+
+def test_official_initialisation():
+    """Linear weights trunc-normal(0.02) (pooled sd within 5 % of 0.02, none beyond ±2), every bias 0, LayerNorm
+    1/0, placeholders U(0, 1)/C, temperatures 0.5; the head's hidden width is 4C."""
+    cfg = UnisomaConfig(width=32, n_slices=8, n_layers=2, n_heads=4)
+    torch.manual_seed(0)
+    model = Unisoma(cfg)
+    ws = torch.cat([m.weight.detach().flatten() for m in model.modules() if isinstance(m, torch.nn.Linear)])
+    assert abs(float(ws.std()) - 0.02) < 0.001 and float(ws.abs().max()) <= 2.0
+    assert all(float(m.bias.detach().abs().max()) == 0 for m in model.modules()
+               if isinstance(m, torch.nn.Linear) and m.bias is not None)
+    for m in model.modules():
+        if isinstance(m, torch.nn.LayerNorm):
+            assert torch.equal(m.weight, torch.ones(32)) and torch.equal(m.bias, torch.zeros(32))
+    ph = [p for n, p in model.named_parameters() if "placeholder" in n]
+    assert len(ph) == 6 + 2 + 2                                           # 6 slice, 2 edge and 2 deslice placeholders
+    allph = torch.cat([p.detach().flatten() for p in ph])
+    assert float(allph.min()) >= 0 and float(allph.max()) <= 1 / 32 and float(allph.std()) > 0
+    assert all(torch.equal(p, torch.full_like(p, 0.5)) for n, p in model.named_parameters() if "tau" in n)
+    assert model.head[0][0].out_features == 4 * 32 and model.head[0][2].out_features == 5
+
+
 def test_implicit_baseline_matches_parameters_within_ten_percent():
     ucfg = UnisomaConfig(width=32, n_slices=8, n_layers=2, n_heads=4)
     icfg = matched_implicit(ucfg)

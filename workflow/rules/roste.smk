@@ -1,7 +1,7 @@
 # roste: RoSTE quantization-aware SFT with adaptive rotations (ICML 2025; https://arxiv.org/abs/2502.09003).
 # Method and reconstructions: src/icml25/studies/roste/README.md.
 # smoke/default: prepare (generated data) -> pretrain (one tiny decoder per alpha) -> preprocess (rotation search
-# per alpha and seed) -> train (one job per trained arm and seed chunk) -> evaluate (claims.json) -> report.
+# per alpha and seed) -> train (one job per alpha trains its arms; paper: per arm) -> evaluate (claims.json) -> report.
 # paper: prepare (the dataset's manifest files; the model into the HF cache) -> pretrain (tokenise; the hub model is
 # the SFT start) -> preprocess (rotation search) -> train (GPU jobs) -> evaluate -> report (roste/paper_stages.py).
 
@@ -24,6 +24,13 @@ _ROSTE_ARM_ALPHA = {
     for a in _ROSTE["arms"]
 }
 _ROSTE_ALPHAS = sorted(set(_ROSTE_ARM_ALPHA.values()))
+# train jobs: smoke/default train every arm of one alpha in one job (group "a30", "a1": each job pays ~4 CPU-s of
+# start-up); paper scale one arm per job (GPU jobs of hours each)
+_ROSTE_GROUPS = {}
+for _a in _ROSTE_TRAINED:
+    _ROSTE_GROUPS.setdefault(
+        _a if _ROSTE_PAPER else f"a{_ROSTE_ARM_ALPHA[_a]}", []
+    ).append(_a)
 _ROSTE_ROT = res("roste", "processed", "rotcfg_a{alpha}_seed{seed}.json")
 _ROSTE_MANIFEST = _roste_read_manifest(
     Path(_roste_pkg.__file__).with_name("manifest.csv")
@@ -111,43 +118,52 @@ rule roste__preprocess:
         + " --set alpha={wildcards.alpha} --in {input.data} {input.model} --out {output} > {log} 2>&1"
 
 
-rule roste__train:
-    input:
-        lambda w: [
-            *_ROSTE_DATA,
-            _ROSTE_PRE.format(alpha=_ROSTE_ARM_ALPHA[w.arm]),
-            *(
-                expand(
-                    _ROSTE_ROT,
-                    alpha=_ROSTE_ARM_ALPHA[w.arm],
-                    seed=seed_chunks("roste")[int(w.chunk)],
-                )
-                if w.arm.startswith("roste")
-                else []
-            ),
-        ],
-    output:
-        res("roste", "models", "{arm}", "chunk{chunk}.pt"),
-    log:
-        logf("roste", "train_{arm}_chunk{chunk}"),
-    benchmark:
-        bench("roste", "train_{arm}_chunk{chunk}")
-    wildcard_constraints:
-        arm="[a-z0-9_]+",
-        chunk=r"\d+",
-    conda:
-        "../../envs/roste.yaml" if not _ROSTE_PAPER else "../../envs/roste-paper.yaml"
-    threads: 1
-    resources:
-        mem_mb=512000 if _ROSTE_PAPER else 2000,
-        runtime=1440 if _ROSTE_PAPER else 30,
-        gpu=_ROSTE_GPUS,
-    params:
-        **stage_params("roste", "train"),
-        seeds=lambda w: " ".join(map(str, seed_chunks("roste")[int(w.chunk)])),
-    shell:
-        stage_cmd("roste", "train")
-        + " --arm {wildcards.arm} --seeds {params.seeds} --in {input} --out {output} > {log} 2>&1"
+def _roste_train_inputs(group):
+    alpha = _ROSTE_ARM_ALPHA[_ROSTE_GROUPS[group][0]]
+    searched = any(a.startswith("roste") for a in _ROSTE_GROUPS[group])
+    return lambda w: [
+        *_ROSTE_DATA,
+        _ROSTE_PRE.format(alpha=alpha),
+        *(
+            expand(_ROSTE_ROT, alpha=alpha, seed=seed_chunks("roste")[int(w.chunk)])
+            if searched
+            else []
+        ),
+    ]
+
+
+# one train rule per group (its outputs are the group's arms' chunk files)
+for _g, _arms in _ROSTE_GROUPS.items():
+
+    rule:
+        name:
+            f"roste__train_{_g}"
+        input:
+            _roste_train_inputs(_g),
+        output:
+            [res("roste", "models", _a, "chunk{chunk}.pt") for _a in _arms],
+        log:
+            logf("roste", f"train_{_g}_chunk{{chunk}}"),
+        benchmark:
+            bench("roste", f"train_{_g}_chunk{{chunk}}")
+        wildcard_constraints:
+            chunk=r"\d+",
+        conda:
+            "../../envs/roste.yaml"
+            if not _ROSTE_PAPER
+            else "../../envs/roste-paper.yaml"
+        threads: 1
+        resources:
+            mem_mb=512000 if _ROSTE_PAPER else 2000,
+            runtime=1440 if _ROSTE_PAPER else 30,
+            gpu=_ROSTE_GPUS,
+        params:
+            **stage_params("roste", "train"),
+            arms=",".join(_arms),
+            seeds=lambda w: " ".join(map(str, seed_chunks("roste")[int(w.chunk)])),
+        shell:
+            stage_cmd("roste", "train")
+            + " --arm {params.arms} --seeds {params.seeds} --in {input} --out {output} > {log} 2>&1"
 
 
 rule roste__evaluate:

@@ -38,6 +38,7 @@ rules (a paper claim without a boolean ``paper_data``, a claim without ``ci_meth
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -72,6 +73,7 @@ CLAIMS_SCHEMA: dict[str, Any] = {
         "config_hash": {"type": "string"},
         "paper": {"type": "object", "properties": {"title": {"type": "string"}, "ref": {"type": "string"}}},
         "seeds": {"type": "array", "items": {"type": "integer"}},
+        "rehearsal": {"type": "boolean"},
         "claims": {
             "type": "array",
             "minItems": 1,
@@ -526,9 +528,32 @@ def write_claims(path: str | Path, *, study: str, scale: str, data_source: str, 
     doc = {"study": study, "scale": scale, "data_source": data_source, "config_hash": config_hash,
            "paper": dict(paper or {}), "seeds": [int(s) for s in seeds],
            "claims": [_clean(asdict(c)) for c in claims]}
+    from .rehearsal import ENV as REHEARSAL_ENV
+
+    if os.environ.get(REHEARSAL_ENV):
+        doc = mark_rehearsal(doc)
     validate_claims(doc)
     write_json(path, doc)
     return doc
+
+
+REHEARSAL_NOTE = "rehearsal: decided on miniature stand-ins of the paper's files, not on the paper's data"
+
+
+def mark_rehearsal(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """A claims document of a paper-scale rehearsal (``icml25.core.rehearsal``): the paper code ran on miniature
+    files in the real formats, so nothing in it was decided on the paper's data, whatever the study's code believes
+    (it read the files through the real manifest's rows): ``rehearsal: true`` at the top, every ``paper_data``
+    True becomes False, and the claim's note and data say why."""
+    out = {**doc, "rehearsal": True, "claims": []}
+    for c in doc["claims"]:
+        c = {**c, "evidence": dict(c["evidence"])}
+        if c["evidence"].get("paper_data") is True:
+            c["evidence"]["paper_data"] = False
+        c["data"] = f"[rehearsal miniature] {c.get('data', '')}".strip()
+        c["note"] = "; ".join(x for x in (REHEARSAL_NOTE, c.get("note", "")) if x)
+        out["claims"].append(c)
+    return out
 
 
 def load_claims(path: str | Path) -> dict[str, Any]:

@@ -166,7 +166,7 @@ def stage_main(slug: str, config_cls: type, stages: Mapping[str, StageFn], argv:
     # every raw input that a download recorded (<file>.sha256) is re-hashed before any stage reads it
     verify_recorded_inputs(stage.inputs)
     if args.no_track:
-        fn(stage, _NullRun())
+        work = _timed(fn, stage, _NullRun())
     else:
         from .tracking import stage_run
 
@@ -174,10 +174,59 @@ def stage_main(slug: str, config_cls: type, stages: Mapping[str, StageFn], argv:
         with stage_run(slug, args.stage, arm=args.arm, seed=seed, scale=scale, data_source=args.data_source,
                        config=raw, results_dir=args.results, inputs=stage.inputs, outputs=stage.outputs,
                        seeds=stage.seeds) as run:
-            fn(stage, run)
+            work = _timed(fn, stage, run)
             run.log_metric("job/wall_s", time.perf_counter() - t0)
+            run.log_metric("job/startup_cpu_s", work[0])
+            run.log_metric("job/work_cpu_s", work[1])
     log.info("%s %s: done in %.1f s", slug, args.stage, time.perf_counter() - t0)
+    # one machine-readable line per job: benchmarks/pipeline.py splits each job's CPU time into start-up and work
+    print(f"{JOB_CPU_MARK} startup={work[0]:.3f} work={work[1]:.3f}", file=sys.stderr, flush=True)
     return 0
+
+
+JOB_CPU_MARK = "icml25-job-cpu:"  #: prefix of the per-job CPU line in every stage's log
+
+
+def _timed(fn: Callable[..., Any], *args: Any) -> tuple[float, float]:
+    """Run the stage function; return (start-up, work) in CPU seconds of all the process's threads
+    (``process_time``). Start-up is what the job spent before the function (interpreter, imports, tracking
+    set-up, input re-hashing) plus the imports the function itself triggered (a lazy ``import torch`` is start-up
+    wherever it happens; timed by :class:`_ImportClock`); work is the rest of the function."""
+    before = time.process_time()
+    with _ImportClock() as imports:
+        fn(*args)
+    inside = time.process_time() - before
+    return before + imports.cpu, max(0.0, inside - imports.cpu)
+
+
+class _ImportClock:
+    """Context manager summing the CPU seconds spent in outermost ``import`` statements (``builtins.__import__``;
+    nested imports are inside their parent's time). Cost: one Python call per import statement executed."""
+
+    def __init__(self) -> None:
+        self.cpu = 0.0
+        self._depth = 0
+
+    def __enter__(self) -> _ImportClock:
+        import builtins
+
+        self._builtins, self._original = builtins, builtins.__import__
+
+        def timed_import(*args: Any, **kwargs: Any) -> Any:
+            if self._depth:
+                return self._original(*args, **kwargs)
+            self._depth += 1
+            t0 = time.process_time()
+            try:
+                return self._original(*args, **kwargs)
+            finally:
+                self.cpu += time.process_time() - t0
+                self._depth -= 1
+        builtins.__import__ = timed_import
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._builtins.__import__ = self._original
 
 
 def expected_errors() -> tuple[type[BaseException], ...]:

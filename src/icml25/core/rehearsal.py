@@ -22,7 +22,8 @@ under ``results/rehearsal/mirror/`` and, per study, a copy of its ``manifest.csv
 ``size`` (and ``md5``) of the miniature rows differ; jobs get ``--rehearsal <that dir>`` and ``--mirror <that
 dir>`` and ``--data-source remote``, and :func:`manifest_override` makes ``core.download.read_manifest`` read the
 rehearsal manifest, so every file is fetched and hash-checked exactly as on the cluster. Results go to
-``results/rehearsal/`` (never mixed with ``results/paper/``); claims.json keeps ``scale: paper``.
+``results/rehearsal/`` (never mixed with ``results/paper/``); claims.json keeps ``scale: paper``, says
+``rehearsal: true`` and has no claim decided on the paper's data (``core.claims.mark_rehearsal``).
 """
 from __future__ import annotations
 

@@ -57,6 +57,8 @@ class TrainSection(Section):
     lr: float = Field(3e-3, gt=0, description="AdamW learning rate")
     weight_decay: float = Field(0.1, ge=0, description="AdamW weight decay")
     epochs: int = Field(3, ge=1, description="epochs (validation NDCG@10 after each selects the model)")
+    val_users: int | None = Field(None, ge=1, description="validation users scored after each epoch for model "
+                                  "selection (the first ones in user order; null: all) [R: CPU time]")
 
 
 class InferSection(Section):

@@ -149,7 +149,8 @@ def run(settings: Mapping[str, Any], arm: str, seed: int, items: Sequence[tuple[
     """Train ``arm`` (fixed_tokens | naive_seg | spr, ``ml_`` prefix allowed) with ``seed`` and evaluate it.
 
     ``settings``: ``model`` (backend, d_model, d_ff, n_heads, n_enc, n_dec, d_kv, dropout), ``train`` (history,
-    batch, lr, weight_decay, epochs, max_targets), ``infer`` (beams, q). ``tok`` is the arm's tokenizer (no merges
+    batch, lr, weight_decay, epochs, max_targets, val_users: the first ``val_users`` validation users select the
+    epoch, None = all), ``infer`` (beams, q). ``tok`` is the arm's tokenizer (no merges
     for fixed_tokens). ``log(name, value, step)`` receives ``train_loss`` per step and ``val_ndcg10`` per epoch.
     Returns curves, the selected epoch, the state dict and test ranks (``test_q1``, ``test_fused``), invalid rate
     and utilisation."""
@@ -167,7 +168,7 @@ def run(settings: Mapping[str, Any], arm: str, seed: int, items: Sequence[tuple[
     max_len = tr["history"] * tok.n_categories + 2
     model = build_model(tok.vocab_size + 2, mc, max_len)
     opt = torch.optim.AdamW(model.parameters(), lr=tr["lr"], weight_decay=tr["weight_decay"])
-    valid = [(h[-tr["history"]:], t) for h, t in splits["valid"]]
+    valid = [(h[-tr["history"]:], t) for h, t in splits["valid"]][:tr.get("val_users") or None]
     losses, val, best, best_state, step = [], [], -1.0, None, 0
     for epoch in range(tr["epochs"]):
         model.train()

@@ -17,8 +17,8 @@ proportional to the sequences that hold the pair. After a merge each affected se
 the heap always equals a brute-force recount (the official incremental update does not subtract vanished pairs).
 
 Encoding (§3.3): set permutation regularisation (``shuffle="feature"``) permutes each action's feature tokens and
-applies BPE to the flat sequence (leftmost pair of smallest rule id first); ``"none"`` applies the best-scoring rule
-on the linked list with the same update rules as the construction.
+applies BPE to the flat sequence (leftmost pair of smallest rule id first); ``"none"`` repeatedly merges the
+best-scoring (rule, place) on the linked list at that place only (official ``encode(..., shuffle="none")``).
 
 Token ids: PAD = 0; the F features (category k, value v) present get ids 1..F in (k, v) order; ``n_init = F + 1``;
 merge ``i`` creates id ``n_init + i``; ``vocab_size = n_init + len(merges)``; BOS = ``vocab_size``, EOS = ``+1``.
@@ -209,6 +209,44 @@ def apply_merge(nodes: Sequence[Sequence[int]], slots: Sequence[int], a: int, b:
     return ns, ss
 
 
+def merge_at(nodes: Sequence[Sequence[int]], slots: Sequence[int], a: int, b: int, new: int,
+             place: tuple[str, int]) -> State:
+    """The state after merging ``(a, b)`` into ``new`` at one place only (a copy), then :func:`normalize`; the
+    naive encoding's update (official ``encode(..., shuffle="none")``). ``place``:
+
+    * ``("in", j)``: a, b in A_j; ``new`` goes first, a and b leave;
+    * ``("slot_left", j)`` / ``("slot_right", j)``: s_j holds one member, A_j / A_{j+1} the other, which leaves;
+      s_j <- new;
+    * ``("across", j)``: s_j empty, a in A_j and b in A_{j+1} (tested first) or the reverse; both leave, s_j <- new.
+    """
+    ns = [list(A) for A in nodes]
+    ss = list(slots)
+    kind, j = place
+    if kind == "in":
+        A = ns[j]
+        A.remove(a)
+        A.remove(b)
+        A.insert(0, new)
+    elif kind in ("slot_left", "slot_right"):
+        node = ns[j] if kind == "slot_left" else ns[j + 1]
+        other = b if ss[j] == a else a
+        node.remove(other)
+        ss[j] = new
+    elif kind == "across":
+        A, B = ns[j], ns[j + 1]
+        if a in A and b in B:
+            A.remove(a)
+            B.remove(b)
+        else:
+            A.remove(b)
+            B.remove(a)
+        ss[j] = new
+    else:
+        raise ValueError(f"merge_at: unknown place {place!r}")
+    normalize(ns, ss)
+    return ns, ss
+
+
 def flatten_state(nodes: Sequence[Sequence[int]], slots: Sequence[int]) -> list[int]:
     """Tokens of the units in order: ``A_1, s_1, A_2, ...`` (empty slots skipped)."""
     out: list[int] = []
@@ -300,9 +338,13 @@ class ActionPieceTokenizer:
         return toks
 
     def _encode_none(self, sequence: Sequence[Sequence[int]]) -> list[int]:
-        """Naive segmentation: repeatedly apply the rule of highest score, priority·2/|A| inside a node and
-        priority/(|A||B|) across units (a slot counts as size 1), ties to the first hit of the scan, with the
-        update rules of :func:`apply_merge`; output the units in order."""
+        """Naive segmentation (§4.4 ablation ii; official ``encode(..., shuffle="none")``): repeatedly find the
+        best-scoring (rule, place) on the linked list and merge **at that place only** (:func:`merge_at`), then
+        tidy empty nodes (:func:`normalize`); output the units in order.
+
+        Scores: priority·2/|A| for a pair inside a node A; priority/|A| between a node A and the filled slot next
+        to it; priority/(|A||B|) across adjacent nodes A, B when the slot between them is empty. Scan order per
+        node j: inside A_j, then (A_j, s_j) and (A_{j+1}, s_j), or (A_j, A_{j+1}); ties go to the first hit."""
         if not self.merges:
             return [t for it in sequence for t in self.item_tokens(it)]
         nodes, slots = self.initial_state(sequence)
@@ -310,40 +352,39 @@ class ActionPieceTokenizer:
         W = self._int_priorities()
         rank = self.rank
         while True:
-            best_score, best = 0, None
-
-            def consider(u: int, v: int, size: int) -> None:
-                nonlocal best_score, best
-                r = rank.get(_key(u, v))
-                if r is not None:
-                    score = W[r] * (L // size)  # priority·L² / size (exact; size divides L)
-                    if score > best_score:
-                        best_score, best = score, r
-
+            best_score, best, place = 0, None, None
             for j, A in enumerate(nodes):
                 n = len(A)
                 for i in range(n):
                     for k in range(i + 1, n):
                         r = rank.get(_key(A[i], A[k]))
                         if r is not None:
-                            score = 2 * W[r] * (L // n)
+                            score = 2 * W[r] * (L // n)  # priority·L²·2/|A| (exact; |A| divides L)
                             if score > best_score:
-                                best_score, best = score, r
-                if j + 1 < len(nodes):
-                    B, s = nodes[j + 1], slots[j]
-                    if s:
-                        for u in A:
-                            consider(u, s, len(A))
+                                best_score, best, place = score, r, ("in", j)
+                if j + 1 >= len(nodes):
+                    continue
+                B, s = nodes[j + 1], slots[j]
+                if s:
+                    for node, kind in ((A, "slot_left"), (B, "slot_right")):
+                        for u in node:
+                            r = rank.get(_key(u, s))
+                            if r is not None:
+                                score = W[r] * (L // len(node))
+                                if score > best_score:
+                                    best_score, best, place = score, r, (kind, j)
+                else:
+                    for u in A:
                         for v in B:
-                            consider(s, v, len(B))
-                    else:
-                        for u in A:
-                            for v in B:
-                                consider(u, v, len(A) * len(B))
+                            r = rank.get(_key(u, v))
+                            if r is not None:
+                                score = W[r] * (L // (len(A) * len(B)))
+                                if score > best_score:
+                                    best_score, best, place = score, r, ("across", j)
             if best is None:
                 break
             a, b = self.merges[best]
-            nodes, slots = apply_merge(nodes, slots, a, b, self.n_init + best)
+            nodes, slots = merge_at(nodes, slots, a, b, self.n_init + best, place)
         return flatten_state(nodes, slots)
 
     def _int_priorities(self) -> list[int]:
@@ -578,14 +619,16 @@ def brute_force_greedy(corpus: Sequence[Sequence[Sequence[int]]], vocab_size: in
 
 
 def fuse_rankings(rankings: list[list[tuple | None]]) -> list[tuple]:
-    """Fuse the ranked items of q SPR variants (§3.3, inference ensemble): invalid beams (None) are dropped; each
-    item scores Σ 1/log2(rank + 2) over the variants, rank 0-based among the valid beams of its variant (the
-    official code sums where the paper says "average"); sorted by descending score, ties by first insertion."""
+    """Fuse the ranked items of q SPR variants (§3.3, inference ensemble; official ``ActionPiece.generate``): each
+    valid beam at 0-based position j of its variant adds 1/log2(j + 2) to its item's score, where j counts **every**
+    beam of the variant, invalid ones (None) included; invalid beams score nothing. An item found twice adds both.
+    The official code sums where the paper says "average" (same order). Sorted by descending score, ties by first
+    insertion (variant by variant, beam by beam; a stable sort)."""
     score: dict[tuple, float] = {}
     for ranking in rankings:
-        valid = [it for it in ranking if it is not None]
-        for r, it in enumerate(valid):
+        for j, it in enumerate(ranking):
+            if it is None:
+                continue
             it = tuple(it)
-            score[it] = score.get(it, 0.0) + 1.0 / math.log2(r + 2)
-    order = {it: i for i, it in enumerate(score)}
-    return sorted(score, key=lambda it: (-score[it], order[it]))
+            score[it] = score.get(it, 0.0) + 1.0 / math.log2(j + 2)
+    return sorted(score, key=lambda it: -score[it])  # sorted() is stable: ties keep the insertion order

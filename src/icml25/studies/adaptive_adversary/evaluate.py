@@ -13,7 +13,9 @@ simulated value off its closed form or off a bracketing range is a bug of the co
 Each statistical check has a stated false-alarm rate: (1) the trials per cell are sized so that correct code fails
 the spec's thresholds with probability ≤ 1% (a normal union bound over its comparisons, reported as
 ``false_alarm_bound``); (2b), (2c) and (3) are exact binomial / chi-square / KS tests Bonferroni-corrected to a
-family level of 1%.
+family level of 1%. Each check also states its power against a named bug (issue 33): :func:`separation_power`
+(1), :func:`binomial_family_sizing` (2b, 3: exact false-alarm rate and the shift detected with probability 0.8),
+:func:`indistinguishable_power` (2c, Monte Carlo in the hardest cell).
 """
 from __future__ import annotations
 
@@ -49,6 +51,9 @@ FAMILY_ALPHA = 0.01      # family-wise false-alarm rate of each statistical chec
 INDIST_RATIO = 1.5       # indistinguishability for η ≥ 1.5c
 INDIST_ALPHA = FAMILY_ALPHA  # family level, Bonferroni over all tests
 CHI2_MIN_BIN = 10        # pooled observations per chi-square category
+POWER = 0.8              # each check states the deviation it detects with this probability (issue 33)
+INDIST_POWER_SHIFTS = (0.1, 0.15)  # c2c's stated alternatives: one truth's #<0> drawn from Bin(m, (1 + shift) c)
+INDIST_POWER_REPS = 300  # Monte Carlo replications of c2c's size and of its power at each shift
 # claim 3
 PHASE_M = 2000
 PHASE_LOW_RATIO, PHASE_LOW_MAX = 0.5, 0.02
@@ -144,6 +149,7 @@ def check_separation(cells: pd.DataFrame) -> tuple[bool, bool, dict[str, Any]]:
     n_cell = int(sel.loc[sel["adversary"] == "adaptive"].groupby(["c", "eta_over_c", "m", "learner"])["n"].sum()
                  .min()) if adaptive_cells else 0
     stat = {"false_alarm_bound": separation_false_alarm(n_cell, len(adaptive_cells), len(decay)),
+            "power": separation_power(n_cell),
             "trials_per_cell": n_cell, "adaptive_min_mean_err": ada_min, "oblivious_max_robust_mean_err": obl_max,
             "n_adaptive_cells": len(adaptive_cells), "n_oblivious_cells": len(oblivious_cells),
             "complete_grid": complete, "decay_violations": sum(not d["ok"] for d in decay),
@@ -175,6 +181,74 @@ def trials_for_false_alarm(n_level: int, n_decay: int, alpha: float = SEP_FALSE_
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if separation_false_alarm(mid, n_level, n_decay) <= alpha else (mid, hi)
     return hi
+
+
+def separation_power(n: int, power: float = POWER) -> dict[str, float]:
+    """The deviations that make check 1 fail to pass with probability ≥ ``power`` at ``n`` trials per cell (normal
+    approximation, per-trial variance ≤ ¼, one affected cell): an adaptive (cell, learner) whose true mean error is
+    0.5 − ``level_shift`` (mean < 0.45 needs 0.05 + z_power·½/√n); a true decay from m = 500 to 2000 of
+    ``decay_shift`` (0.03 + z_power·√(½/n)); an oblivious cell whose true ``robust`` error is ``oblivious_error``
+    (0.05 + z_power·½/√n). NaN for n = 0."""
+    if n <= 0:
+        return {"level_shift": math.nan, "decay_shift": math.nan, "oblivious_error": math.nan, "power": power}
+    z = float(stats.norm.ppf(power))
+    return {"level_shift": (0.5 - SEP_ADAPTIVE_MIN) + z * math.sqrt(ERR_VAR_MAX / n),
+            "decay_shift": SEP_DECAY_TOL + z * math.sqrt(2 * ERR_VAR_MAX / n),
+            "oblivious_error": SEP_OBLIVIOUS_MAX + z * math.sqrt(ERR_VAR_MAX / n), "power": power}
+
+
+# --- sizing of the exact binomial tests (checks 2b and 3) -----------------------------------------------------------
+
+def binomial_rejection(n: int, p0: float, alpha: float) -> np.ndarray:
+    """Boolean mask over k = 0..n: the exact two-sided binomial test of k successes in n against p0 (scipy's
+    ``binomtest`` p-value: the total probability of outcomes no more likely than k, relative tolerance 1e-7) has
+    p < ``alpha``, i.e. the check flags the cell."""
+    k = np.arange(n + 1)
+    pmf = stats.binom.pmf(k, n, min(max(p0, 0.0), 1.0))
+    order = np.sort(pmf)
+    cum = np.cumsum(order)
+    idx = np.searchsorted(order, pmf * (1 + 1e-7), side="right")
+    pvalue = np.minimum(1.0, np.where(idx > 0, cum[np.maximum(idx - 1, 0)], 0.0))
+    return pvalue < alpha
+
+
+def binomial_power(n: int, p0: float, p1: float, alpha: float, reject: np.ndarray | None = None) -> float:
+    """Probability that the exact test against p0 at level ``alpha`` flags a cell whose true rate is p1
+    (p1 = p0: the false-alarm rate of the cell)."""
+    reject = binomial_rejection(n, p0, alpha) if reject is None else reject
+    return float(stats.binom.pmf(np.arange(n + 1), n, min(max(p1, 0.0), 1.0))[reject].sum())
+
+
+def binomial_detectable_shift(n: int, p0: float, alpha: float, power: float = POWER) -> float:
+    """The larger of the smallest upward and the smallest downward shift |p1 − p0| that the exact test flags with
+    probability ≥ ``power`` (a direction that cannot reach it, e.g. below p0 ≈ 0, is left out); bisection."""
+    reject = binomial_rejection(n, p0, alpha)
+    shifts = []
+    for sign, limit in ((1, 1.0 - p0), (-1, p0)):
+        if limit <= 0 or binomial_power(n, p0, p0 + sign * limit, alpha, reject) < power:
+            continue
+        lo, hi = 0.0, limit
+        for _ in range(30):
+            mid = (lo + hi) / 2
+            lo, hi = (lo, mid) if binomial_power(n, p0, p0 + sign * mid, alpha, reject) >= power else (mid, hi)
+        shifts.append(hi)
+    return max(shifts) if shifts else math.nan
+
+
+def binomial_family_sizing(cells: list[tuple[int, float]], alpha: float, power: float = POWER
+                           ) -> dict[str, float]:
+    """For independent cells (n, closed-form p) each tested at level ``alpha``: the exact probability that correct
+    code flags at least one cell (1 − Π(1 − size_i)), and the largest over cells of the rate shift detected with
+    probability ≥ ``power`` (:func:`binomial_detectable_shift`)."""
+    if not cells:
+        return {"false_alarm": math.nan, "detectable_shift": math.nan, "power": power}
+    keep = 1.0
+    shift = 0.0
+    for n, p in cells:
+        keep *= 1.0 - binomial_power(n, p, p, alpha)
+        d = binomial_detectable_shift(n, p, alpha, power)
+        shift = max(shift, d) if math.isfinite(d) else shift
+    return {"false_alarm": 1.0 - keep, "detectable_shift": shift, "power": power}
 
 
 # --- check 2: mechanism -------------------------------------------------------------------------------------------
@@ -217,9 +291,11 @@ def check_failure_formula(trials: pd.DataFrame) -> tuple[bool, dict[str, Any]]:
     for r in rows:
         r["ok"] = r["p_value"] >= threshold
     holds = all(r["ok"] for r in rows)
+    sizing = binomial_family_sizing([(r["n"], r["analytic"]) for r in rows], threshold)
     return holds, {"n_cells": len(rows), "n_outside": sum(not r["ok"] for r in rows), "threshold": threshold,
                    "family_alpha": FAMILY_ALPHA, "min_p": min(r["p_value"] for r in rows),
-                   "max_z": max(r["z"] for r in rows), "cells": rows}
+                   "max_z": max(r["z"] for r in rows), "false_alarm": sizing["false_alarm"],
+                   "detectable_shift": sizing["detectable_shift"], "power": sizing["power"], "cells": rows}
 
 
 def _chi2_pvalue(x: np.ndarray, y: np.ndarray) -> float:
@@ -248,6 +324,24 @@ def _chi2_pvalue(x: np.ndarray, y: np.ndarray) -> float:
     return float(stats.chi2_contingency(table)[1])
 
 
+def indistinguishable_power(m: int, c: float, n_p0: int, n_qa: int, alpha: float,
+                            shifts: tuple[float, ...] = INDIST_POWER_SHIFTS, reps: int = INDIST_POWER_REPS,
+                            seed: int = 0) -> dict[str, Any]:
+    """Monte Carlo size and power of c2c's chi-square test on #⟨0⟩ in one cell at per-test level ``alpha``:
+    correct code draws #⟨0⟩ ~ Bin(m, c) under both truths (``false_alarm``: the share of ``reps`` replications
+    with p < alpha); each stated alternative, a bug that draws it from Bin(m, (1 + shift)·c) under attacked q_A
+    (``power[shift]``). The Monte Carlo standard error is at most 0.5/√reps."""
+    g = np.random.Generator(np.random.PCG64(seed))
+    null, alt = 0, {float(sh): 0 for sh in shifts}
+    for _ in range(reps):
+        x = g.binomial(m, c, n_p0)
+        null += _chi2_pvalue(x, g.binomial(m, c, n_qa)) < alpha
+        for sh in alt:
+            alt[sh] += _chi2_pvalue(x, g.binomial(m, min(1.0, (1 + sh) * c), n_qa)) < alpha
+    return {"false_alarm": null / reps, "power": {str(sh): k / reps for sh, k in alt.items()}, "reps": reps,
+            "m": int(m), "c": float(c), "n_p0": int(n_p0), "n_qA": int(n_qa)}
+
+
 def check_indistinguishable(trials: pd.DataFrame) -> tuple[bool, dict[str, Any]]:
     """Check 2(c): for η ≥ 1.5c, attacked (not aborted) p₀ and q_A samples are indistinguishable, per cell with
     seeds pooled: chi-square on #⟨0⟩ and on #⟨A⟩, two-sample KS on #points, every p ≥ 0.01/(number of tests);
@@ -273,7 +367,9 @@ def check_indistinguishable(trials: pd.DataFrame) -> tuple[bool, dict[str, Any]]
         f = ada.loc[(ada["truth"] == truth) & (ada["n_points"] > 0), "in_a_frac"]
         frac[truth] = float(f.min()) if len(f) else math.nan
     holds = bool(pmin >= threshold and frac["p0"] == 1.0 and frac["qA"] == 1.0)
-    return holds, {"n_tests": n_tests, "threshold": threshold, "min_p": pmin,
+    hard = min(rows, key=lambda r: (r["m"] * r["c"], min(r["n_p0"], r["n_qA"])))   # fewest codes, fewest trials
+    sizing = indistinguishable_power(hard["m"], hard["c"], hard["n_p0"], hard["n_qA"], threshold)
+    return holds, {"n_tests": n_tests, "threshold": threshold, "min_p": pmin, "sizing": sizing,
                    "min_in_a_frac_p0": frac["p0"], "min_in_a_frac_qA": frac["qA"], "cells": rows}
 
 
@@ -316,12 +412,15 @@ def check_phase_boundary(cells: pd.DataFrame) -> tuple[bool | None, dict[str, An
     a, b = PHASE_MID_RANGE
     closed_ok = all(r["analytic"] <= PHASE_LOW_MAX for r in low) and a <= analytic_mid <= b
     sim_ok = all(r["ok"] for r in rows)
+    sizing = binomial_family_sizing([(r["n"], r["analytic"]) for r in rows], threshold)
     boundary = {"n": n_mid, "rate": rate_mid, "analytic": analytic_mid,
                 "ci": list(wilson_interval(round(rate_mid * n_mid), n_mid)),
                 "per_c": {r["c"]: r["rate"] for r in mid}}
     return bool(closed_ok and sim_ok), {"m": PHASE_M, "low": low, "boundary": boundary, "complete": True,
                                         "closed_forms_in_range": bool(closed_ok), "simulation_matches": bool(sim_ok),
                                         "threshold": threshold, "family_alpha": FAMILY_ALPHA,
+                                        "false_alarm": sizing["false_alarm"],
+                                        "detectable_shift": sizing["detectable_shift"], "power": sizing["power"],
                                         "min_p": min(r["p_value"] for r in rows), "cells": rows}
 
 

@@ -79,6 +79,14 @@ class Gamma(Section):
                                                          "decay, best iterate kept")
 
 
+class Faithfulness(Section):
+    """The metrics R, R', Q of Eqs. 7-9 (issue 32: a tolerance for 0/0)."""
+
+    zero_tol: float = Field(1e-9, ge=0, lt=1, description="[R] a ratio of R, R' or Q whose denominator is <= zero_tol "
+                                                          "* sum_T (|I_and(T)| + |I_or(T)|) is undefined (NaN, left "
+                                                          "out of the means); 0: only an exact 0/0")
+
+
 class Identities(Section):
     """Check 2: the identities of Sec. 3 as numerical identities."""
 
@@ -127,6 +135,7 @@ class Config(StudyConfig):
     toy: Toy = Field(Toy(), description="the monomial toy [R]")
     mlp: Mlp = Field(Mlp(), description="the toy's MLP [R]")
     gamma: Gamma = Field(Gamma(), description="gamma solvers [R]")
+    faithfulness: Faithfulness = Field(Faithfulness(), description="R, R', Q: tolerance of 0/0")
     identities: Identities = Field(Identities(), description="check 2 tolerance")
     claims: Claims = Field(Claims(), description="claim thresholds")
     adequacy: Adequacy = Field(Adequacy(), description="adequacy gates of claim 1")
@@ -143,7 +152,7 @@ class Config(StudyConfig):
 STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "download": ("real.experiments",),
     "preprocess": ("seeds", "toy"),
-    "train": ("arms", "seeds", "toy.n", "mlp", "gamma", "identities"),
+    "train": ("arms", "seeds", "toy.n", "mlp", "gamma", "faithfulness", "identities"),
     "train_real": ("real",),
     "evaluate": ("claims", "identities.tol", "adequacy"),
     "report": (),

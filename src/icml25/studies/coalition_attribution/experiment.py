@@ -93,10 +93,11 @@ def run(settings: Mapping[str, Any], arm: str, seed: int, games: Mapping[str, An
     secs["identities"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
+    zero_tol = float(settings["faithfulness"]["zero_tol"])
     rows: dict[str, list] = {"function": [], "mask": [], "type": [], **{m: [] for m in METRICS}}
     for k, coal in enumerate(coalitions):
         for c in coal:
-            f = faithfulness(i_and[k], i_or[k], c["mask"])
+            f = faithfulness(i_and[k], i_or[k], c["mask"], zero_tol=zero_tol)
             rows["function"].append(k)
             rows["mask"].append(c["mask"])
             rows["type"].append(c["type"])

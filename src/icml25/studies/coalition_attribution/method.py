@@ -5,7 +5,10 @@ Games are float64 arrays ``values`` of shape (..., 2**n) with ``values[..., mask
 :mod:`.transforms`). Leading axes batch several games; the public functions of the package take one game.
 
 Section 2 / Eqs. 3-4 (AND-OR split): v_and(L) = v(L)/2 + gamma_L, v_or(L) = v(L)/2 - gamma_L,
-  I_and = mu(v_and),  I_or(S) = -sum_{L subset S} (-1)^{|S|-|L|} v_or(N \\ L) = -mu(w), w[m] = v_or[full ^ m].
+  I_and = mu(v_and),  I_or(S) = -sum_{L subset S} (-1)^{|S|-|L|} v_or(N \\ L) = -mu(w), w[m] = v_or[full ^ m]
+  for S != empty set, and I_or(empty) = v_or(empty) (the convention of the AND-OR reference code,
+  sjtu-xai-lab/generalizable-interaction, harsanyi/and_or_harsanyi_utils.py `get_reward2Ior_mat`; the formula would
+  give -v_or(N)). Then I_and(empty) + I_or(empty) = v(empty) and v(N) = sum_T I_and(T) + I_or(T).
 gamma is chosen to minimise sum_T |I_and(T)| + |I_or(T)| (the sum includes T = empty set [R]).
 Section 3 (attributions), with J(T) = I_and(T) + I_or(T):
   Thm 3.2  phi(i) = sum_{T ∋ i} J(T)/|T|  (Shapley);  Thm 3.3  B(i) = sum_{T ∋ i} J(T)/2^{|T|-1} (Banzhaf);
@@ -36,12 +39,31 @@ def _as_game(values: np.ndarray, name: str = "values") -> np.ndarray:
     return v
 
 
+def or_interactions(v_or: np.ndarray) -> np.ndarray:
+    """I_or from the OR game v_or (Eq. 4), shape (..., 2**n) -> (..., 2**n): -mu(w), w[m] = v_or[full ^ m], on every
+    non-empty T, and I_or(empty) = v_or(empty) (the reference convention, see the module docstring). Linear."""
+    w = np.asarray(v_or, dtype=np.float64)
+    i_or = -mobius(complement(w))
+    i_or[..., 0] = w[..., 0]
+    return i_or
+
+
+def or_interactions_transpose(s: np.ndarray) -> np.ndarray:
+    """The transpose of the linear map :func:`or_interactions` applied to s (for subgradients); (..., 2**n)."""
+    s = np.asarray(s, dtype=np.float64)
+    rest = s.copy()
+    rest[..., 0] = 0.0
+    out = -complement(mobius_transpose(rest))
+    out[..., 0] += s[..., 0]
+    return out
+
+
 def interactions_from_gamma(values: np.ndarray, gamma: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(I_and, I_or) of Eqs. 3-4 for a given gamma; shapes (..., 2**n) (gamma broadcasts against values)."""
     v = _as_game(values)
     g = np.broadcast_to(np.asarray(gamma, dtype=np.float64), v.shape)
     i_and = mobius(0.5 * v + g)
-    i_or = -mobius(complement(0.5 * v - g))
+    i_or = or_interactions(0.5 * v - g)
     return i_and, i_or
 
 
@@ -54,8 +76,9 @@ def l1_objective(values: np.ndarray, gamma: np.ndarray) -> np.ndarray:
 def solve_gamma_lp(values: np.ndarray) -> np.ndarray:
     """The exact minimiser of :func:`l1_objective` for one game, as a linear programme [R]:
     variables (gamma, t, s), minimise sum t + sum s s.t. |I_and(gamma)| <= t, |I_or(gamma)| <= s elementwise;
-    both are affine in gamma, I_and = mu(v/2) + M gamma and I_or = -M P (v/2) + M P gamma (P: complement), with M
-    the sparse Möbius matrix. Solved by scipy's HiGHS. Returns gamma, shape (2**n,)."""
+    both are affine in gamma, I_and = mu(v/2) + M gamma and I_or = O(v/2) - O gamma, with M the sparse Möbius
+    matrix and O the matrix of :func:`or_interactions` (-M P on the rows T != empty, P the complement
+    permutation; row empty = e_empty). Solved by scipy's HiGHS. Returns gamma, shape (2**n,)."""
     from scipy import sparse
     from scipy.optimize import linprog
 
@@ -65,9 +88,12 @@ def solve_gamma_lp(values: np.ndarray) -> np.ndarray:
     n = n_players(v.size)
     size = v.size
     m = mobius_matrix_sparse(n)
-    mp = m[:, ::-1]  # M P: column m of M P is column full ^ m of M
+    mp = m[:, ::-1].tolil()  # -O: on rows T != empty M P (column m of M P is column full ^ m of M)
+    mp[0, :] = 0.0
+    mp[0, 0] = -1.0          # row empty: I_or(empty) = v_or(empty) = v(empty)/2 - gamma_empty
+    mp = mp.tocsr()
     b_and = mobius(0.5 * v)
-    b_or = -mobius(complement(0.5 * v))
+    b_or = or_interactions(0.5 * v)
     eye = sparse.identity(size, format="csr")
     zero = sparse.csr_matrix((size, size))
     a_ub = sparse.vstack([
@@ -87,7 +113,8 @@ def solve_gamma_adam(values: np.ndarray, *, steps: int = 5000, lr_scale: float =
                      beta2: float = 0.999, eps: float = 1e-8) -> np.ndarray:
     """The Adam ablation [R]: subgradient descent on :func:`l1_objective` from gamma_0 = 0, learning rate
     ``lr_scale * std(v)`` decayed linearly to 0 over ``steps``, the best iterate (lowest objective) kept.
-    The subgradient is M^T sign(I_and) + P M^T sign(I_or). Batched: values (..., 2**n) -> gamma (..., 2**n)."""
+    The subgradient is M^T sign(I_and) - O^T sign(I_or) (O: :func:`or_interactions`).
+    Batched: values (..., 2**n) -> gamma (..., 2**n)."""
     v = _as_game(values)
     lr0 = lr_scale * v.std(axis=-1, keepdims=True)
     g = np.zeros_like(v)
@@ -96,16 +123,16 @@ def solve_gamma_adam(values: np.ndarray, *, steps: int = 5000, lr_scale: float =
     best = g.copy()
     best_obj = l1_objective(v, g)
     b_and = mobius(0.5 * v)
-    b_or = -mobius(complement(0.5 * v))
+    b_or = or_interactions(0.5 * v)
     for t in range(1, steps + 1):
-        # I_and = b_and + M g; I_or = b_or + M P g
+        # I_and = b_and + M g; I_or = b_or - O g
         i_and = b_and + mobius(g)
-        i_or = b_or + mobius(complement(g))
+        i_or = b_or - or_interactions(g)
         obj = np.abs(i_and).sum(-1) + np.abs(i_or).sum(-1)
         better = obj < best_obj
         best[better] = g[better]
         best_obj = np.where(better, obj, best_obj)
-        grad = mobius_transpose(np.sign(i_and)) + complement(mobius_transpose(np.sign(i_or)))
+        grad = mobius_transpose(np.sign(i_and)) - or_interactions_transpose(np.sign(i_or))
         m1 = beta1 * m1 + (1 - beta1) * grad
         m2 = beta2 * m2 + (1 - beta2) * grad ** 2
         step = lr0 * (1.0 - (t - 1) / steps)
@@ -206,12 +233,19 @@ def coalition_attribution(i_and: np.ndarray, i_or: np.ndarray, coalition_mask: i
     return float(popcount(s) * np.sum((a + o)[sup] / _sizes(n)[sup]))
 
 
-def _ratio(num: float, den: float) -> float:
-    """num/den with 0/0 -> NaN (den >= num >= 0 by construction for every metric here)."""
-    return float("nan") if den == 0.0 else float(num / den)
+#: Default relative tolerance of :func:`faithfulness`: a ratio whose denominator is at most this times the game's
+#: total interaction strength sum_T (|I_and(T)| + |I_or(T)|) is undefined (NaN) [R].
+ZERO_TOL = 1e-9
 
 
-def faithfulness(i_and: np.ndarray, i_or: np.ndarray, coalition_mask: int) -> dict[str, Any]:
+def _ratio(num: float, den: float, tol: float = 0.0) -> float:
+    """num/den, NaN when den <= tol (den >= num >= 0 by construction for every metric here): a ratio of rounding
+    noise (a variable in no interaction has sums of ~1e-16) is undefined, not a number between 0 and 1."""
+    return float("nan") if den <= tol else float(num / den)
+
+
+def faithfulness(i_and: np.ndarray, i_or: np.ndarray, coalition_mask: int,
+                 zero_tol: float = ZERO_TOL) -> dict[str, Any]:
     """Faithfulness of coalition S (Eqs. 7-9), with a_T = |I_and(T)| + |I_or(T)| and J(T) = I_and(T) + I_or(T):
 
     * R(i)  = |U_{i,S}| / (|U_{i,S}| + |U_{i,S̄}|), U_{i,S} = phi(S)/|S|, U_{i,S̄} = sum_{T ⊉ S, T ∋ i} J(T)/|T|;
@@ -219,8 +253,11 @@ def faithfulness(i_and: np.ndarray, i_or: np.ndarray, coalition_mask: int) -> di
     * Q(S)  = [sum_{T ⊇ S} (|S|/|T|) a_T] / [sum_{T ∩ S ≠ ∅} (|T ∩ S|/|T|) a_T].
 
     Returns ``dict(R, R_prime, Q, R_per_var, R_prime_per_var)``: R and R_prime are the means over i in S of the
-    per-variable values (ascending bit order, arrays of shape (|S|,)) ignoring NaN entries; 0/0 gives NaN (a mean
-    is NaN only when every entry is)."""
+    per-variable values (ascending bit order, arrays of shape (|S|,)) ignoring NaN entries (a mean is NaN only when
+    every entry is). A ratio is NaN when its denominator is <= ``zero_tol`` * sum_T a_T (0/0 up to rounding; with
+    ``zero_tol`` = 0 only an exact 0/0 is NaN) [R]."""
+    if not zero_tol >= 0:
+        raise ValueError(f"zero_tol must be >= 0, got {zero_tol}")
     a, o, n = _pair(i_and, i_or)
     if a.ndim != 1:
         raise ValueError(f"i_and, i_or: expected shape (2**n,), got {a.shape}")
@@ -230,6 +267,7 @@ def faithfulness(i_and: np.ndarray, i_or: np.ndarray, coalition_mask: int) -> di
     inv = 1.0 / _sizes(n)
     j = a + o
     strength = np.abs(a) + np.abs(o)
+    tol = float(zero_tol) * float(strength.sum())
     k = int(popcount(s))
     sup = (t & s) == s
     phi_s = float(k * np.sum(j[sup] * inv[sup]))
@@ -240,14 +278,14 @@ def faithfulness(i_and: np.ndarray, i_or: np.ndarray, coalition_mask: int) -> di
     for i in members:
         has_i = (t >> i & 1).astype(bool)
         u_out = float(np.sum(j[has_i & ~sup] * inv[has_i & ~sup]))
-        r.append(_ratio(abs(u_in), abs(u_in) + abs(u_out)))
-        rp.append(_ratio(num_rp, float(np.sum(strength[has_i] * inv[has_i]))))
+        r.append(_ratio(abs(u_in), abs(u_in) + abs(u_out), tol))
+        rp.append(_ratio(num_rp, float(np.sum(strength[has_i] * inv[has_i])), tol))
     overlap = popcount(t & s).astype(np.float64)
     q_num = float(np.sum((k / size[sup]) * strength[sup]))
     touch = overlap > 0
     q_den = float(np.sum(overlap[touch] / size[touch] * strength[touch]))
     r_arr, rp_arr = np.asarray(r), np.asarray(rp)
-    return {"R": _nanmean(r_arr), "R_prime": _nanmean(rp_arr), "Q": _ratio(q_num, q_den),
+    return {"R": _nanmean(r_arr), "R_prime": _nanmean(rp_arr), "Q": _ratio(q_num, q_den, tol),
             "R_per_var": r_arr, "R_prime_per_var": rp_arr}
 
 

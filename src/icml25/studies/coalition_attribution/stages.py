@@ -130,7 +130,7 @@ def train(stage: Stage, run: Any) -> None:
     torch.set_num_threads(cfg.mlp.threads)
     n = cfg.toy.n
     settings = {"toy": {"n": n}, "mlp": to_dict(cfg.mlp), "gamma": to_dict(cfg.gamma),
-                "identities": to_dict(cfg.identities)}
+                "faithfulness": to_dict(cfg.faithfulness), "identities": to_dict(cfg.identities)}
     mlp_games = load_npz(stage.input(2)) if arm == "mlp_adam" else None
     arrays: dict[str, np.ndarray] = {"seeds": np.asarray(seeds, dtype=np.int64), "n": np.asarray(n)}
     for seed in seeds:

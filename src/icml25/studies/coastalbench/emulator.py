@@ -1,6 +1,6 @@
 """Emulator inputs, training and evaluation on the z-scored shards (spec "Emulator [R]", claims 2-4).
 
-Input channels (33 at any N): the state at t0 (zeta; u, v, temp, salt at the bottom, mid and surface levels: 13),
+Input channels (33 at any N >= 3): the state at t0 (zeta; u, v, temp, salt at the bottom, mid and surface levels: 13),
 the 8 forcings at t0 and at t0 + lead, a width-w band of zeta(t0 + lead) on the domain edges plus its indicator
 (the boundary condition), mask_rho and h/max(h). Target: the 13-channel increment S(t0 + lead) - S(t0).
 Everything is in z-score units of the shards; land is 0 and excluded from losses and metrics.
@@ -22,7 +22,11 @@ STATE_VARS = ("u", "v", "temp", "salt")
 
 
 def state_channel_names(n_levels: int) -> list[str]:
-    """The 13 state channels: zeta, then u, v, temp, salt at the bottom (0), mid (N//2) and surface (N-1)."""
+    """The 13 state channels: zeta, then u, v, temp, salt at the bottom (0), mid (N//2) and surface (N-1).
+    ``ValueError`` for N < 3 (the three levels would coincide and the model's 33 inputs would not match)."""
+    if n_levels < 3:
+        raise ValueError(f"coastalbench emulator: the 13 state channels need N >= 3 s-levels, the data have N = "
+                         f"{n_levels} (sim.n_levels offline; the history files' s_rho on the paper path)")
     levels = sorted({0, n_levels // 2, n_levels - 1})
     return ["zeta"] + [f"{v}@{k}" for v in STATE_VARS for k in levels]
 

@@ -43,6 +43,10 @@ class Train(Section):
     hidden: int | None = Field(128, ge=1, description="MLP encoder hidden width d → hidden → feat; null with the "
                                                       "ResNet-18 encoders of the paper scale [R]")
     feat: int = Field(64, ge=1, description="encoder feature size F (ResNet-18: 512) [R]")
+    resnet_init: Literal["official", "torch"] = Field(
+        "official", description="initialisation of the paper-scale ResNet-18 encoders: official = the released "
+                                "code's (conv Kaiming normal fan_out, norm weights N(1, 0.02), biases 0) [V]; torch = "
+                                "PyTorch's defaults")
 
     @model_validator(mode="after")
     def _warmup_before_end(self):

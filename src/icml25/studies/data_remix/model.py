@@ -65,15 +65,35 @@ class _BasicBlock(nn.Module):
         return torch.relu(out + (x if self.down is None else self.down(x)))
 
 
+RESNET_INITS = ("official", "torch")
+
+
+def init_resnet_official(module: nn.Module) -> nn.Module:
+    """The released ResNet-18's initialisation [V] (in place; returns ``module``): every Conv2d weight
+    ~ N(0, 2/fan_out), fan_out = out_channels·k_h·k_w (Kaiming normal, fan_out mode, ReLU gain); every BatchNorm /
+    GroupNorm weight ~ N(1, 0.02²) and bias 0. Linear layers keep PyTorch's default. Draws from torch's global
+    generator, in ``module.modules()`` order."""
+    for m in module.modules():
+        if isinstance(m, nn.Conv2d):
+            nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+        elif isinstance(m, (nn.BatchNorm2d, nn.GroupNorm)):
+            nn.init.normal_(m.weight, mean=1.0, std=0.02)
+            nn.init.zeros_(m.bias)
+    return module
+
+
 class ResNet18Encoder(nn.Module):
     """ResNet-18 trunk trained from scratch, globally average-pooled to 512 features (paper scale [V]).
 
     ``in_channels`` = 1 for the audio log-spectrogram (B, 1, H, W); 3 for video frames given as (B, T, 3, H, W),
     which are encoded frame by frame and averaged over frames and space (the released 3-D average pooling).
+    ``init``: "official" (:func:`init_resnet_official`, the released code [V]) or "torch" (PyTorch's defaults).
     Output (B, 512), non-negative.
     """
 
-    def __init__(self, in_channels: int = 1):
+    def __init__(self, in_channels: int = 1, init: str = "official"):
+        if init not in RESNET_INITS:
+            raise ValueError(f"ResNet18Encoder: init must be one of {RESNET_INITS}, got {init!r}")
         super().__init__()
         self.stem = nn.Sequential(nn.Conv2d(in_channels, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(),
                                   nn.MaxPool2d(3, 2, 1))
@@ -82,6 +102,8 @@ class ResNet18Encoder(nn.Module):
             layers += [_BasicBlock(c, c_out, stride), _BasicBlock(c_out, c_out, 1)]
             c = c_out
         self.layers = nn.Sequential(*layers)
+        if init == "official":
+            init_resnet_official(self)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         frames = x.dim() == 5
@@ -92,6 +114,7 @@ class ResNet18Encoder(nn.Module):
         return h.view(B, T, -1).mean(1) if frames else h
 
 
-def resnet18_fusion(n_classes: int) -> FusionNet:
-    """The paper-scale model: audio ResNet-18 (1 channel) and visual ResNet-18 (3 channels, frames), F = 512."""
-    return FusionNet(n_classes=n_classes, feat=512, enc_a=ResNet18Encoder(1), enc_v=ResNet18Encoder(3))
+def resnet18_fusion(n_classes: int, init: str = "official") -> FusionNet:
+    """The paper-scale model: audio ResNet-18 (1 channel) and visual ResNet-18 (3 channels, frames), F = 512;
+    ``init`` of the encoders (``train.resnet_init``): "official" [V] or "torch"."""
+    return FusionNet(n_classes=n_classes, feat=512, enc_a=ResNet18Encoder(1, init), enc_v=ResNet18Encoder(3, init))

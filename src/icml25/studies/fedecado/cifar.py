@@ -135,14 +135,34 @@ class CnnLearner:
         out = torch.stack(rows)
         return torch.where(flip.to(X.device)[:, None, None, None], out.flip(3), out)
 
-    def grad(self, theta: torch.Tensor, idx: torch.Tensor, k: int = 0) -> torch.Tensor:
-        """Minibatch gradient (P,) of the mean cross-entropy on the training images ``idx``."""
+    def _logits_features(self, theta: torch.Tensor, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(logits (n, classes), representation (n, 512): the input of the last linear layer)."""
+        seen: list[torch.Tensor] = []
+        handle = self.net[-1].register_forward_pre_hook(lambda _m, args: seen.append(args[0]))
+        try:
+            logits = self._logits(theta, X)
+        finally:
+            handle.remove()
+        return logits, seen[0]
+
+    def grad(self, theta: torch.Tensor, idx: torch.Tensor, k: int = 0, *, decorr: float = 0.0,
+             logit_scale: torch.Tensor | None = None) -> torch.Tensor:
+        """Minibatch gradient (P,) of the mean cross-entropy on the training images ``idx``; ``decorr`` = β adds
+        FedDecorr's β·:func:`~.model.decorr_loss` of the representation before the last linear layer,
+        ``logit_scale`` (classes,) multiplies the logits (FedRS's restricted softmax), as in :mod:`.model`."""
+        from .model import decorr_loss
+
         idx = idx.to(self.device)
         X = self.Xtr[idx]
         if self.augment:
             X = self._augment(X)
         th = theta.detach().requires_grad_(True)
-        loss = torch.nn.functional.cross_entropy(self._logits(th, X), self.ytr[idx])
+        logits, feats = self._logits_features(th, X)
+        if logit_scale is not None:
+            logits = logits * logit_scale.to(logits)
+        loss = torch.nn.functional.cross_entropy(logits, self.ytr[idx])
+        if decorr:
+            loss = loss + decorr * decorr_loss(feats)
         (g,) = torch.autograd.grad(loss, th)
         return g
 

@@ -15,12 +15,13 @@ from pydantic import Field, model_validator
 from icml25.core.config import Section, StudyConfig
 
 QuadArm = Literal["quad_fedavg", "quad_fednova", "quad_fedecado"]
-ImageArm = Literal["fedavg", "fedprox", "fednova", "fedexp", "fedecado", "fedecado_lte", "fedecado_noflow"]
-Arm = Literal["quad_fedavg", "quad_fednova", "quad_fedecado", "fedavg", "fedprox", "fednova", "fedexp", "fedecado",
-              "fedecado_lte", "fedecado_noflow"]
+ImageArm = Literal["fedavg", "fedprox", "fednova", "fedexp", "feddecorr", "fedrs", "fednova_matched", "fedecado",
+                   "fedecado_lte", "fedecado_noflow"]
+Arm = Literal["quad_fedavg", "quad_fednova", "quad_fedecado", "fedavg", "fedprox", "fednova", "fedexp", "feddecorr",
+              "fedrs", "fednova_matched", "fedecado", "fedecado_lte", "fedecado_noflow"]
 QUAD_ARMS: tuple[str, ...] = ("quad_fedavg", "quad_fednova", "quad_fedecado")
-IMAGE_ARMS: tuple[str, ...] = ("fedavg", "fedprox", "fednova", "fedexp", "fedecado", "fedecado_lte",
-                               "fedecado_noflow")
+IMAGE_ARMS: tuple[str, ...] = ("fedavg", "fedprox", "fednova", "fedexp", "feddecorr", "fedrs", "fednova_matched",
+                               "fedecado", "fedecado_lte", "fedecado_noflow")
 Dataset = Literal["mnist5k", "cifar10", "cifar100"]
 #: file written by the prepare stage for each dataset (the CIFAR archives keep their published names)
 RAW_FILES: dict[str, str] = {"mnist5k": "mnist5k.npz", "cifar10": "cifar-10-python.tar.gz",
@@ -63,6 +64,8 @@ class ServerLr(Section):
     fedavg: float = Field(1.0, gt=0, description="FedAvg server learning rate")
     fedprox: float = Field(1.0, gt=0, description="FedProx server learning rate")
     fednova: float = Field(1.0, gt=0, description="FedNova server learning rate (multiplies T_eff)")
+    feddecorr: float = Field(1.0, gt=0, description="FedDecorr server learning rate (FedAvg's server)")
+    fedrs: float = Field(1.0, gt=0, description="FedRS server learning rate (FedAvg's server)")
 
 
 class Image(Section):
@@ -88,6 +91,10 @@ class Image(Section):
         (1, 5), description="local epochs e_i ~ U{lo..hi}, fixed per client [R]")
     prox_mu: float = Field(0.01, ge=0, description="FedProx proximal weight mu")
     fedexp_eps: float = Field(1e-3, gt=0, description="FedExp epsilon of the server step size [R]")
+    feddecorr_beta: float = Field(0.1, ge=0, description="FedDecorr: weight beta of the decorrelation loss "
+                                                         "(1/d^2)||K||_F^2 (FedDecorr paper's value 0.1)")
+    fedrs_alpha: float = Field(0.5, ge=0, le=1, description="FedRS: logit scale alpha of the classes a client lacks "
+                                                           "(FedRS paper's value 0.5)")
     server_lr: ServerLr = Field(ServerLr(), description="server learning rates of the baselines (issue 31: "
                                                         "symmetric tuning; tuned on tuning seeds)")
     augment: bool = Field(False, description="CIFAR only: random crop (pad 4) + horizontal flip of client "
@@ -174,7 +181,8 @@ STAGE_KEYS: dict[str, tuple[str, ...]] = {
                    "image.alpha", "image.min_size", "image.lr_range", "image.epoch_range"),
     "train": ("arms", "seeds", "quad", "fedecado", "client_lte", "image.seeds", "image.dataset", "image.model",
               "image.pca_dim", "image.hidden", "image.n_clients", "image.participation", "image.rounds",
-              "image.batch_size", "image.prox_mu", "image.fedexp_eps", "image.server_lr", "image.augment",
+              "image.batch_size", "image.prox_mu", "image.fedexp_eps", "image.server_lr", "image.feddecorr_beta",
+              "image.fedrs_alpha", "image.augment",
               "image.device"),
     "evaluate": ("image.dataset", "image.server_lr", "bootstrap_resamples", "adequacy"),
     "report": (),

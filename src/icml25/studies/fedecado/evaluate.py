@@ -7,11 +7,14 @@
   the claim signature; ``statistic["holds"]`` says whether it holds as a check.
 * :func:`verdict_accuracy` — claim 3 (the paper's claim at small scale): paired final test accuracy, FedECADO-R −
   FedAvg, in percentage points per seed; Student-t interval over seeds and an effect-size floor (issue 31).
-* :func:`verdict_beats_baselines` — claim 4 (the paper's abstract: higher accuracy than FedProx, FedExp and FedNova):
-  the same test against each of them, every one must be beaten.
+* :func:`verdict_beats_baselines` — claim 4 (the paper's abstract and §6: higher accuracy than FedProx, FedExp,
+  FedNova, FedDecorr and FedRS): the same test against each of them, every one must be beaten.
+* :func:`claim_currents_at_equal_step` — claim 5 (ours, issue 33): the currents' own contribution, FedECADO-R
+  against ``fednova_matched`` (FedNova moved, every round, by FedECADO-R's zero-current step, so both take the
+  same effective server step); the same paired test.
 
-The baselines FedAvg, FedProx and FedNova run with a server learning rate (``image.server_lr``) tuned on tuning
-seeds with a budget of four values each (``tuning/fedecado.jsonl``), so that FedECADO-R's larger effective server
+The baselines FedAvg, FedProx, FedNova, FedDecorr and FedRS run with a server learning rate (``image.server_lr``)
+tuned on tuning seeds with one grid for all (``tuning/fedecado.jsonl``), so that FedECADO-R's larger effective server
 step is not what the comparison measures (issue 31). The unit of claims 3–4 is the seed: each seed draws its own
 train/test split, partition, client work and initialisation (``Evidence.unit = "seeds"``).
 
@@ -45,8 +48,8 @@ C3_ON_PAR_PT = -0.5           # "on par" with a baseline: mean difference at lea
 #: min_baseline_acc: FedAvg's accuracy must exceed chance (0.1) by a wide margin; min_headroom_pt: 100 − FedAvg's
 #: accuracy must leave room for a gain of twice the floor.
 DEFAULT_ADEQUACY = {"min_gain_pt": 1.0, "min_baseline_acc": 0.5, "min_headroom_pt": 2.0}
-OTHER_BASELINES = ("fedprox", "fednova", "fedexp")  # claim 4 (the paper's abstract)
-ABLATIONS = ("fedecado_lte", "fedecado_noflow")     # reported only
+OTHER_BASELINES = ("fedprox", "fednova", "fedexp", "feddecorr", "fedrs")  # claim 4 (the paper's abstract and §6)
+ABLATIONS = ("fedecado_lte", "fedecado_noflow", "fednova_matched")     # reported (fednova_matched decides claim 5)
 
 
 def _arr(name: str, values: Any) -> np.ndarray:
@@ -310,17 +313,18 @@ def claim_accuracy(records: Mapping[str, Mapping[int, Any]], dataset: str = "mni
 def claim_beats_baselines(records: Mapping[str, Mapping[int, Any]], dataset: str = "mnist5k",
                           adequacy: Mapping[str, float] | None = None,
                           server_lr: Mapping[str, float] | None = None) -> Claim:
-    """Claim 4 (:func:`verdict_beats_baselines`): FedECADO-R against FedProx, FedNova and FedExp, paired by seed
-    (the baselines present in the run; all three needed for a verdict)."""
+    """Claim 4 (:func:`verdict_beats_baselines`): FedECADO-R against FedProx, FedNova, FedExp, FedDecorr and FedRS,
+    paired by seed (all five needed for a verdict)."""
     adq = {**DEFAULT_ADEQUACY, **dict(adequacy or {})}
     arms = ("fedecado", *OTHER_BASELINES)
-    statement = ("The paper's abstract: compared to FedProx, FedExp and FedNova, FedECADO achieves higher "
-                 "classification accuracies under heterogeneous data and computation (here: against each of them, "
-                 f"FedProx and FedNova with a tuned server learning rate, by at least {adq['min_gain_pt']:g} point).")
+    statement = ("The paper's abstract and §6: compared to FedProx, FedExp, FedNova, FedDecorr and FedRS, FedECADO "
+                 "achieves higher classification accuracies under heterogeneous data and computation (here: against "
+                 "each of them, all but FedExp with a tuned server learning rate, by at least "
+                 f"{adq['min_gain_pt']:g} point).")
     seeds = common_seeds(records, arms)
     if not seeds:
         return untested("c4_beats_baselines", statement, scale="default", title="FedECADO-R beats FedProx, FedNova, "
-                        "FedExp", reason=_missing_note(arms, seeds), paper_data=_paper_data(dataset))
+                        "FedExp, FedDecorr, FedRS", reason=_missing_note(arms, seeds), paper_data=_paper_data(dataset))
     rep, nrep, stat = verdict_beats_baselines(_col(records, "fedecado", "test_acc", seeds),
                                               {a: _col(records, a, "test_acc", seeds) for a in OTHER_BASELINES},
                                               adq["min_gain_pt"])
@@ -329,7 +333,7 @@ def claim_beats_baselines(records: Mapping[str, Mapping[int, Any]], dataset: str
     per = stat["per_baseline"]
     weakest = min(OTHER_BASELINES, key=lambda a: float(np.mean(_col(records, a, "test_acc", seeds))))
     return Claim(
-        id="c4_beats_baselines", title="FedECADO-R beats FedProx, FedNova, FedExp", source="paper",
+        id="c4_beats_baselines", title="FedECADO-R beats FedProx, FedNova, FedExp, FedDecorr, FedRS", source="paper",
         statement=statement, data=_data_text(dataset),
         test="per baseline: paired final test-accuracy difference per seed (points), 95% Student-t interval over "
              "seeds; every baseline must be beaten",
@@ -345,12 +349,55 @@ def claim_beats_baselines(records: Mapping[str, Mapping[int, Any]], dataset: str
         metrics={a: summarize(100 * _col(records, a, "test_acc", seeds)) for a in arms})
 
 
+def claim_currents_at_equal_step(records: Mapping[str, Mapping[int, Any]], dataset: str = "mnist5k",
+                                 adequacy: Mapping[str, float] | None = None, **_: Any) -> Claim:
+    """Claim 5 (ours, issue 33): :func:`paired_gain` of FedECADO-R over ``fednova_matched``, FedNova at FedECADO-R's
+    zero-current server step (:func:`~.method.zero_current_step_factor`); with zero currents the two updates are
+    identical (a test), so the difference is what the currents add. ``fedecado_noflow`` is reported beside it."""
+    adq = {**DEFAULT_ADEQUACY, **dict(adequacy or {})}
+    arms = ("fedecado", "fednova_matched")
+    title = "The currents add accuracy at equal server step"
+    statement = ("At an equal effective server step (FedNova moved by FedECADO-R's zero-current step every round), "
+                 "FedECADO-R's currents raise the final test accuracy by at least "
+                 f"{adq['min_gain_pt']:g} point (issue 33: how much of the gain is the currents rather than a "
+                 "larger server step).")
+    seeds = common_seeds(records, arms)
+    if not seeds:
+        return untested("c5_currents_at_equal_step", statement, scale="default", title=title, source="ours",
+                        reason=_missing_note(arms, seeds), paper_data=_paper_data(dataset))
+    rep, nrep, stat = paired_gain(_col(records, "fedecado", "test_acc", seeds),
+                                  _col(records, "fednova_matched", "test_acc", seeds), adq["min_gain_pt"])
+    stat["seeds"] = seeds
+    key = {"mean diff vs fednova_matched (pt)": stat["mean_diff_pt"], "ci_low (pt)": stat["ci_low"],
+           "ci_high (pt)": stat["ci_high"], "seeds positive": stat["n_positive"]}
+    note = ""
+    if "fedecado_noflow" in records and set(seeds) <= set(records["fedecado_noflow"]):
+        nf = paired_gain(_col(records, "fedecado", "test_acc", seeds),
+                         _col(records, "fedecado_noflow", "test_acc", seeds), adq["min_gain_pt"])[2]
+        stat["vs_noflow"] = nf
+        key["mean diff vs fedecado_noflow (pt)"] = nf["mean_diff_pt"]
+        note = (f"FedECADO-R - fedecado_noflow (same server, currents reset every round): {nf['mean_diff_pt']:+.2f} "
+                f"pt, t 95% [{nf['ci_low']:+.2f}, {nf['ci_high']:+.2f}].")
+    return Claim(
+        id="c5_currents_at_equal_step", title=title, source="ours", statement=statement, data=_data_text(dataset),
+        test="paired final test-accuracy difference FedECADO-R - fednova_matched per seed (points), 95% Student-t "
+             "interval over seeds; exact one-sided sign-flip p reported",
+        threshold=f"reproduced: t-interval lower bound > 0 and mean >= {adq['min_gain_pt']:g} pt; not reproduced: "
+                  f"upper bound < {adq['min_gain_pt']:g} pt",
+        verdict=verdict(rep, nrep), statistic=stat, key_numbers=key, note=note,
+        evidence=Evidence(len(seeds), "seeds", paper_data=_paper_data(dataset), ci_method=stat["ci_method"],
+                          mde=stat["mde_pt"]),
+        gates=_accuracy_gates(records, "fednova_matched", seeds, adq),
+        metrics={a: summarize(100 * _col(records, a, "test_acc", seeds)) for a in arms})
+
+
 def evaluate_claims(records: Mapping[str, Mapping[int, Any]], dataset: str = "mnist5k",
                     adequacy: Mapping[str, float] | None = None, server_lr: Mapping[str, float] | None = None,
                     **_: Any) -> list[Claim]:
-    """Every claim and check of the study, in the spec's order (plus claim 4). ``adequacy``: the config's
+    """Every claim and check of the study, in the spec's order (plus claims 4 and 5). ``adequacy``: the config's
     ``adequacy`` section (effect-size floor and gate thresholds); ``server_lr``: the baselines' server learning
     rates (recorded)."""
     return [claim_objective_inconsistency(records), claim_fedecado_reaches_optimum(records),
             claim_accuracy(records, dataset, adequacy, server_lr),
-            claim_beats_baselines(records, dataset, adequacy, server_lr)]
+            claim_beats_baselines(records, dataset, adequacy, server_lr),
+            claim_currents_at_equal_step(records, dataset, adequacy)]

@@ -4,8 +4,8 @@ Arms. Quadratic consensus problem (claims 1–2): ``quad_fedavg``, ``quad_fednov
 rounds with full participation and fixed τ_i; compare with the closed-form fixed points at η and η/2),
 ``quad_fedecado`` (FedECADO-R with full participation and fixed τ_i for ``rounds_full`` rounds, then from scratch
 with ``participation`` of the clients and τ_i redrawn every round for ``rounds_partial`` rounds).
-Image data (claim 3; MNIST-5k, or CIFAR at paper scale): ``fedavg``, ``fedprox``, ``fednova``, ``fedexp``, ``fedecado``, ``fedecado_lte``,
-``fedecado_noflow``.
+Image data (claims 3-5; MNIST-5k, or CIFAR at paper scale): ``fedavg``, ``fedprox``, ``fednova``, ``fedexp``,
+``feddecorr``, ``fedrs``, ``fednova_matched``, ``fedecado``, ``fedecado_lte``, ``fedecado_noflow``.
 
 Randomness (shared by every arm of a seed, so arms are paired): problem = default_rng(seed) (quadratic) or
 :func:`icml25.core.datasets.mnist5k_split` (seed) + :func:`icml25.core.datasets.dirichlet_partition` (seed); τ_i ~ U{..} from
@@ -17,7 +17,7 @@ torch.Generator(seed).
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -153,6 +153,29 @@ def mnist_setup(image: Mapping[str, Any], seed: int, X: np.ndarray, y: np.ndarra
             **client_schedule(image, seed, y_tr)}
 
 
+def _n_classes(learner: Any) -> int:
+    return int(getattr(learner, "n_classes", None) or learner.sizes[2])
+
+
+def client_objectives(arm: str, image: Mapping[str, Any], y_train: np.ndarray, parts: Sequence[np.ndarray],
+                      n_classes: int) -> list[dict[str, Any]]:
+    """Keyword arguments of ``learner.grad`` per client: FedDecorr's β (``image.feddecorr_beta``) for every
+    client of ``feddecorr``; for ``fedrs`` the logit scale (n_classes,) float32 with 1 for the classes the client
+    holds a sample of and α = ``image.fedrs_alpha`` for the others (restricted softmax); nothing for other arms."""
+    import torch
+
+    if arm == "feddecorr":
+        return [{"decorr": float(image["feddecorr_beta"])} for _ in parts]
+    if arm == "fedrs":
+        out = []
+        for ix in parts:
+            present = np.bincount(np.asarray(y_train)[np.asarray(ix, dtype=np.int64)], minlength=n_classes) > 0
+            out.append({"logit_scale": torch.tensor(np.where(present, 1.0, float(image["fedrs_alpha"])),
+                                                    dtype=torch.float32)})
+        return out
+    return [{} for _ in parts]
+
+
 def run_image(image: Mapping[str, Any], fed: Mapping[str, Any], client_lte: Mapping[str, Any], arm: str, seed: int,
               setup: Mapping[str, Any], learner: Any = None) -> dict[str, Any]:
     """Image arm × seed on the data of ``setup`` (:func:`mnist_setup`, or the CIFAR setup of :mod:`.cifar` with a
@@ -193,9 +216,12 @@ def run_image(image: Mapping[str, Any], fed: Mapping[str, Any], client_lte: Mapp
             work[i] = (len(bl), float(lr[i]))
         return S, work
 
+    y_train = setup["y_train"] if "y_train" in setup else learner.ytr.cpu().numpy()
+    client_kw = client_objectives(arm, image, y_train, setup["parts"], _n_classes(learner))
+
     def grad_for(r: int, i: int):
-        bl = batches[i]
-        return lambda theta, k: learner.grad(theta, bl[k], k)
+        bl, kw = batches[i], client_kw[i]
+        return lambda theta, k: learner.grad(theta, bl[k], k, **kw)
 
     curves: dict[str, list[float]] = {k: [] for k in ("test_acc", "train_loss", "T_max", "n_steps_total")}
 

@@ -192,6 +192,22 @@ def central_update(x_c: Any, flows: Any, active: Iterable[int], x_end: Mapping[i
     return xc, I, info
 
 
+def zero_current_step_factor(T: Mapping[int, float], p: Any, kappa: float = 2.0, h_bar: float = 1.0) -> float:
+    """How much further than FedNova :func:`central_update` moves the server when it has no current (issue 33).
+
+    With zero currents, ``sensitivity="data"``, ``sync="linear"`` and one accepted sub-step h = T_max, the update
+    is Δx_c = T_max (1 + 1/(κ(1 + h̄ T_max))) Σ_S p̃_i (x_i − x_c)/T_i: FedNova's direction, whose own step is
+    T_eff = Σ_S p̃_i T_i, scaled by (T_max/T_eff)(1 + 1/(κ(1 + h̄ T_max))) — the value returned (1.98 on issue
+    33's random case). ``fednova_matched`` is FedNova with this factor as its server learning rate: the comparison
+    at equal effective step. T: dict over the active clients of simulated times; p: (K,) data weights."""
+    S = sorted(T)
+    q = np.array([float(p[i]) for i in S])
+    q = q / q.sum()
+    times = np.array([float(T[i]) for i in S])
+    T_max, T_eff = float(times.max()), float(q @ times)
+    return T_max / T_eff * (1.0 + 1.0 / (kappa * (1.0 + h_bar * T_max)))
+
+
 def kcl_residual(flows: Any) -> float:
     """‖Σ_i I_i‖_∞ of flows (K, P): zero (to rounding) after every :func:`central_update`."""
     return _maxabs(flows.sum(0))

@@ -4,6 +4,15 @@
 Layout of θ (P = 64·128 + 128 + 128·10 + 10 = 9610 for the default sizes): W1 (in, hidden) row-major, b1 (hidden),
 W2 (hidden, out), b2 (out). The cross-entropy gradient is written out by hand (two matmuls each way), which is
 several times faster than autograd for 20-sample minibatches; a test checks it against autograd.
+
+Client objectives of two baselines of the paper (§6), both on top of the cross-entropy:
+
+* FedDecorr (Shi et al., ICLR 2023, "Towards understanding and mitigating dimensional collapse in heterogeneous
+  federated learning", eq. 4): + β·(1/d²)‖K‖_F², K = ẑᵀẑ/N the correlation matrix of the batch's representations
+  z (N, d) (here the hidden layer after the ReLU), ẑ = (z − mean) / sqrt(var + 1e-5) per column (variance with 1/N).
+* FedRS (Li & Zhan, KDD 2021, "FedRS: Federated learning with restricted softmax for label distribution non-IID
+  data", §4): the logits of the classes a client has no sample of are multiplied by α ∈ [0, 1] before the softmax
+  ("restricted softmax"); [R] here the whole logit (weights and bias) is scaled.
 """
 from __future__ import annotations
 
@@ -45,22 +54,66 @@ def mlp_logits(theta: torch.Tensor, X: torch.Tensor, sizes: tuple[int, int, int]
     return torch.relu(X @ W1 + b1) @ W2 + b2
 
 
+DECORR_EPS = 1e-5  # variance floor of the FedDecorr standardisation (FedDecorr paper's implementation value)
+
+
+def decorr_loss(z: torch.Tensor) -> torch.Tensor:
+    """FedDecorr's regulariser (1/d²)‖K‖_F² of representations z (N, d), K = ẑᵀẑ/N, ẑ the column-standardised z
+    (mean and 1/N variance over the batch, variance floor 1e-5). Scalar tensor (differentiable). N = 1: 0."""
+    n, d = z.shape
+    if n < 2:
+        return z.sum() * 0.0
+    zc = z - z.mean(0, keepdim=True)
+    zh = zc / torch.sqrt(zc.pow(2).mean(0, keepdim=True) + DECORR_EPS)
+    K = zh.T @ zh / n
+    return K.pow(2).sum() / d ** 2
+
+
+def decorr_loss_grad(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`decorr_loss` of z (N, d) and its gradient (N, d), written out (several times cheaper than autograd on
+    20-row batches; a test checks it against autograd). With ẑ = z_c/s (z_c = z − mean, s² = mean(z_c²) + 1e-5 per
+    column), K = ẑᵀẑ/N and G = ∂L/∂ẑ = 4ẑK/(N d²): ∂L/∂z = (G − mean(G))/s − z_c·mean(G ⊙ z_c)/s³."""
+    n, d = z.shape
+    if n < 2:
+        return z.sum() * 0.0, torch.zeros_like(z)
+    zc = z - z.mean(0, keepdim=True)
+    s = torch.sqrt(zc.pow(2).mean(0, keepdim=True) + DECORR_EPS)
+    zh = zc / s
+    K = zh.T @ zh / n
+    G = zh @ K * (4.0 / (n * d ** 2))
+    grad = (G - G.mean(0, keepdim=True)) / s - zc * (G * zc).mean(0, keepdim=True) / s ** 3
+    return K.pow(2).sum() / d ** 2, grad
+
+
 def mlp_loss_grad(theta: torch.Tensor, X: torch.Tensor, y: torch.Tensor,
-                  sizes: tuple[int, int, int] = (64, 128, 10)) -> tuple[float, torch.Tensor]:
-    """Mean cross-entropy over the batch and its gradient w.r.t. θ (P,)."""
+                  sizes: tuple[int, int, int] = (64, 128, 10), *, decorr: float = 0.0,
+                  logit_scale: torch.Tensor | None = None) -> tuple[float, torch.Tensor]:
+    """Mean cross-entropy over the batch and its gradient w.r.t. θ (P,).
+
+    ``decorr`` = β > 0 adds FedDecorr's β·:func:`decorr_loss` of the hidden representation (its gradient by
+    :func:`decorr_loss_grad`, then by hand through the ReLU); ``logit_scale`` (out,) multiplies the
+    logits before the softmax (FedRS: α for the classes the client lacks, 1 else)."""
     W1, b1, W2, b2 = _unflatten(theta, sizes)
     z1 = X @ W1 + b1
     hid = torch.relu(z1)
-    logits = hid @ W2 + b2
+    raw = hid @ W2 + b2
+    logits = raw if logit_scale is None else raw * logit_scale
     logp = torch.log_softmax(logits, dim=1)
     n = X.shape[0]
     loss = -logp[torch.arange(n), y].mean()
     dlogits = logp.exp()
     dlogits[torch.arange(n), y] -= 1.0
     dlogits /= n
+    if logit_scale is not None:
+        dlogits = dlogits * logit_scale
     gW2 = hid.T @ dlogits
     gb2 = dlogits.sum(0)
-    dz1 = (dlogits @ W2.T) * (z1 > 0)
+    dhid = dlogits @ W2.T
+    if decorr:
+        reg, gh = decorr_loss_grad(hid)
+        loss = loss + decorr * reg
+        dhid = dhid + decorr * gh
+    dz1 = dhid * (z1 > 0)
     gW1 = X.T @ dz1
     gb1 = dz1.sum(0)
     return float(loss), torch.cat([gW1.reshape(-1), gb1, gW2.reshape(-1), gb2])
@@ -91,9 +144,12 @@ class MlpLearner:
         """θ₀ (P,) float32 from torch.Generator(seed)."""
         return init_mlp(self.sizes, seed)
 
-    def grad(self, theta: torch.Tensor, idx: torch.Tensor, k: int = 0) -> torch.Tensor:
-        """Minibatch gradient (P,) of the mean cross-entropy on the training rows ``idx``."""
-        return mlp_loss_grad(theta, self.Xtr[idx], self.ytr[idx], self.sizes)[1]
+    def grad(self, theta: torch.Tensor, idx: torch.Tensor, k: int = 0, *, decorr: float = 0.0,
+             logit_scale: torch.Tensor | None = None) -> torch.Tensor:
+        """Minibatch gradient (P,) of the mean cross-entropy on the training rows ``idx`` (+ FedDecorr's β
+        ``decorr``, FedRS's ``logit_scale``: :func:`mlp_loss_grad`)."""
+        return mlp_loss_grad(theta, self.Xtr[idx], self.ytr[idx], self.sizes, decorr=decorr,
+                             logit_scale=logit_scale)[1]
 
     def round_metrics(self, theta: torch.Tensor) -> tuple[float, float]:
         """(training loss, test accuracy in [0, 1])."""

@@ -4,7 +4,10 @@ A round: the plan names the active clients S and each client's work (n_steps, Δ
 the server state x and runs :func:`~.method.client_integrate` (with its branch current for FedECADO-R, zero flow
 for the baselines, the proximal gradient for FedProx); the server rule of the method combines the results.
 
-Methods: ``fedavg``, ``fedprox``, ``fednova``, ``fedexp`` (see :mod:`.baselines`), ``fedecado`` (fixed client
+Methods: ``fedavg``, ``fedprox``, ``fednova``, ``fedexp`` (see :mod:`.baselines`), ``feddecorr`` and ``fedrs``
+(FedAvg's server; their client objectives come with ``grad_for``, see :mod:`.model`), ``fednova_matched`` (FedNova
+whose server learning rate is, every round, FedECADO-R's zero-current step factor
+:func:`~.method.zero_current_step_factor`: the comparison at equal effective step, issue 33), ``fedecado`` (fixed client
 steps), ``fedecado_lte`` (client LTE step control), ``fedecado_noflow`` (ablation: clients get zero flow and the
 currents are reset to 0 after every round, I ≡ 0 between rounds).
 """
@@ -14,9 +17,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .baselines import fedavg_aggregate, fedexp_aggregate, fednova_aggregate, prox_gradient
-from .method import central_update, client_integrate, kcl_residual
+from .method import central_update, client_integrate, kcl_residual, zero_current_step_factor
 
-METHODS = ("fedavg", "fedprox", "fednova", "fedexp", "fedecado", "fedecado_lte", "fedecado_noflow")
+METHODS = ("fedavg", "fedprox", "fednova", "fedexp", "feddecorr", "fedrs", "fednova_matched", "fedecado",
+           "fedecado_lte", "fedecado_noflow")
 FEDECADO_METHODS = ("fedecado", "fedecado_lte", "fedecado_noflow")
 
 #: plan(round) → (active client ids, {client: (n_steps, dt)})
@@ -42,7 +46,8 @@ def federated_train(method: str, x0: Any, p: Any, rounds: int, plan: Plan, grad_
 
     fedecado: keyword arguments of :func:`~.method.central_update` (kappa, h_bar, sensitivity, lte_tol, sync,
     h_min_frac); client_lte: tol, dt_min, dt_max_factor (dt_max = factor × the client's lr) for ``fedecado_lte``;
-    server_lr: {fedavg, fedprox, fednova: η_s} server learning rates of the baselines (missing: 1, as published).
+    server_lr: {fedavg, fedprox, fednova, feddecorr, fedrs: η_s} server learning rates of the baselines (missing: 1,
+    as published); ``fednova_matched`` ignores it (its step is matched to FedECADO-R's with fedecado's κ, h̄).
     ``on_round(r, x, info)`` gets the server state after round r and info {T_max, n_steps_total, kcl_residual,
     n_substeps, n_rejects, L, eta_g}. Returns (x_final (P,), flows (K, P) or None).
     """
@@ -73,10 +78,13 @@ def federated_train(method: str, x0: Any, p: Any, rounds: int, plan: Plan, grad_
             else:
                 x_end[i], T[i], _ = client_integrate(x, g, flow, float(p[i]), n_steps, dt)
         info: dict[str, Any] = {"T_max": max(T.values()), "n_steps_total": sum(work[i][0] for i in active)}
-        if method in ("fedavg", "fedprox"):
+        if method in ("fedavg", "fedprox", "feddecorr", "fedrs"):
             x = fedavg_aggregate(x_end, p, x, server_lr=eta_s)
         elif method == "fednova":
             x = fednova_aggregate(x, x_end, T, p, server_lr=eta_s)
+        elif method == "fednova_matched":
+            info["step_factor"] = zero_current_step_factor(T, p, fed.get("kappa", 2.0), fed.get("h_bar", 1.0))
+            x = fednova_aggregate(x, x_end, T, p, server_lr=info["step_factor"])
         elif method == "fedexp":
             x, info["eta_g"] = fedexp_aggregate(x, x_end, p, eps=fedexp_eps)
         else:

@@ -2,7 +2,7 @@
 
 Public API, re-exported lazily (PEP 562) so that importing the package imports neither torch nor scikit-learn:
 
-* :func:`kmeans_cosine` — cosine k-means (k-means++ init) -> (labels, centers)
+* :func:`kmeans_cosine` — cosine k-means (k-means++ init, best of n_init starts) -> (labels, centers)
 * :func:`hungarian_align` — relabel cluster ids to agree best with reference labels
 * :func:`stability_scores` — per-sample stability and the pseudo-labels (-1 = unstable)
 * :func:`sample_stability_loss`, :func:`prototype_loss` — the two LFSS loss terms (torch)

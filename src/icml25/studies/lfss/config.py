@@ -80,9 +80,15 @@ class Train(Section):
     lr: float = Field(0.05, gt=0, description="base learning rate of SGD [V: 0.05]")
     predictor_lr_mult: float = Field(10.0, gt=0, description="predictor lr = this x lr [V]")
     momentum: float = Field(0.9, ge=0, lt=1, description="SGD momentum [V]")
-    weight_decay: float = Field(5e-4, ge=0, description="weight decay, not on biases and BatchNorm [V]")
-    warmup_epochs: float = Field(2, ge=0, description="linear warm-up epochs, then cosine decay to 0 [V: 10 at "
-                                                      "paper scale]")
+    weight_decay: float = Field(5e-4, ge=0, description="SGD weight decay [V]")
+    wd_bias_bn: bool = Field(True, description="weight decay on biases and BatchNorm too (true: the released code, "
+                                               "whose exclude_bias_and_bn flag is off by default [V]); false: "
+                                               "only on weights with >= 2 dimensions")
+    warmup_epochs: float = Field(2, ge=0, description="linear warm-up epochs, then cosine decay towards "
+                                                      "lr_min_ratio x lr (the released schedule, see train.lr_at) "
+                                                      "[V: 10 at paper scale]")
+    lr_min_ratio: float = Field(0.5, ge=0, le=1, description="floor of the cosine schedule as a fraction of lr "
+                                                             "[V: learning_eta_min 0.5]")
     ema: float = Field(0.996, gt=0, lt=1, description="target EMA momentum m [V: 0.996]")
     sigma: float = Field(0.001, ge=0, description="noise added to q before the predictor [V]")
     temperature: float = Field(0.5, gt=0, description="t of both contrastive losses [V]")
@@ -122,6 +128,8 @@ class Stability(Section):
                                          "network of the previous one; released_order refreshes the old network "
                                          "first, as the released code reads (then s == 1) [R]")
     kmeans_seed: int = Field(0, ge=0, description="k-means seed of the pseudo-labels [V]")
+    kmeans_n_init: int = Field(10, ge=1, description="k-means++ starts of each pseudo-label clustering; the one of "
+                                                     "least cosine inertia is kept [V: 10]")
     kmeans_max_iter: int = Field(300, ge=1, description="k-means iterations [V]")
     kmeans_tol: float = Field(1e-4, gt=0, description="k-means tolerance [V]")
     eval_delta: float = Field(0.1, gt=0, le=1, description="delta of claim 1's least-stable group (every arm)")
@@ -133,6 +141,8 @@ class Evaluate(Section):
     """Final clustering, claim-1 epochs and the gate reference."""
 
     kmeans_runs: int = Field(10, ge=1, description="k-means runs (seeds 0..runs-1) on the final features [V]")
+    kmeans_n_init: int = Field(10, ge=1, description="k-means++ starts of each run (final features and the gate "
+                                                     "reference); the one of least cosine inertia is kept [V: 10]")
     claim_epochs_back: tuple[int, ...] = Field((10, 5, 0), min_length=1, description="claim 1 averages epochs "
                                                                                     "E - b for these b")
     pca_dim: int = Field(50, ge=1, description="gate reference: cosine k-means on this many principal components "
@@ -183,9 +193,10 @@ class Config(StudyConfig):
 #: Config keys each stage reads (dotted paths; a section name covers all its keys). The stage sees only these.
 STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "download": ("data.dataset", "data.imagenet_root", "data.image_size"),
-    "preprocess": ("seeds", "data", "evaluate.pca_dim", "evaluate.kmeans_runs"),
+    "preprocess": ("seeds", "data", "evaluate.pca_dim", "evaluate.kmeans_runs", "evaluate.kmeans_n_init"),
     "train": ("arms", "seeds", "data.n_classes", "model", "train", "augment", "stability"),
-    "evaluate": ("data.dataset", "data.n_classes", "evaluate.kmeans_runs", "evaluate.claim_epochs_back", "claims",
+    "evaluate": ("data.dataset", "data.n_classes", "evaluate.kmeans_runs", "evaluate.kmeans_n_init",
+                 "evaluate.claim_epochs_back", "claims",
                  "adequacy"),
     "report": (),
 }

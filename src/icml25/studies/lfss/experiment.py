@@ -29,7 +29,8 @@ def reference(settings: Mapping[str, Any], seed: int) -> dict[str, float]:
     ``evaluate.kmeans_runs`` runs (the ``prepare`` stage's ``pca50_kmeans_acc.json``)."""
     x, y = load_dataset(settings["data"], seed)
     ev = settings["evaluate"]
-    return pca_kmeans_reference(x, y, pca_dim=int(ev["pca_dim"]), runs=int(ev["kmeans_runs"]))
+    return pca_kmeans_reference(x, y, pca_dim=int(ev["pca_dim"]), runs=int(ev["kmeans_runs"]),
+                                n_init=int(ev["kmeans_n_init"]))
 
 
 def run(settings: Mapping[str, Any], arm: str, seed: int) -> dict[str, Any]:
@@ -46,7 +47,8 @@ def run(settings: Mapping[str, Any], arm: str, seed: int) -> dict[str, Any]:
     x, y = load_dataset(settings["data"], seed)
     out = train_arm(x, y, settings, arm, seed)
     ev = settings["evaluate"]
-    final = kmeans_eval(out["features"], y, int(settings["data"]["n_classes"]), runs=int(ev["kmeans_runs"]))
+    final = kmeans_eval(out["features"], y, int(settings["data"]["n_classes"]), runs=int(ev["kmeans_runs"]),
+                       n_init=int(ev["kmeans_n_init"]))
     curves = out["curves"]
     return {"arm": arm, "seed": int(seed), "curves": curves, "final": final,
             "claim1": claim1_statistics(curves, list(ev["claim_epochs_back"])),

@@ -1,6 +1,7 @@
 """LFSS's core math (Li, Jia, Liu, Hou, "Learning from Sample Stability for Deep Clustering", ICML 2025).
 
-* :func:`kmeans_cosine` — spherical k-means (k-means++ init) used for pseudo-labels and evaluation (Sec. 3.3).
+* :func:`kmeans_cosine` — spherical k-means (k-means++ init, best of ``n_init`` starts) used for pseudo-labels and
+  evaluation (Sec. 3.3).
 * :func:`hungarian_align` — relabels new cluster ids to agree best with the previous epoch's (Sec. 3.3).
 * :func:`stability_scores` — per-sample stability s_i = cos(old_i, new_i) and the pseudo-labels with the
   least-stable δ-fraction marked -1 (Sec. 3.3, the released threshold rule: θ = ⌊δN⌋-th smallest s, flag s < θ).
@@ -31,20 +32,10 @@ def _unit_rows(x: np.ndarray) -> np.ndarray:
     return x / np.maximum(n, 1e-12)
 
 
-def kmeans_cosine(x, k: int, seed: int = 0, max_iter: int = 300, tol: float = 1e-4) -> tuple[np.ndarray, np.ndarray]:
-    """Cosine (spherical) k-means of ``x (N, D)`` into ``k`` clusters.
-
-    Rows and centres are L2-normalised; k-means++ seeding on the squared chordal distance 2 - 2cos with
-    ``default_rng(seed)``; Lloyd steps assign each row to the centre of largest cosine and set each centre to the
-    normalised mean of its rows (an empty cluster takes the row farthest from its centre); stops when the summed
-    squared centre shift is ≤ ``tol`` or after ``max_iter`` steps. Deterministic for a seed.
-
-    Returns ``labels (N,) int64`` in 0..k-1 and ``centers (k, D) float64`` (unit rows).
-    """
-    z = _unit_rows(x)
+def _kmeans_cosine_once(z: np.ndarray, k: int, seed: int, max_iter: int, tol: float) -> tuple[np.ndarray, np.ndarray]:
+    """One Lloyd run of spherical k-means on unit rows ``z (N, D)`` from a k-means++ start drawn with
+    ``default_rng(seed)``; returns ``(labels (N,), centers (k, D))``."""
     n = z.shape[0]
-    if not 1 <= k <= n:
-        raise ValueError(f"kmeans_cosine: k={k} must lie in 1..N={n}")
     rng = np.random.default_rng(seed)
     centers = np.empty((k, z.shape[1]))
     centers[0] = z[rng.integers(n)]
@@ -73,6 +64,36 @@ def kmeans_cosine(x, k: int, seed: int = 0, max_iter: int = 300, tol: float = 1e
             break
     labels = (z @ centers.T).argmax(axis=1).astype(np.int64)
     return labels, centers
+
+
+def kmeans_cosine(x, k: int, seed: int = 0, max_iter: int = 300, tol: float = 1e-4,
+                  n_init: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Cosine (spherical) k-means of ``x (N, D)`` into ``k`` clusters, best of ``n_init`` starts.
+
+    Rows and centres are L2-normalised; k-means++ seeding on the squared chordal distance 2 - 2cos; Lloyd steps
+    assign each row to the centre of largest cosine and set each centre to the normalised mean of its rows (an
+    empty cluster takes the row farthest from its centre); a run stops when the summed squared centre shift is
+    ≤ ``tol`` or after ``max_iter`` steps. Start ``i`` (0..n_init-1) draws with ``default_rng(seed·n_init + i)``
+    (so ``n_init = 1`` is the single run of seed ``seed``, and runs r = 0, 1, ... of an evaluation never share a
+    start); the run of lowest inertia Σ_i (1 - cos(x_i, c_{label_i})) is kept (first on ties). The released
+    code keeps the best of ``n_init = 10`` k-means++ starts by the same inertia
+    (``torch_clustering.PyTorchKMeans``). Deterministic for a seed.
+
+    Returns ``labels (N,) int64`` in 0..k-1 and ``centers (k, D) float64`` (unit rows).
+    """
+    z = _unit_rows(x)
+    n = z.shape[0]
+    if not 1 <= k <= n:
+        raise ValueError(f"kmeans_cosine: k={k} must lie in 1..N={n}")
+    if n_init < 1:
+        raise ValueError(f"kmeans_cosine: n_init={n_init} must be >= 1")
+    best, best_inertia = None, np.inf
+    for i in range(n_init):
+        labels, centers = _kmeans_cosine_once(z, k, seed * n_init + i, max_iter, tol)
+        inertia = float((1.0 - (z @ centers.T)[np.arange(n), labels]).sum())
+        if inertia < best_inertia:
+            best, best_inertia = (labels, centers), inertia
+    return best
 
 
 def overlap_counts(ref_labels: np.ndarray, labels: np.ndarray, k: int) -> np.ndarray:
@@ -128,16 +149,18 @@ def stability_from_labels(old_feats, new_feats, old_labels, new_labels, k: int, 
     return {"s": s, "pseudo": pseudo, "new_aligned": aligned, "old": np.asarray(old_labels, dtype=np.int64)}
 
 
-def stability_scores(old_feats, new_feats, k: int, delta: float = 0.1, seed: int = 0) -> dict[str, np.ndarray]:
+def stability_scores(old_feats, new_feats, k: int, delta: float = 0.1, seed: int = 0,
+                     n_init: int = 1) -> dict[str, np.ndarray]:
     """Sample stability between the previous (``old_feats (N, D)``) and current (``new_feats (N, D)``) features.
 
-    Sec. 3.3: cosine k-means (``seed``) on both; new ids Hungarian-aligned to old; s_i = cos(old_i, new_i);
+    Sec. 3.3: cosine k-means (``seed``, best of ``n_init`` starts) on both; new ids Hungarian-aligned to old;
+    s_i = cos(old_i, new_i);
     samples below the ⌊δN⌋-th smallest s get pseudo-label -1, the others their aligned new label.
 
     Returns ``dict(s (N,) float64, pseudo (N,) int64 with -1 = unstable, new_aligned (N,), old (N,))``.
     """
-    old_labels, _ = kmeans_cosine(old_feats, k, seed=seed)
-    new_labels, _ = kmeans_cosine(new_feats, k, seed=seed)
+    old_labels, _ = kmeans_cosine(old_feats, k, seed=seed, n_init=n_init)
+    new_labels, _ = kmeans_cosine(new_feats, k, seed=seed, n_init=n_init)
     return stability_from_labels(old_feats, new_feats, old_labels, new_labels, k, delta)
 
 

@@ -88,7 +88,7 @@ def preprocess(stage: Stage, run: Any) -> None:
     refs = {}
     for seed, idx in subsets.items():
         refs[seed] = D.pca_kmeans_reference(_images_float(x[idx]), y[idx], pca_dim=cfg.evaluate.pca_dim,
-                                            runs=cfg.evaluate.kmeans_runs)
+                                            runs=cfg.evaluate.kmeans_runs, n_init=cfg.evaluate.kmeans_n_init)
         with run.seed_run(seed) as srun:
             srun.log_metrics({"preprocess/reference_acc": refs[seed]["acc"],
                               "preprocess/reference_nmi": refs[seed]["nmi"], "preprocess/images": len(idx)})
@@ -161,7 +161,7 @@ def _train_outputs(paths: tuple[Path, ...]) -> list[tuple[Path, Path]]:
     return list(zip(npz, js))
 
 
-def collect(stage: Stage, runs: int, epochs_back: tuple[int, ...]) -> tuple[dict, dict, dict]:
+def collect(stage: Stage, runs: int, epochs_back: tuple[int, ...], n_init: int = 1) -> tuple[dict, dict, dict]:
     """(results per (arm, seed), gate references per seed, stability records per (arm, seed)) from the inputs
     processed/images.npz, processed/pca50_kmeans_acc.json, then the train outputs; the final clustering (mean of
     ``runs`` cosine k-means runs) is computed here."""
@@ -178,7 +178,7 @@ def collect(stage: Stage, runs: int, epochs_back: tuple[int, ...]) -> tuple[dict
             seed = int(seed_key)
             _, y = _seed_data(arrays, seed, stage.input(0))
             feats = arr[f"features/{seed}"]
-            results[arm, seed] = {"final": kmeans_eval(feats, y, k, runs=runs), "curves": curves,
+            results[arm, seed] = {"final": kmeans_eval(feats, y, k, runs=runs, n_init=n_init), "curves": curves,
                                   "curve_acc": [c["acc"] for c in curves],
                                   "claim1": claim1_statistics(curves, epochs_back)}
             last = max(int(key.split("/")[2]) for key in arr if key.startswith(f"stability/{seed}/"))
@@ -192,7 +192,8 @@ def evaluate(stage: Stage, run: Any) -> None:
     from .evaluate import CHECK3_TRIALS, build_claims, stability_identities
 
     cfg = stage.config
-    results, refs, _ = collect(stage, cfg.evaluate.kmeans_runs, tuple(cfg.evaluate.claim_epochs_back))
+    results, refs, _ = collect(stage, cfg.evaluate.kmeans_runs, tuple(cfg.evaluate.claim_epochs_back),
+                                cfg.evaluate.kmeans_n_init)
     trials = [stability_identities(seed=s, n=200, k=kk) for s, kk in CHECK3_TRIALS]
     claims, gate = build_claims(results, refs, trials, ratio=cfg.adequacy.base_ratio,
                                 max_drop=cfg.adequacy.max_drop, min_d_acc=cfg.claims.c2_min_d_acc,

@@ -37,25 +37,35 @@ ARMS: dict[str, dict[str, Any]] = {
 }
 
 
-def lr_at(step: int, steps_per_epoch: int, epochs: int, warmup: int, base_lr: float) -> float:
-    """Linear warm-up over ``warmup`` epochs, then cosine decay to 0 at the end of ``epochs`` (per step)."""
-    e = (step + 1) / steps_per_epoch
-    if e <= warmup:
-        return base_lr * e / max(warmup, 1e-12)
-    span = max(epochs - warmup, 1e-12)
-    return 0.5 * base_lr * (1 + math.cos(math.pi * min(e - warmup, span) / span))
+def lr_at(step: int, steps_per_epoch: int, epochs: int, warmup: float, base_lr: float,
+          min_ratio: float = 0.5) -> float:
+    """Learning rate of optimiser step ``step`` (0-based, global), the released schedule [V].
+
+    The released code counts steps from 1 and reads the epoch as e = step/steps_per_epoch + 1, i.e. here
+    e = (step + 1)/steps_per_epoch + 1 (so e runs from 1 + 1/spe to epochs + 1). Warm-up: lr = base·e/warmup while
+    e < warmup; then lr = min + ½(base − min)(1 + cos(π(e − warmup)/epochs)) with min = min_ratio·base — the
+    cosine spans ``epochs`` (not epochs − warmup), so it ends just above min (0.5·base by default), never at 0.
+    """
+    e = (step + 1) / steps_per_epoch + 1.0
+    if e < warmup:
+        return base_lr * e / warmup
+    lo = min_ratio * base_lr
+    return lo + 0.5 * (base_lr - lo) * (1.0 + math.cos(math.pi * (e - warmup) / epochs))
 
 
-def _param_groups(net: LFSSNet, wd: float) -> list[dict]:
+def _param_groups(net: LFSSNet, wd: float, wd_bias_bn: bool = True) -> list[dict]:
+    """SGD groups: encoder + projector, and the predictor (lr x ``predictor_lr_mult``); weight decay ``wd`` on
+    every parameter when ``wd_bias_bn`` (the released code [V]), else not on 1-D ones (biases, BatchNorm)."""
+    wd_1d = wd if wd_bias_bn else 0.0
     decay, no_decay = [], []
     for name, p in [*net.encoder_q.named_parameters(), *net.projector_q.named_parameters()]:
-        (no_decay if p.ndim == 1 else decay).append(p)  # biases and BatchNorm affine: no weight decay [V]
+        (no_decay if p.ndim == 1 else decay).append(p)
     pred_decay = [p for p in net.predictor.parameters() if p.ndim > 1]
     pred_no = [p for p in net.predictor.parameters() if p.ndim == 1]
     return [{"params": decay, "weight_decay": wd, "pred": False},
-            {"params": no_decay, "weight_decay": 0.0, "pred": False},
+            {"params": no_decay, "weight_decay": wd_1d, "pred": False},
             {"params": pred_decay, "weight_decay": wd, "pred": True},
-            {"params": pred_no, "weight_decay": 0.0, "pred": True}]
+            {"params": pred_no, "weight_decay": wd_1d, "pred": True}]
 
 
 def resolve_device(name: str) -> torch.device:
@@ -111,7 +121,8 @@ def _train_arm(x: np.ndarray, y: np.ndarray, settings: Mapping[str, Any], arm: s
     spe = n // bs if tr["drop_last"] else math.ceil(n / bs)
     net = LFSSNet(mo["channels"], mo["hidden"], mo["dim"], in_channels=xt.shape[1],
                   backbone=mo.get("backbone", "small_cnn"), stem=mo.get("stem", "cifar")).to(device).train()
-    opt = torch.optim.SGD(_param_groups(net, tr["weight_decay"]), lr=tr["lr"], momentum=tr["momentum"])
+    opt = torch.optim.SGD(_param_groups(net, tr["weight_decay"], tr["wd_bias_bn"]), lr=tr["lr"],
+                          momentum=tr["momentum"])
     view = view_fn(au.get("pipeline", "auto"), int(xt.shape[1]))
     keys = (("crop_scale", "rotation_deg", "erase_p", "erase_scale", "noise_sigma") if view is augment
             else ("crop_scale", "flip_p", "jitter", "jitter_p", "grayscale_p"))
@@ -119,7 +130,7 @@ def _train_arm(x: np.ndarray, y: np.ndarray, settings: Mapping[str, Any], arm: s
 
     prev = net.features(xt).cpu().numpy()
     prev_labels, _ = kmeans_cosine(prev, k_clusters, seed=st["kmeans_seed"], max_iter=st["kmeans_max_iter"],
-                                   tol=st["kmeans_tol"])
+                                   tol=st["kmeans_tol"], n_init=int(st["kmeans_n_init"]))
     pseudo = None
     curves, records, step = [], {}, 0
     for epoch in range(1, epochs + 1):
@@ -129,7 +140,7 @@ def _train_arm(x: np.ndarray, y: np.ndarray, settings: Mapping[str, Any], arm: s
         order = torch.randperm(n, generator=gen)
         for b in range(spe):
             idx = order[b * bs:(b + 1) * bs]
-            lr = lr_at(step, spe, epochs, tr["warmup_epochs"], tr["lr"])
+            lr = lr_at(step, spe, epochs, tr["warmup_epochs"], tr["lr"], tr["lr_min_ratio"])
             for g in opt.param_groups:
                 g["lr"] = lr * (tr["predictor_lr_mult"] if g["pred"] else 1.0)
             xb = xt[idx]
@@ -162,7 +173,7 @@ def _train_arm(x: np.ndarray, y: np.ndarray, settings: Mapping[str, Any], arm: s
         # ---- epoch boundary: cluster, stability, pseudo-labels for the next epoch, refresh o
         feats = net.features(xt).cpu().numpy()
         labels, _ = kmeans_cosine(feats, k_clusters, seed=st["kmeans_seed"], max_iter=st["kmeans_max_iter"],
-                                  tol=st["kmeans_tol"])
+                                  tol=st["kmeans_tol"], n_init=int(st["kmeans_n_init"]))
         if st["snapshot"] == "previous_boundary":
             old_f, old_l = prev, prev_labels
         else:

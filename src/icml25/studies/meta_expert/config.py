@@ -63,6 +63,13 @@ class Method(Section):
     cb_beta: float = Field(0.99, ge=0, lt=1, description="class-balanced (effective number) beta of the DEA losses [V]")
     est_epoch: int = Field(5, ge=0, description="epochs before the profile count; DEA losses from epoch "
                                                 "est_epoch + 2 [V]")
+    profile_count: Literal["frequency", "once_per_batch"] = Field(
+        "frequency", description="[R] per-class count of E2's confident pseudo-labels for the profile estimate: "
+                                 "frequency (every confident pseudo-label, the paper's intent) or once_per_batch "
+                                 "(a class counts at most once per batch: the released code's indexed write)")
+    empty_profile: Literal["consistent", "equal"] = Field(
+        "consistent", description="[R] unsupervised fusion loss when no confident pseudo-label was counted: "
+                                  "consistent (follow E1) or equal (1/3 per expert, the released code)")
 
 
 class Train(Section):
@@ -76,7 +83,9 @@ class Train(Section):
     momentum: float = Field(0.9, ge=0, lt=1, description="SGD momentum")
     nesterov: bool = Field(True, description="Nesterov momentum (USB default)")
     weight_decay: float = Field(5e-4, ge=0, description="weight decay (not on BN parameters and biases)")
-    cosine: bool = Field(True, description="FixMatch cosine decay lr cos(7 pi k / 16 K)")
+    cosine: bool = Field(True, description="[R] FixMatch cosine decay lr cos(7 pi k / 16 K) (USB's default); "
+                                           "false: constant lr, as the released code on CIFAR-10 / SVHN / STL-10 "
+                                           "(no scheduler there)")
     ema: float = Field(0.999, ge=0, lt=1, description="EMA decay of the evaluated model")
     ema_warmup: bool = Field(True, description="EMA decay min(ema, (1+t)/(10+t)): without it 0.999^1500 = 22 % of "
                                                "the random initialisation would remain in the EMA model [R]")

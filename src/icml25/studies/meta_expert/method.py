@@ -186,10 +186,38 @@ def expert_unsup_loss(z_strong_branches: Sequence[Tensor], z_weak: Tensor, thres
     return total / (sum(g.sum() for g in gates) + 1e-12), mask, pseudo
 
 
+PROFILE_COUNTS = ("frequency", "once_per_batch")
+EMPTY_PROFILE = ("consistent", "equal")
+
+
+def profile_count_update(pseudo: Tensor, mask: Tensor, num_classes: int, rule: str = "frequency") -> Tensor:
+    """One batch's contribution to the per-class pseudo-label counts of the profile estimate (§3.4). pseudo (B,)
+    labels, mask (B,) confidence mask (> 0: confident). Returns (num_classes,) float.
+
+    ``frequency`` [R, default]: the number of confident pseudo-labels of each class (a class-frequency count, the
+    paper's intent). ``once_per_batch``: the released code's line ``current_mask[pseudo_label2] += mask2``, an
+    indexed write that does not accumulate repeated indices, so each class present in the batch gets +mask of one
+    of its pseudo-labels: at most 1 per batch. PyTorch executes it sequentially on the CPU (the last occurrence
+    wins, measured against the released line on 2000 random batches) and leaves the survivor unspecified on a GPU;
+    we implement the sequential result: +1 if the class's last pseudo-label in the batch is confident."""
+    if rule not in PROFILE_COUNTS:
+        raise ValueError(f"profile_count: unknown rule {rule!r}; expected one of {PROFILE_COUNTS}")
+    pseudo, mask = torch.as_tensor(pseudo).long(), torch.as_tensor(mask)
+    if rule == "frequency":
+        return torch.bincount(pseudo[mask > 0], minlength=num_classes).float()
+    last = torch.full((num_classes,), -1, dtype=torch.long).scatter_reduce(
+        0, pseudo, torch.arange(pseudo.numel()), reduce="amax")  # index of each class's last pseudo-label
+    present = last >= 0
+    out = torch.zeros(num_classes, dtype=torch.float32)
+    out[present] = (mask[last[present]] > 0).float()
+    return out
+
+
 def unlabelled_profile(counts: Tensor) -> int:
     """Which expert the unsupervised fusion loss follows (§3.4, released code), from the per-class counts of the
     uniform expert's confident pseudo-labels over one epoch: REVERSED if max(second half)/min(first half) > 2 and
-    max(first half)/min(second half) < 2; UNIFORM if max/min < 2; else CONSISTENT. counts (C,) ≥ 0."""
+    max(first half)/min(second half) < 2; UNIFORM if max/min < 2; else CONSISTENT. counts (C,) ≥ 0; all-zero counts
+    (no confident pseudo-label) give CONSISTENT (see :func:`fusion_expert_weights` for the official alternative)."""
     c = torch.as_tensor(counts, dtype=torch.float64)
     if c.sum() <= 0:
         return CONSISTENT
@@ -203,3 +231,16 @@ def unlabelled_profile(counts: Tensor) -> int:
     if uniform and not reversed_:
         return UNIFORM
     return CONSISTENT
+
+
+def fusion_expert_weights(counts: Tensor, empty: str = "consistent") -> Tensor:
+    """Weights (K,) of the experts' terms in the unsupervised fusion loss (§3.4): one-hot on
+    :func:`unlabelled_profile`. With no confident pseudo-label (counts all 0) ``empty`` decides: ``consistent``
+    [R, default] follows E1 (the consistent expert: with nothing counted, the unlabelled set is taken to follow the
+    labelled prior), ``equal`` weights the three experts 1/3 each (the released code, whose weights start at 1/3
+    and are only overwritten when the count is positive)."""
+    if empty not in EMPTY_PROFILE:
+        raise ValueError(f"empty_profile: unknown rule {empty!r}; expected one of {EMPTY_PROFILE}")
+    if float(torch.as_tensor(counts, dtype=torch.float64).sum()) <= 0 and empty == "equal":
+        return torch.full((N_EXPERTS,), 1.0 / N_EXPERTS)
+    return F.one_hot(torch.tensor(unlabelled_profile(counts)), N_EXPERTS).float()

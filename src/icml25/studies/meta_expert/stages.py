@@ -145,7 +145,7 @@ def train(stage: Stage, run: Any) -> None:
                 res = run_experiment(settings, arm, seed, profile, split=split, log=log_fn)
                 states[f"{profile}/seed{seed}"] = res["state_dict"]
                 records.append({k: res[k] for k in ("arm", "seed", "profile", "final", "profile_estimate",
-                                                     "pl_counts", "log_prior", "taus")})
+                                                     "fusion_weights", "pl_counts", "log_prior", "taus")})
                 for c in res["curves"]:
                     rows.append({"arm": arm, "profile": profile, "seed": seed, **_flat(c)})
                 log.info("%s %s seed %d: top1 %.4f", arm, profile, seed, res["final"]["top1"])

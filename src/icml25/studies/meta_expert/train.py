@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from . import data as D
 from .evaluate import evaluate_model
 from .method import (CONSISTENT, N_EXPERTS, aggregate, class_balanced_weights, expert_unsup_loss, fixmatch_loss,
-                     interval_of, unlabelled_profile)
+                     fusion_expert_weights, interval_of, profile_count_update, unlabelled_profile)
 from .model import SSLNet, ema_update
 
 ARMS = ("fixmatch", "fixmatch_la", "cpe", "meta_expert", "meta_expert_nomff")
@@ -56,6 +56,9 @@ def build_model(arm: str, cfg: Mapping[str, Any], seed: int) -> SSLNet:
 
 
 def _optimizer(net: torch.nn.Module, t: Mapping[str, Any]) -> torch.optim.Optimizer:
+    """SGD over every parameter of ``net``, the MFF/DEA modules included: the released code builds its optimizer
+    before wrapping the backbone in the fusion/assignment network, so those modules are never trained there; the
+    paper trains them (§3.4), and so do we."""
     decay, no_decay = [], []
     for name, p in net.named_parameters():  # no weight decay on BN parameters and biases (USB convention)
         (no_decay if p.ndim <= 1 else decay).append(p)
@@ -65,7 +68,8 @@ def _optimizer(net: torch.nn.Module, t: Mapping[str, Any]) -> torch.optim.Optimi
 
 
 def _lr(t: Mapping[str, Any], it: int) -> float:
-    """Cosine decay lr·cos(7πk / 16K) (FixMatch), or constant."""
+    """The learning rate of iteration ``it`` (0-based): cosine decay lr·cos(7πk / 16K) (FixMatch, USB's default) if
+    ``train.cosine``, else constant lr (the released code on CIFAR-10 / SVHN / STL-10 has no scheduler)."""
     return t["lr"] * math.cos(7 * math.pi * it / (16 * t["iterations"])) if t["cosine"] else t["lr"]
 
 
@@ -101,6 +105,7 @@ def train_arm(arm: str, split: Mapping[str, np.ndarray], cfg: Mapping[str, Any],
     count_start, dea_start = (m["est_epoch"] + 1) * epoch, (m["est_epoch"] + 2) * epoch
     pl_counts = torch.zeros(D.NUM_CLASSES)
     profile = CONSISTENT
+    fusion_w = fusion_expert_weights(pl_counts, m["empty_profile"])
     sums = dict.fromkeys(LOSS_KEYS, 0.0)
     n_sums = 0
     curves: list[dict[str, Any]] = []
@@ -130,12 +135,13 @@ def train_arm(arm: str, split: Mapping[str, np.ndarray], cfg: Mapping[str, Any],
                 unsup = unsup + loss_k
                 masks.append(mask_k)
                 if k == 1 and count_start <= it < dea_start:  # the uniform expert's confident pseudo-labels
-                    pl_counts += torch.bincount(pseudo_k[mask_k > 0], minlength=D.NUM_CLASSES).float()
+                    pl_counts += profile_count_update(pseudo_k, mask_k, D.NUM_CLASSES, m["profile_count"])
             mask = masks[1]
         fuse_sup = fuse_unsup = torch.zeros(())
         if spec["dea"]:
             if it == dea_start:
                 profile = unlabelled_profile(pl_counts)
+                fusion_w = fusion_expert_weights(pl_counts, m["empty_profile"])
             if it >= dea_start:
                 o, w = out["o"], out["w"]
                 agg = aggregate(zl, w[:bl], "train", taus, log_prior)
@@ -143,9 +149,12 @@ def train_arm(arm: str, split: Mapping[str, np.ndarray], cfg: Mapping[str, Any],
                             + F.cross_entropy(o[:bl], interval_of(y, cut1, cut2), weight=cb_interval))
                 o_w, o_s = o[bl:bl + bu], o[bl + bu:]
                 fuse_unsup = F.cross_entropy(o_s, o_w.detach().argmax(1))
-                br = out["branches"][profile]  # (3 branches, N, C): Σ_j w_j (z_{k,j} − min z_{k,j})
-                fused = torch.einsum("nj,jnc->nc", w, br - br.min(dim=2, keepdim=True).values)
-                fuse_unsup = fuse_unsup + F.cross_entropy(fused[bl + bu:], fused[bl:bl + bu].detach().argmax(1))
+                for k in range(N_EXPERTS):  # expert k's H/M/T branches (3, N, C): Σ_j w_j (z_{k,j} − min z_{k,j})
+                    if fusion_w[k] > 0:
+                        br = out["branches"][k]
+                        fused = torch.einsum("nj,jnc->nc", w, br - br.min(dim=2, keepdim=True).values)
+                        fuse_unsup = fuse_unsup + fusion_w[k] * F.cross_entropy(
+                            fused[bl + bu:], fused[bl:bl + bu].detach().argmax(1))
         loss = sup + fuse_sup + m["lambda_u"] * (unsup + fuse_unsup)
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -165,6 +174,6 @@ def train_arm(arm: str, split: Mapping[str, np.ndarray], cfg: Mapping[str, Any],
                 log(it + 1, metrics)
             sums, n_sums = dict.fromkeys(LOSS_KEYS, 0.0), 0
     final = evaluate_model(ema, x_test, y_test, spec, log_prior, taus, cut1, cut2, keep_arrays=True)
-    return {"curves": curves, "final": final, "profile_estimate": int(profile),
+    return {"curves": curves, "final": final, "profile_estimate": int(profile), "fusion_weights": fusion_w.tolist(),
             "pl_counts": pl_counts.tolist(), "state_dict": ema.state_dict(), "log_prior": log_prior.tolist(),
             "taus": list(spec["taus"])}

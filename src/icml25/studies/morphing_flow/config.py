@@ -10,9 +10,10 @@ This module imports neither torch nor pandas: the Snakefile reads it at parse ti
 """
 from __future__ import annotations
 
+import math
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from icml25.core.config import Section, StudyConfig
 
@@ -32,6 +33,27 @@ REMOTE_DATASETS: tuple[str, ...] = ("ETTh1", "ETTh2", "ETTm1", "ETTm2", "Electri
                                     "Exchange")
 
 
+def garch_problem(garch: tuple[float, float, float]) -> str | None:
+    """Why ``(omega, alpha, beta)`` is not a stationary GARCH(1,1) with a positive variance, or None.
+
+    ``sigma_t^2 = omega + alpha (sigma_{t-1} eta_{t-1})^2 + beta sigma_{t-1}^2`` needs ``omega > 0`` and
+    ``alpha, beta >= 0`` (a positive variance at every step) and ``alpha + beta < 1`` (a finite unconditional
+    variance ``omega / (1 - alpha - beta)``, where the generator starts). Otherwise the variance goes negative or
+    diverges and the series comes out NaN.
+    """
+    omega, alpha, beta = (float(v) for v in garch)
+    if not all(math.isfinite(v) for v in (omega, alpha, beta)):
+        return f"(omega, alpha, beta) must be finite, got {garch!r}"
+    if omega <= 0:
+        return f"omega must be > 0 (the variance's floor), got omega = {omega!r}"
+    if alpha < 0 or beta < 0:
+        return f"alpha and beta must be >= 0 (a positive variance), got alpha = {alpha!r}, beta = {beta!r}"
+    if alpha + beta >= 1:
+        return (f"alpha + beta must be < 1 (a stationary GARCH with a finite unconditional variance), got "
+                f"alpha + beta = {alpha + beta!r}")
+    return None
+
+
 class Generator(Section):
     """The fat-tailed ETT-format generator of ``synth`` [R] (the paper publishes none)."""
 
@@ -41,7 +63,8 @@ class Generator(Section):
     weekly_amp: tuple[float, float] = Field((0.5, 1.5), description="A_w ~ U(lo, hi) [R]")
     ar: float = Field(0.7, gt=-1, lt=1, description="AR(1) coefficient of the noise e_t [R]")
     nu: float = Field(3.0, gt=2, description="Student-t degrees of freedom of the unit-variance shocks [R]")
-    garch: tuple[float, float, float] = Field((0.05, 0.10, 0.85), description="GARCH(1,1) (omega, alpha, beta) [R]")
+    garch: tuple[float, float, float] = Field((0.05, 0.10, 0.85), description="GARCH(1,1) (omega, alpha, beta) [R]; "
+                                              "checked at parse time: omega > 0, alpha, beta >= 0, alpha + beta < 1")
     jump_rate: float = Field(0.002, ge=0, description="Poisson jump arrivals per hour (1/500) [R]")
     jump_scale: float = Field(3.0, ge=0, description="Laplace(0, scale) jump sizes [R]")
     jump_half_life: float = Field(12.0, gt=0, description="half-life of a jump's decay, hours [R]")
@@ -50,6 +73,20 @@ class Generator(Section):
     forced_hours: int = Field(1000, ge=0, description="the last rows forced into the high regime [R]")
     level_sd: float = Field(0.02, ge=0, description="sd of the random-walk steps of the level [R]")
     ot_weight: float = Field(0.5, description="OT = ot_weight * mean(loads) + its own noise [R]")
+
+    @field_validator("garch")
+    @classmethod
+    def _stationary_garch(cls, v: tuple[float, float, float]) -> tuple[float, float, float]:
+        if (problem := garch_problem(v)) is not None:
+            raise ValueError(problem)
+        return v
+
+    @field_validator("daily_amp", "weekly_amp")
+    @classmethod
+    def _ordered_range(cls, v: tuple[float, float]) -> tuple[float, float]:
+        if not 0 <= v[0] <= v[1]:
+            raise ValueError(f"the amplitude range (lo, hi) needs 0 <= lo <= hi, got {v!r}")
+        return v
 
 
 class Synth(Section):

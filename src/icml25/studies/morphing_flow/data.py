@@ -25,6 +25,8 @@ from scipy.signal import lfilter
 from icml25.core import download
 from icml25.core.io import atomic_path
 
+from .config import garch_problem
+
 ETT_COLUMNS: tuple[str, ...] = ("HUFL", "HULL", "MUFL", "MULL", "LUFL", "LULL", "OT")
 MSFT_COLUMNS: tuple[str, ...] = ("Date", "Open", "High", "Low", "Close", "Volume", "OpenInt")
 MSFT_FEATURES: tuple[str, ...] = ("r_open", "r_high", "r_low", "r_close", "d_log_volume")
@@ -102,6 +104,8 @@ def _garch_t_noise(n: int, k: int, rng: np.random.Generator, c: Mapping[str, Any
     nu = c["nu"]
     eta = rng.standard_t(nu, size=(n, k)) * np.sqrt((nu - 2.0) / nu)
     omega, alpha, beta = c["garch"]
+    if (problem := garch_problem((omega, alpha, beta))) is not None:
+        raise ValueError(f"generator garch: {problem}")
     var = np.empty((n, k))
     v = np.full(k, omega / max(1.0 - alpha - beta, 1e-6))  # start at the unconditional variance
     for t in range(n):

@@ -5,7 +5,7 @@ Public API, re-exported lazily (PEP 562) so that importing the package (which th
 torch nor networkx:
 
 * :func:`empirical_ntk` — per-sample Jacobians (N, C, P) via ``torch.func.vmap(jacrev)`` in chunks, and H = J̃J̃ᵀ/C
-* :func:`evolve_function` — linearised cross-entropy dynamics of the outputs (Euler or RK4), (t_max+1, N, C)
+* :func:`evolve_function` — linearised cross-entropy dynamics of the outputs (dopri5, RK4 or Euler), (t_max+1, N, C)
 * :func:`evolve_weights` — the weights after t evolution steps (P,)
 * :func:`ntk_dfl_round` — one synchronous NTK-DFL round for all clients (averaging, kernel, evolution, t*)
 * :func:`dirichlet_partition` — label-skewed client shards (shared: :mod:`icml25.core.datasets`)

@@ -55,8 +55,12 @@ class Ntk(Section):
     t_select: Literal["network", "linearized"] = Field(
         "network", description="t* by the cross-entropy of the real network at w^(t) [V] or of the linearised "
                                "outputs f^(t) (no raw data) [R]")
-    ode: Literal["euler", "rk4"] = Field("euler", description="integrator of the function dynamics (the official "
-                                                              "code: an adaptive solver) [R]")
+    ode: Literal["dopri5", "rk4", "euler"] = Field(
+        "dopri5", description="integrator of the function dynamics: dopri5 = adaptive Dormand-Prince 5(4) (the "
+                              "official torchdiffeq odeint; scipy solve_ivp RK45 here) [V], rk4 (step lr), euler "
+                              "(step lr: exactly GD for a linear model)")
+    rtol: float = Field(1e-7, gt=0, description="dopri5 relative tolerance [V: torchdiffeq's default]")
+    atol: float = Field(1e-9, gt=0, description="dopri5 absolute tolerance [V: torchdiffeq's default]")
     chunk: int = Field(100, ge=1, description="samples per vmap(jacrev) chunk (bounds the Jacobian's working memory)")
 
 
@@ -111,6 +115,10 @@ class Config(StudyConfig):
     degree: int = Field(3, ge=1, description="d of the random d-regular graph [R]")
     er_p: float = Field(0.3, gt=0, le=1, description="edge probability of erdos_renyi")
     hidden: tuple[PosInt, ...] = Field((32,), description="MLP hidden widths (ReLU) [R]")
+    init: Literal["kaiming_normal", "torch_default"] = Field(
+        "kaiming_normal", description="initial weights (identical for every client and arm): kaiming_normal = "
+                                      "N(0, 2/fan_in) weights, zero biases (the official init_weights) [V]; "
+                                      "torch_default = PyTorch's U(+-1/sqrt(fan_in))")
     n_classes: int = Field(10, ge=2, description="C")
     rounds: int = Field(20, ge=1, description="communication rounds [R]")
     ntk: Ntk = Field(Ntk(), description="NTK-DFL evolution")
@@ -174,8 +182,8 @@ def alpha_tag(alpha: float) -> str:
 STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "prepare": ("data.source", "arms", "seeds", "rounds", "n_clients", "topology", "degree", "er_p"),
     "preprocess": ("data", "seeds", "arms", "n_clients", "alpha", "min_size", "partition", "samples_per_client"),
-    "train": ("arms", "seeds", "alpha", "topology", "hidden", "n_classes", "rounds", "ntk", "baselines", "threads",
-              "device"),
+    "train": ("arms", "seeds", "alpha", "topology", "hidden", "init", "n_classes", "rounds", "ntk", "baselines",
+              "threads", "device"),
     "evaluate": ("seeds", "checks", "n_clients", "degree", "hidden", "data.source", "data.pca_dim", "n_classes",
                  "min_gain_pt", "adequacy"),
     "report": (),

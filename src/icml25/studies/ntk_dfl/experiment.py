@@ -98,7 +98,7 @@ def run(config: Mapping[str, Any], arm: str, seed: int, shards: Mapping[str, Any
 
     model = model_fn()
     torch.manual_seed(seed)
-    w0 = flat_weights(mlp(Xtr.shape[1], s["hidden"], C)).to(dev)  # identical initialisation for every client/arm
+    w0 = flat_weights(mlp(Xtr.shape[1], s["hidden"], C, init=s["init"])).to(dev)  # identical for every client/arm
     weights = w0.unsqueeze(0).repeat(K, 1)
     keys = ("round", "agg_acc", "mean_client_acc", "std_client_acc", "mean_loss", "lr", "bytes_sent")
     curves: dict[str, list] = {k: [] for k in keys}
@@ -111,7 +111,7 @@ def run(config: Mapping[str, Any], arm: str, seed: int, shards: Mapping[str, Any
             nt = s["ntk"]
             lr = float(nt["lr0"]) * math.exp(-float(nt["lr_decay"]) * r)
             weights, info = ntk_dfl_round(weights, shards_k, g, model_fn, lr, nt["t_cand"], nt["t_select"],
-                                          nt["ode"], int(nt["chunk"]))
+                                          nt["ode"], int(nt["chunk"]), float(nt["rtol"]), float(nt["atol"]))
             t_stars.append(info["t_star"].tolist())
         else:
             opt = s["baselines"][method]

@@ -7,7 +7,8 @@ Per round r with graph G_r and step size η_r:
    client k stacks them into J (N, C, P), f⁰ (N, C), Y (N, C);
 3. empirical NTK: H = J̃J̃ᵀ / C with J̃ = J reshaped (N, C·P) (the official code's trace-over-outputs kernel);
 4. function evolution (eq. 5 with cross-entropy): df/ds = −N^{-1} H (softmax(f) − Y), f(0) = f⁰, read at
-   s = η_r·t; forward Euler by default (the official code uses an adaptive ODE solver: ``ode`` switch [R]);
+   s = η_r·t; ``ode``: the official adaptive Dormand–Prince 5(4) (``dopri5``, torchdiffeq's ``odeint`` in the
+   official code, scipy's ``solve_ivp(method="RK45")`` here), classical ``rk4`` or forward ``euler``;
 5. weight evolution: w^{(t)} = w̄_k − (η_r/N) Σ_c J[:,c,:]ᵀ R_t[:,c], R_t = Σ_{τ<t} softmax(f^{(τ)}) − t·Y;
 6. time selection: t* = argmin_{t∈T_cand} CE(f(X; w^{(t)}), Y) on the real network (``t_select="network"``) or
    on the linearised outputs f^{(t)} (``"linearized"`` [R]); all clients then set w_k ← w_k^{(t*)} at once.
@@ -75,18 +76,55 @@ def _rhs(H: torch.Tensor, f: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return -(H @ (torch.softmax(f, dim=-1) - y)) / f.shape[0]
 
 
-def evolve_function(H: torch.Tensor, f0: torch.Tensor, y_onehot: torch.Tensor, lr: float, t_max: int,
-                    method: str = "euler") -> torch.Tensor:
-    """Linearised cross-entropy dynamics of the outputs, read at s = lr·t for t = 0..t_max.
+ODE_METHODS: tuple[str, ...] = ("euler", "rk4", "dopri5")
 
-    H (N, N), f0 (N, C), y_onehot (N, C) -> (t_max+1, N, C). ``euler``: f^{(t+1)} = f^{(t)} − (lr/N) H
-    (softmax(f^{(t)}) − Y), which for a linear model is exactly full-batch gradient descent; ``rk4``: classical
-    Runge-Kutta with step lr.
+
+def _evolve_dopri5(H: torch.Tensor, f0: torch.Tensor, y_onehot: torch.Tensor, lr: float, t_max: int,
+                   rtol: float, atol: float) -> torch.Tensor:
+    """df/ds = −N^{-1} H (softmax(f) − Y) by scipy's adaptive Dormand–Prince 5(4) (``solve_ivp``, ``RK45``) in
+    float64, dense output read at s = lr·t, t = 0..t_max; returns (t_max+1, N, C) in f0's dtype and device."""
+    import numpy as np
+    from scipy.integrate import solve_ivp
+
+    shape = tuple(f0.shape)
+    Hn = H.detach().to("cpu", torch.float64).numpy()
+    Yn = y_onehot.detach().to("cpu", torch.float64).numpy()
+    n = shape[0]
+
+    def rhs(_s: float, v: np.ndarray) -> np.ndarray:
+        f = v.reshape(shape)
+        p = np.exp(f - f.max(axis=1, keepdims=True))
+        p /= p.sum(axis=1, keepdims=True)
+        return (-(Hn @ (p - Yn)) / n).ravel()
+
+    s_eval = lr * np.arange(t_max + 1, dtype=np.float64)
+    y0 = f0.detach().to("cpu", torch.float64).numpy().ravel()
+    if t_max == 0:
+        return f0.unsqueeze(0).clone()
+    sol = solve_ivp(rhs, (0.0, float(s_eval[-1])), y0, method="RK45", t_eval=s_eval, rtol=rtol, atol=atol)
+    if not sol.success:
+        raise FloatingPointError(f"evolve_function: dopri5 failed: {sol.message}")
+    out = torch.from_numpy(sol.y.T.reshape(t_max + 1, *shape)).to(dtype=f0.dtype, device=f0.device)
+    out[0] = f0
+    return out
+
+
+def evolve_function(H: torch.Tensor, f0: torch.Tensor, y_onehot: torch.Tensor, lr: float, t_max: int,
+                    method: str = "dopri5", rtol: float = 1e-7, atol: float = 1e-9) -> torch.Tensor:
+    """Linearised cross-entropy dynamics of the outputs (eq. 5), read at s = lr·t for t = 0..t_max.
+
+    H (N, N), f0 (N, C), y_onehot (N, C) -> (t_max+1, N, C). ``dopri5`` (default, the official code's solver:
+    torchdiffeq ``odeint``, adaptive Dormand–Prince 5(4) with its default tolerances ``rtol`` 1e-7, ``atol``
+    1e-9): scipy's ``solve_ivp(method="RK45")``, the same Dormand–Prince pair, in float64; ``euler``:
+    f^{(t+1)} = f^{(t)} − (lr/N) H (softmax(f^{(t)}) − Y), which for a linear model is exactly full-batch gradient
+    descent; ``rk4``: classical Runge-Kutta with step lr.
     """
-    if method not in ("euler", "rk4"):
-        raise ValueError(f"evolve_function: method must be 'euler' or 'rk4', got {method!r}")
+    if method not in ODE_METHODS:
+        raise ValueError(f"evolve_function: method must be one of {ODE_METHODS}, got {method!r}")
     if t_max < 0:
         raise ValueError(f"evolve_function: t_max must be >= 0, got {t_max}")
+    if method == "dopri5":
+        return _evolve_dopri5(H, f0, y_onehot, lr, t_max, rtol, atol)
     traj = [f0]
     f = f0
     for _ in range(t_max):
@@ -118,6 +156,27 @@ def evolve_weights(w_bar: torch.Tensor, J: torch.Tensor, f_traj: torch.Tensor, y
     # Σ_c J[:,c,:]ᵀ R[:,c] as one (N·C) x P matrix-vector product on a view of J (no copy of J).
     grad_sum = resid.reshape(1, -1) @ J.reshape(-1, J.shape[-1])
     return w_bar - (lr / J.shape[0]) * grad_sum.reshape(-1)
+
+
+def evolve_weights_at(w_bar: torch.Tensor, J: torch.Tensor, f_traj: torch.Tensor, y_onehot: torch.Tensor,
+                      lr: float, ts: Sequence[int]) -> torch.Tensor:
+    """:func:`evolve_weights` at several t at once: (len(ts), P), row i = w^{(ts[i])}.
+
+    The softmax sums Σ_{τ<t} softmax(f^{(τ)}) are accumulated once over the sorted candidates (each trajectory
+    step is read once, not once per candidate) and mapped to weights in one (len(ts), N·C) x (N·C, P) product.
+    """
+    ts = [int(t) for t in ts]
+    if not ts or min(ts) < 0 or max(ts) >= f_traj.shape[0]:
+        raise ValueError(f"evolve_weights_at: ts={ts} outside 0..{f_traj.shape[0] - 1} (trajectory length)")
+    sums: dict[int, torch.Tensor] = {}
+    run = torch.zeros_like(y_onehot)
+    prev = 0
+    for t in sorted(set(ts)):
+        if t > prev:
+            run = run + torch.softmax(f_traj[prev:t], dim=-1).sum(0)
+        sums[t], prev = run, t
+    resid = torch.stack([sums[t] - t * y_onehot for t in ts]).reshape(len(ts), -1)
+    return w_bar.unsqueeze(0) - (lr / J.shape[0]) * (resid @ J.reshape(-1, J.shape[-1]))
 
 
 def cross_entropy(logits: torch.Tensor, y_onehot: torch.Tensor) -> torch.Tensor:
@@ -171,12 +230,14 @@ def round_bytes(graph: nx.Graph, sizes: Sequence[int], n_classes: int, n_params:
 
 def ntk_dfl_round(weights: torch.Tensor, data: Sequence[tuple[torch.Tensor, torch.Tensor]], graph: nx.Graph,
                   model_fn: Callable[[], nn.Module], lr: float, t_cand: Sequence[int], t_select: str = "network",
-                  ode: str = "euler", chunk: int = 100) -> tuple[torch.Tensor, dict[str, Any]]:
+                  ode: str = "dopri5", chunk: int = 100, rtol: float = 1e-7,
+                  atol: float = 1e-9) -> tuple[torch.Tensor, dict[str, Any]]:
     """One synchronous NTK-DFL round for all K clients (Algorithm 1).
 
     weights (K, P) flat client weights; data[k] = (X_k (n_k, D), Y_k one-hot (n_k, C) or labels (n_k,));
     graph on nodes 0..K-1; ``model_fn()`` builds the architecture (its own weights are ignored); lr = η_r;
-    t_cand the candidate evolution steps. Returns new weights (K, P) and info: ``t_star`` (K,) long,
+    t_cand the candidate evolution steps; ``ode``, ``rtol``, ``atol`` see :func:`evolve_function`. Returns new
+    weights (K, P) and info: ``t_star`` (K,) long,
     ``losses`` (K, len(t_cand)) the selection losses, ``bytes`` (int, see :func:`round_bytes`), ``w_bar`` (K, P).
     """
     if t_select not in ("network", "linearized"):
@@ -204,8 +265,8 @@ def ntk_dfl_round(weights: torch.Tensor, data: Sequence[tuple[torch.Tensor, torc
         Y = torch.cat([_as_onehot(data[j][1], n_classes, dtype) for j in nbrs])
         J, H = empirical_ntk(model, X, chunk)
         with torch.no_grad():
-            traj = evolve_function(H, f0, Y, lr, max(t_cand), ode)
-            cands = [evolve_weights(w_bar[k], J, traj, Y, lr, t) for t in t_cand]
+            traj = evolve_function(H, f0, Y, lr, max(t_cand), ode, rtol, atol)
+            cands = evolve_weights_at(w_bar[k], J, traj, Y, lr, t_cand)
             for i, (t, w_t) in enumerate(zip(t_cand, cands)):
                 logits = forward(model, w_t, X) if t_select == "network" else traj[t]
                 losses[k, i] = cross_entropy(logits, Y).double()

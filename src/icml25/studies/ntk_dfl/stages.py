@@ -145,8 +145,8 @@ def train(stage: Stage, run: Any) -> None:
     if cfg.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit(f"{SLUG} train: device is cuda but no CUDA device is visible to this job (the paper scale "
                          "runs on a GPU node; set device: cpu to run it, slowly, on CPU)")
-    config = {k: to_dict(getattr(cfg, k)) for k in ("alpha", "topology", "hidden", "n_classes", "rounds", "ntk",
-                                                     "baselines", "threads")}
+    config = {k: to_dict(getattr(cfg, k)) for k in ("alpha", "topology", "hidden", "init", "n_classes", "rounds",
+                                                     "ntk", "baselines", "threads")}
     config.update(n_clients=None, degree=None, er_p=None)  # the saved graphs and partitions fix these
     graphs_doc = read_json(stage.input(1))
     topology = arm_topology(arm, cfg.topology)

@@ -122,6 +122,9 @@ class PaperSection(Section):
     dtype: Literal["bfloat16", "float32", "float64"] = Field(
         "float32", description="dtype of the latent weights while training and evaluating [R] (the paper trains in "
                                "mixed precision; pure bf16 AdamW updates at lr <= 5e-5 round away)")
+    autocast: Literal["bfloat16"] | None = Field(
+        "bfloat16", description="mixed precision of the SFT forward/backward (torch.autocast) over the float32 latent "
+                                "weights: the official recipes' bf16: True; null: compute in paper.dtype")
     search_dtype: Literal["bfloat16", "float32", "float64"] = Field(
         "float32", description="dtype of the calibration passes of the rotation search and of check 3a")
     invariance_tokens: int = Field(128, ge=8, description="check 3a: leading tokens of each of 4 test sequences")

@@ -131,7 +131,7 @@ def deployed(cfg: Config, arm: str, seed: int, mcfg: ModelConfig, params: Mappin
 
 def _online(rotations: Mapping[str, bool], mcfg: ModelConfig, seed: int) -> dict[str, Tensor | None]:
     signs = rotation_signs(rotations, mcfg, seed)
-    return {f"r{k}.{i}": signs.get(f"r{k}.{i}") for i in range(mcfg.n_layers) for k in (3, 4)}
+    return {f"r{k}.{i}": signs.get(f"r{k}.{i}") for i in range(mcfg.n_layers) for k in (2, 3, 4)}
 
 
 def evaluate_arm(cfg: Config, arm: str, seed: int, mcfg: ModelConfig, params: Mapping[str, Tensor],

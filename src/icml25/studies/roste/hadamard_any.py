@@ -9,7 +9,7 @@ same in PyTorch, with ``H_m`` from Paley's constructions (Paley, 1933): type I f
 12, 28, 36, 60, 76, 108, 124, 148, ...). Powers of 2 use :mod:`.method` unchanged (same signs, same FWHT), so the
 tiny decoder's rotations and :func:`.method.random_hadamard`'s contract (powers of 2 only) are untouched.
 
-``R = H_d diag(r) / sqrt(d)`` with seeded signs ``r`` as in :mod:`.method`.
+``R = diag(r) H_d / sqrt(d)`` with seeded signs ``r`` applied first, as in :mod:`.method`.
 """
 from __future__ import annotations
 
@@ -86,21 +86,22 @@ def hadamard(d: int) -> Tensor:
 
 
 def matrix(r: Tensor) -> Tensor:
-    """Orthonormal ``R = H_d diag(r) / sqrt(d)`` on ``r``'s device."""
+    """Orthonormal ``R = diag(r) H_d / sqrt(d)`` on ``r``'s device (signs first, the official convention)."""
     d = r.shape[0]
-    return hadamard(d).to(r.device) * r / math.sqrt(d)
+    return r.to(torch.float64)[:, None] * hadamard(d).to(r.device) / math.sqrt(d)
 
 
 def rotate(x: Tensor, r: Tensor) -> Tensor:
-    """``x R`` along the last dimension: ``x (H_m ⊗ H_p) = H_m^T X H_p`` on ``x`` viewed as (..., m, p), with the
-    fast Walsh–Hadamard transform for ``H_p``."""
+    """``x R = (x * r) H_d / sqrt(d)`` along the last dimension: ``x (H_m ⊗ H_p) = H_m^T X H_p`` on ``x`` viewed
+    as (..., m, p), with the fast Walsh–Hadamard transform for ``H_p``."""
     d = x.shape[-1]
     m, p = split(d)
+    x = x * r.to(x.dtype)
     y = fwht(x if m == 1 else x.reshape(*x.shape[:-1], m, p))
     if m > 1:
         a = torch.from_numpy(paley_hadamard(m)).to(device=x.device, dtype=x.dtype)
         y = torch.einsum("...ip,ik->...kp", y, a).reshape(x.shape)
-    return y * (r.to(x.dtype) / math.sqrt(d))
+    return y / math.sqrt(d)
 
 
 __all__ = ["paley_hadamard", "split", "signs", "hadamard", "matrix", "rotate"]

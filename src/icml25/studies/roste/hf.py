@@ -12,9 +12,13 @@ What :func:`prepare_for_roste` does, in place, with the same conventions as the 
 (``nn.Linear`` stores ``W`` as ``(out, in)``, ``y = x W^T + b``):
 
 * unties ``lm_head`` from the embedding, folds every RMSNorm gain into the next linears (gains set to 1);
+* signs: ``R = diag(r) H / sqrt(d)``; R1's signs ``r`` are random (seeded), R2-R4 have none (``r = 1``), as the
+  official code;
 * R1 (hidden size): ``E R1`` for the embedding, ``W R1`` for q/k/v/gate/up and lm_head, ``R1^T W`` (and
   ``R1^T b``) for o_proj and down_proj;
-* R2 (head_dim, per layer): each V head ``R2^T W_v[h]`` (``b_v[h] R2``), each o_proj input block ``W_o[:, h] R2``;
+* R2 (head_dim, per layer): each o_proj input block ``W_o[:, h] R2`` merged; v_proj is quantized unrotated and
+  its output (bias included) rotated online per head, ``V_h R2``, before the V cache quantizer (the official
+  ``QuantLinear_R_v``);
 * R3 (head_dim, per layer): online on Q and K after RoPE, inside the registered attention function ``"roste"``;
 * R4 (intermediate size, per layer): ``W_down R4`` merged, ``x R4`` online (fast Walsh–Hadamard transform) on the
   down_proj input;
@@ -140,15 +144,19 @@ class QuantLinear(nn.Module):
     """A decoder linear with fake-quantized input (per token) and weight (per output channel), STE gradients.
 
     Keeps the wrapped layer's ``weight``/``bias`` parameters (the latent weights AdamW updates). ``online``:
-    signs of an online rotation applied to the input first (R4 on down_proj), or None.
+    signs of an online rotation applied to the input first (R4 on down_proj), or None. ``out_rot``: signs of an
+    online rotation of the output in blocks of ``len(out_rot)`` (R2 on each V head), or None.
     """
 
-    def __init__(self, linear: nn.Linear, qcfg: QuantConfig, online: Tensor | None = None) -> None:
+    def __init__(self, linear: nn.Linear, qcfg: QuantConfig, online: Tensor | None = None,
+                 out_rot: Tensor | None = None) -> None:
         super().__init__()
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.weight, self.bias = linear.weight, linear.bias
         self.qcfg = qcfg
         self.register_buffer("online", None if online is None else online.to(linear.weight.dtype), persistent=False)
+        self.register_buffer("out_rot", None if out_rot is None else out_rot.to(linear.weight.dtype),
+                             persistent=False)
 
     def forward(self, x: Tensor) -> Tensor:
         q = self.qcfg
@@ -156,7 +164,11 @@ class QuantLinear(nn.Module):
             x = rotate(x, self.online)
         x = quantize(x, q.a_bits, q.symmetric, None, q.clip)
         w = quantize(self.weight, q.w_bits, q.symmetric, None, q.clip)
-        return nn.functional.linear(x, w, self.bias)
+        y = nn.functional.linear(x, w, self.bias)
+        if self.out_rot is not None:
+            hd = self.out_rot.shape[0]
+            y = rotate(y.reshape(*y.shape[:-1], -1, hd), self.out_rot).reshape(y.shape)
+        return y
 
 
 def roste_attention(module: nn.Module, query: Tensor, key: Tensor, value: Tensor, attention_mask: Tensor | None,
@@ -241,13 +253,18 @@ def untie(model: nn.Module) -> nn.Module:
 
 @torch.no_grad()
 def fold_and_rotate(model: nn.Module, choices: Mapping[str, bool], seed: int = 0) -> dict[str, Tensor | None]:
-    """Untie lm_head, fold the RMSNorm gains and merge R1, R2 and the weight side of R4 into ``model`` (in place,
-    computed in float64). Returns the online signs ``{"r3.{l}", "r4.{l}": signs or None}``."""
+    """Untie lm_head, fold the RMSNorm gains and merge R1, R2's o_proj side and the weight side of R4 into
+    ``model`` (in place, computed in float64). Returns the online signs ``{"r2.{l}" (V output), "r3.{l}",
+    "r4.{l}": signs or None}``."""
     inner = _decoder(model)
     dims = slot_dims(model)
     dev = inner.embed_tokens.weight.device
-    signs = {s: hadamard_signs(dims[s.split(".")[0]], slot_seed(seed, s)).to(dev) if on else None
-             for s, on in choices.items()}
+    def slot_signs(s: str) -> Tensor:
+        d = dims[s.split(".")[0]]
+        r = hadamard_signs(d, slot_seed(seed, s)) if s == "r1" else torch.ones(d, dtype=torch.float64)
+        return r.to(dev)
+
+    signs = {s: slot_signs(s) if on else None for s, on in choices.items()}
     untie(model)
     f64 = torch.float64
     r1 = _matrix(signs["r1"]) if signs.get("r1") is not None else None
@@ -270,16 +287,12 @@ def fold_and_rotate(model: nn.Module, choices: Mapping[str, bool], seed: int = 0
                 _set(lin.weight, r1.T @ lin.weight.to(f64))
                 _set(lin.bias, lin.bias.to(f64) @ r1 if lin.bias is not None else None)
         if signs.get(f"r2.{l}") is not None:
-            r2 = _matrix(signs[f"r2.{l}"])
-            wv = att.v_proj.weight.to(f64)
-            _set(att.v_proj.weight, (r2.T @ wv.reshape(-1, hd, wv.shape[1])).reshape(wv.shape))
-            if att.v_proj.bias is not None:
-                _set(att.v_proj.bias, (att.v_proj.bias.to(f64).reshape(-1, hd) @ r2).reshape(-1))
+            r2 = _matrix(signs[f"r2.{l}"])  # v_proj stays unrotated: its output is rotated online (QuantLinear)
             wo = att.o_proj.weight.to(f64)
             _set(att.o_proj.weight, (wo.reshape(wo.shape[0], -1, hd) @ r2).reshape(wo.shape))
         if signs.get(f"r4.{l}") is not None:
             _set(mlp.down_proj.weight, mlp.down_proj.weight.to(f64) @ _matrix(signs[f"r4.{l}"]))
-    return {s: signs.get(s) for l in range(len(inner.layers)) for s in (f"r3.{l}", f"r4.{l}")}
+    return {s: signs.get(s) for l in range(len(inner.layers)) for s in (f"r2.{l}", f"r3.{l}", f"r4.{l}")}
 
 
 def prepare_for_roste(model: nn.Module, rotations: Mapping[str, bool] | str, qcfg: QuantConfig,
@@ -298,8 +311,9 @@ def prepare_for_roste(model: nn.Module, rotations: Mapping[str, bool] | str, qcf
     register_attention()
     for l, layer in enumerate(inner.layers):
         att, mlp = layer.self_attn, layer.mlp
-        for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
+        for name in ("q_proj", "k_proj", "o_proj"):
             setattr(att, name, QuantLinear(getattr(att, name), qcfg))
+        att.v_proj = QuantLinear(att.v_proj, qcfg, out_rot=online[f"r2.{l}"])
         for name in ("gate_proj", "up_proj"):
             setattr(mlp, name, QuantLinear(getattr(mlp, name), qcfg))
         mlp.down_proj = QuantLinear(mlp.down_proj, qcfg, online[f"r4.{l}"])
@@ -316,11 +330,14 @@ def prepare_for_roste(model: nn.Module, rotations: Mapping[str, bool] | str, qcf
 
 
 def sft_steps(model: nn.Module, batches: Iterable[Mapping[str, Tensor]], lr: float, weight_decay: float = 0.0,
-              steps: int | None = None, on_step: Callable[[int, float], None] | None = None) -> list[float]:
+              steps: int | None = None, on_step: Callable[[int, float], None] | None = None,
+              autocast: torch.dtype | None = None) -> list[float]:
     """STE fine-tuning (paper Algorithm 1, K = 1): AdamW on the latent rotated weights, cosine decay over
     ``steps`` (default: the number of batches). Each batch holds ``input_ids`` (B, T) and ``labels`` (B, T), with
     -100 on the prompt and padding tokens; it is moved to the model's device. ``on_step(k, loss)`` runs after each
-    update. Returns the per-step loss."""
+    update. ``autocast`` (e.g. ``torch.bfloat16``): forward and backward under ``torch.autocast`` in that dtype
+    while the latent weights and AdamW stay in their own dtype (the official recipes' ``bf16: True`` mixed
+    precision). Returns the per-step loss."""
     batches = list(batches)
     n = steps or len(batches)
     dev = next(model.parameters()).device
@@ -330,7 +347,8 @@ def sft_steps(model: nn.Module, batches: Iterable[Mapping[str, Tensor]], lr: flo
     losses = []
     for k in range(n):
         b = batches[k % len(batches)]
-        loss = model(input_ids=b["input_ids"].to(dev), labels=b["labels"].to(dev), use_cache=False).loss
+        with torch.autocast(dev.type, dtype=autocast, enabled=autocast is not None):
+            loss = model(input_ids=b["input_ids"].to(dev), labels=b["labels"].to(dev), use_cache=False).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()

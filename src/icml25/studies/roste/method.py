@@ -4,21 +4,26 @@ Paper: *RoSTE: An Efficient Quantization-Aware Supervised Fine-Tuning Approach f
 (Wei, Chen, Ma, Chen, Li, Hong; ICML 2025; https://arxiv.org/abs/2502.09003).
 
 * §3 (quantizer): ``Q(X) = (clamp(round(X/s) + z) - z) * s`` per group, asymmetric (``s = c (max - min) /
-  (2^b - 1)``, ``z = round(-min / s)``, integers in ``[0, 2^b - 1]``) or symmetric (``s = c max|X| /
+  (2^b - 1)``, ``z = round(-c min / s)``, integers in ``[0, 2^b - 1]``: the clipped range ``[c min, c max]`` is
+  centred on the data's, as in the official code, ``quant_utils/quant_linear.py``) or symmetric (``s = c max|X| /
   (2^(b-1) - 1)``, ``z = 0``, integers in ``[-2^(b-1), 2^(b-1) - 1]``); ``c`` is the clip factor. Training uses
   the straight-through estimator ``x + (Q(x) - x).detach()`` (gradient = identity).
-* §4.1 (rotations): ``R = H_d diag(r) / sqrt(d)``, ``H_d`` the Sylvester Hadamard matrix, ``r`` random signs.
-  Online rotations use the fast Walsh–Hadamard transform (O(d log d)), merged ones a dense matrix.
+* §4.1 (rotations): ``R = diag(r) H_d / sqrt(d)``, ``H_d`` the Sylvester Hadamard matrix, ``r`` random signs
+  applied *first* (``x R = (x * r) H_d / sqrt(d)``), as the official code's ``random_hadamard_matrix``
+  (``matmul_hadU(diag(r))``). With the signs after ``H_d`` they would only flip output coordinates, to which a
+  per-channel weight quantizer is blind, so the error would not depend on the draw (Prop. 4.4's randomness inert).
+  Online rotations use the fast Walsh–Hadamard transform (O(d log d)) above :data:`DENSE_MAX`, the dense matrix at
+  or below it (faster on a CPU there; same product up to float rounding); merged ones a dense matrix.
 * §4.2, Proposition 4.4: for a row ``w`` of dimension ``d`` quantized symmetrically with ``c = 1``,
   ``||Q(w) - w||^2 <= d max_i w_i^2 / (4 (2^(b-1) - 1)^2)`` always, and after a random Hadamard rotation
   ``||Q(R^T w) - R^T w||^2 <= log(4d/δ) ||w||^2 / (2 (2^(b-1) - 1)^2)`` with probability at least ``1 - δ``.
 """
 from __future__ import annotations
 
-import contextlib
 import math
 import zlib
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -59,7 +64,8 @@ class QuantConfig:
 def quant_params(x: Tensor, bits: int, symmetric: bool = False, clip: float = 1.0) -> tuple[Tensor, Tensor, int, int]:
     """Step ``s``, zero point ``z`` and integer range ``(lo, hi)`` of groups along the last dimension of ``x``.
 
-    ``s`` and ``z`` have ``x``'s shape with the last dimension reduced to 1.
+    ``s`` and ``z`` have ``x``'s shape with the last dimension reduced to 1. Asymmetric: ``s = c (max - min) /
+    (2^b - 1)``, ``z = round(-c min / s)`` (the grid covers ``[c min, c max]`` up to the rounding of ``z``).
     """
     if symmetric:
         qmax = 2 ** (bits - 1) - 1
@@ -68,7 +74,7 @@ def quant_params(x: Tensor, bits: int, symmetric: bool = False, clip: float = 1.
     hi = 2 ** bits - 1
     mn, mx = torch.aminmax(x, dim=-1, keepdim=True)
     s = (clip * (mx - mn) / hi).clamp_min(SCALE_FLOOR)
-    return s, torch.round(-mn / s), 0, hi
+    return s, torch.round(-clip * mn / s), 0, hi
 
 
 def quantize(x: Tensor, bits: int | None = 4, symmetric: bool = False, group_size: int | None = None,
@@ -87,11 +93,31 @@ def quantize(x: Tensor, bits: int | None = 4, symmetric: bool = False, group_siz
     g = d if group_size is None else int(group_size)
     if g <= 0 or d % g:
         raise ValueError(f"quantize: group_size {group_size} must divide the last dimension {d}")
-    xg = x.reshape(*x.shape[:-1], d // g, g)
-    with torch.no_grad() if ste else contextlib.nullcontext():
-        s, z, lo, hi = quant_params(xg, bits, symmetric, clip)
-        q = ((torch.clamp(torch.round(xg / s) + z, lo, hi) - z) * s).reshape(x.shape)
-    return x + (q - x).detach() if ste else q
+    if ste:
+        return _STE.apply(x, bits, symmetric, g, clip)
+    return _fake_quant(x, bits, symmetric, g, clip)
+
+
+def _fake_quant(x: Tensor, bits: int, symmetric: bool, g: int, clip: float) -> Tensor:
+    """``Q(x)`` in groups of ``g`` along the last dimension (no gradient bookkeeping of its own)."""
+    xg = x.reshape(*x.shape[:-1], x.shape[-1] // g, g)
+    s, z, lo, hi = quant_params(xg, bits, symmetric, clip)
+    k = torch.round(xg / s)
+    k.add_(z).clamp_(lo, hi).sub_(z)  # (clamp(round(x/s) + z, lo, hi) - z), in place on the fresh k
+    return k.mul_(s).reshape(x.shape)
+
+
+class _STE(torch.autograd.Function):
+    """Straight-through fake quantization as one autograd node: forward ``Q(x)``, backward the identity -- the
+    value and gradient of ``x + (Q(x) - x).detach()`` without its add/sub nodes."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, bits: int, symmetric: bool, g: int, clip: float) -> Tensor:  # noqa: D102
+        return _fake_quant(x, bits, symmetric, g, clip)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None, None, None]:  # noqa: D102
+        return grad, None, None, None, None
 
 
 def quant_error(x: Tensor, bits: int | None, symmetric: bool = False, group_size: int | None = None,
@@ -128,12 +154,18 @@ def hadamard_signs(d: int, seed: int) -> Tensor:
 
 
 def random_hadamard(d: int, seed: int, dtype: torch.dtype = torch.float64) -> Tensor:
-    """Orthonormal ``R = H_d diag(r) / sqrt(d)`` of shape ``(d, d)`` with seeded signs ``r``.
+    """Orthonormal ``R = diag(r) H_d / sqrt(d)`` of shape ``(d, d)`` with seeded signs ``r`` (signs first, the
+    official convention).
 
     Deterministic per ``(d, seed)``; ``ValueError`` unless ``d`` is a power of 2.
     """
-    r = hadamard_signs(d, seed)
-    return (sylvester_hadamard(d, torch.float64) * r / math.sqrt(d)).to(dtype)
+    return signed_hadamard(hadamard_signs(d, seed)).to(dtype)
+
+
+def signed_hadamard(signs: Tensor) -> Tensor:
+    """``diag(signs) H_d / sqrt(d)`` (d, d) float64 for signs (d,) (``d`` a power of 2)."""
+    d = signs.shape[0]
+    return signs.to(torch.float64)[:, None] * sylvester_hadamard(d) / math.sqrt(d)
 
 
 def _butterflies(x: Tensor, reverse: bool = False) -> Tensor:
@@ -171,10 +203,24 @@ def fwht(x: Tensor) -> Tensor:
     return _FWHT.apply(x)
 
 
+#: largest dimension rotated online by a dense matmul instead of the FWHT (on a CPU the dense product is faster up
+#: to d = 256: benchmarks/roste_hadamard.py); the two agree up to float rounding
+DENSE_MAX = 256
+
+
+@lru_cache(maxsize=64)
+def _dense(signs_key: bytes, d: int, dtype: torch.dtype) -> Tensor:
+    signs = torch.frombuffer(bytearray(signs_key), dtype=torch.float64)
+    return signed_hadamard(signs).to(dtype)
+
+
 def rotate(x: Tensor, signs: Tensor) -> Tensor:
-    """``x R`` with ``R = H diag(signs) / sqrt(d)`` along the last dimension, by :func:`fwht`."""
+    """``x R`` with ``R = diag(signs) H / sqrt(d)`` along the last dimension: ``(x * signs) H / sqrt(d)``, by
+    :func:`fwht` for ``d > DENSE_MAX``, by the cached dense matrix otherwise (CPU tensors)."""
     d = x.shape[-1]
-    return fwht(x) * (signs.to(x.dtype) / math.sqrt(d))
+    if d <= DENSE_MAX and x.device.type == "cpu":
+        return x @ _dense(signs.detach().to("cpu", torch.float64).contiguous().numpy().tobytes(), d, x.dtype)
+    return fwht(x * signs.to(x.dtype)) / math.sqrt(d)
 
 
 def slot_seed(seed: int, slot: str) -> int:

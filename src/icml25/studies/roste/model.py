@@ -14,7 +14,9 @@ Linear weights are stored as ``W`` of shape ``(in, out)`` (``y = x W``). A param
 gains into the next linears, and the merged rotations are applied (paper Fig. 2):
 
 * R1 (d×d): ``emb R1``; ``R1^T W`` for q/k/v/gate/up and the lm_head; ``W R1`` for o and down;
-* R2 (head_dim, per layer): V output columns of each head ``W_v[:, h] R2``, O input rows ``R2^T W_o[h, :]``;
+* R2 (head_dim, per layer): O input rows ``R2^T W_o[h, :]`` merged; on the V side ``W_v`` is quantized unrotated
+  and each head's V output is rotated online, ``V_h R2``, before the V cache quantizer (the official code,
+  ``QuantLinear_R_v``; merging ``R2`` into ``W_v`` would quantize a different weight);
 * R3 (head_dim, per layer): online on Q and K after RoPE (the K cache is stored rotated);
 * R4 (d_ff, per layer): ``R4^T W_down`` merged, ``x R4`` online before down_proj.
 
@@ -30,7 +32,7 @@ from functools import lru_cache
 import torch
 from torch import Tensor, nn
 
-from .method import QuantConfig, hadamard_signs, quantize, random_hadamard, rotate, slot_seed, sylvester_hadamard
+from .method import QuantConfig, hadamard_signs, quantize, random_hadamard, rotate, signed_hadamard, slot_seed
 
 LINEARS = ("wq", "wk", "wv", "wo", "wg", "wu", "wd")
 
@@ -136,7 +138,8 @@ def decoder_forward(p: Mapping[str, Tensor], tokens: Tensor, cfg: ModelConfig, q
 
     ``qcfg`` fake-quantizes (with STE) every block linear's weight (per output channel) and input (per token), and
     K and V (per token and head); embedding, lm_head, norms and softmax stay full precision. ``online`` holds the
-    signs of the online rotations ``r3.{l}`` (Q, K after RoPE) and ``r4.{l}`` (before down_proj), or None.
+    signs of the online rotations ``r2.{l}`` (each head's V output, after the quantized W_v matmul), ``r3.{l}``
+    (Q, K after RoPE) and ``r4.{l}`` (before down_proj), or None.
     ``record`` (if given) receives the block inputs before quantization: ``attn_in.{l}``, ``k.{l}``, ``v.{l}``
     (B, T, H, hd), ``o_in.{l}``, ``mlp_in.{l}``, ``down_in.{l}``.
     """
@@ -153,9 +156,10 @@ def decoder_forward(p: Mapping[str, Tensor], tokens: Tensor, cfg: ModelConfig, q
     def qkv(x: Tensor) -> Tensor:
         return quantize(x, q.kv_bits, q.symmetric, hd, q.clip)
 
+    wq = quantized_weights(p, cfg, q) if q.w_bits is not None else p
+
     def lin(x: Tensor, name: str) -> Tensor:
-        w = p[name]
-        return x @ quantize(w.T, q.w_bits, q.symmetric, None, q.clip).T if q.w_bits is not None else x @ w
+        return x @ wq[name]
 
     def keep(name: str, x: Tensor) -> None:
         if record is not None:
@@ -174,6 +178,9 @@ def decoder_forward(p: Mapping[str, Tensor], tokens: Tensor, cfg: ModelConfig, q
         qh = rope(lin(a, f"l{i}_wq").view(b, t, nh, hd), cfg.rope_base)
         kh = rope(lin(a, f"l{i}_wk").view(b, t, nh, hd), cfg.rope_base)
         vh = lin(a, f"l{i}_wv").view(b, t, nh, hd)
+        r2 = online.get(f"r2.{i}")
+        if r2 is not None:
+            vh = rotate(vh, r2)
         r3 = online.get(f"r3.{i}")
         if r3 is not None:
             qh, kh = rotate(qh, r3), rotate(kh, r3)
@@ -202,6 +209,26 @@ def decoder_forward(p: Mapping[str, Tensor], tokens: Tensor, cfg: ModelConfig, q
     return hn @ p["lm_head"]
 
 
+def quantized_weights(p: Mapping[str, Tensor], cfg: ModelConfig, q: QuantConfig) -> dict[str, Tensor]:
+    """Every block linear ``W`` (in, out) fake-quantized per output channel (the rows of ``W^T``), with STE.
+
+    Rows of equal length are quantized in one call (per-row quantization is independent of the other rows, so
+    the values are those of one call per weight; one autograd node instead of fourteen). Returns ``{name: Q(W)}``
+    for the ``l{i}_{linear}`` keys.
+    """
+    names = [f"l{i}_{n}" for i in range(cfg.n_layers) for n in LINEARS]
+    groups: dict[int, list[str]] = {}
+    for n in names:
+        groups.setdefault(p[n].shape[0], []).append(n)
+    out: dict[str, Tensor] = {}
+    for members in groups.values():
+        rows = [p[n].T for n in members]
+        qrows = quantize(torch.cat(rows, 0), q.w_bits, q.symmetric, None, q.clip)
+        for n, chunk in zip(members, torch.split(qrows, [r.shape[0] for r in rows], 0)):
+            out[n] = chunk.T
+    return out
+
+
 # ------------------------------------------------------------------------------------------------ folding
 
 
@@ -222,24 +249,29 @@ def resolve_rotations(rotations: Mapping[str, bool] | str, cfg: ModelConfig) -> 
 
 
 def rotation_signs(choices: Mapping[str, bool], cfg: ModelConfig, seed: int) -> dict[str, Tensor | None]:
-    """Signs (float64) of each slot's ``R = H diag(r)/sqrt(d)`` where the choice is H, else None; the signs of
-    slot ``s`` depend on ``(seed, s)`` only."""
+    """Signs (float64) of each slot's ``R = diag(r) H / sqrt(d)`` where the choice is H, else None.
+
+    R1's signs are random, seeded by ``(seed, "r1")``; R2-R4 carry no signs (``r = 1``: the official code's R2-R4
+    are plain ``H / sqrt(d)``)."""
     dims = {"r1": cfg.d_model, "r2": cfg.head_dim, "r3": cfg.head_dim, "r4": cfg.d_ff}
-    return {s: hadamard_signs(dims[s.split(".")[0]], slot_seed(seed, s)) if on else None
-            for s, on in choices.items()}
+
+    def signs(s: str) -> Tensor:
+        d = dims[s.split(".")[0]]
+        return hadamard_signs(d, slot_seed(seed, s)) if s == "r1" else torch.ones(d, dtype=torch.float64)
+
+    return {s: signs(s) if on else None for s, on in choices.items()}
 
 
 def _matrix(signs: Tensor) -> Tensor:
-    d = signs.shape[0]
-    return sylvester_hadamard(d) * signs / math.sqrt(d)
+    return signed_hadamard(signs)
 
 
 def fold(p: Mapping[str, Tensor], cfg: ModelConfig, signs: Mapping[str, Tensor | None]) -> tuple[dict[str, Tensor], dict[str, Tensor | None]]:
     """Deployed parameters and online rotations: outlier vector and RMSNorm gains folded, merged rotations applied.
 
     ``p`` is a model dict (with ``scale`` and gains) or an already folded one (neither). Returns
-    ``(params, online)``; ``params`` has no gains or ``scale``, ``online`` maps ``r3.{l}``/``r4.{l}`` to signs or
-    None. Computed in float64 and cast back to ``p``'s dtype.
+    ``(params, online)``; ``params`` has no gains or ``scale``, ``online`` maps ``r2.{l}`` (V output),
+    ``r3.{l}``, ``r4.{l}`` to signs or None. Computed in float64 and cast back to ``p``'s dtype.
     """
     dt = p["emb"].dtype
     x = {k: v.detach().to(torch.float64) for k, v in p.items()}
@@ -264,13 +296,12 @@ def fold(p: Mapping[str, Tensor], cfg: ModelConfig, signs: Mapping[str, Tensor |
             for n in ("wo", "wd"):
                 w[n] = w[n] @ r1
         if signs.get(f"r2.{i}") is not None:
-            r2 = _matrix(signs[f"r2.{i}"])
-            w["wv"] = (w["wv"].reshape(-1, nh, hd) @ r2).reshape(-1, nh * hd)
+            r2 = _matrix(signs[f"r2.{i}"])  # W_v stays unrotated: V R2 is applied online (decoder_forward)
             w["wo"] = (r2.T @ w["wo"].reshape(nh, hd, -1)).reshape(nh * hd, -1)
         if signs.get(f"r4.{i}") is not None:
             w["wd"] = _matrix(signs[f"r4.{i}"]).T @ w["wd"]
         out.update({f"l{i}_{n}": v for n, v in w.items()})
-    online = {f"r{k}.{i}": signs.get(f"r{k}.{i}") for i in range(cfg.n_layers) for k in (3, 4)}
+    online = {f"r{k}.{i}": signs.get(f"r{k}.{i}") for i in range(cfg.n_layers) for k in (2, 3, 4)}
     return {k: v.to(dt) for k, v in out.items()}, online
 
 

@@ -233,7 +233,8 @@ def train(stage: Any, run: Any) -> None:
                 e_w.append((k + 1, weight_error(model, qcfg)))
 
         losses = sft_steps(model, batches(data["train"], p.batch, data["pad_id"], seed, p.epochs), p.lr,
-                           p.weight_decay, on_step=on_step)
+                           p.weight_decay, on_step=on_step,
+                           autocast=None if p.autocast is None else DTYPES[p.autocast])
         if not np.isfinite(losses).all():
             raise SystemExit(f"{SLUG} train: arm {arm} seed {seed}: non-finite SFT loss (lr {p.lr} too large?)")
         if e_w[-1][0] != len(losses):

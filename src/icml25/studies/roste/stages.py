@@ -139,34 +139,54 @@ def preprocess(stage: Stage, run: Any) -> None:
 
 
 def train(stage: Stage, run: Any) -> None:
-    """Fine-tune one arm for the seeds of this chunk; inputs: data.pt, pretrain_a{α}.pt[, rotcfg jsons]."""
+    """Fine-tune the arms of ``--arm A[,B,...]`` (arms of one α) for the seeds of this chunk, writing one
+    ``models/{arm}/chunk{k}.pt`` per arm (the ``--out`` files, in the order of the arms); inputs: data.pt,
+    pretrain_a{α}.pt[, rotcfg jsons]. One job for several arms saves each arm's process start-up."""
     _setup(stage)
-    cfg, arm = stage.config, stage.arm
-    if arm not in X.QAT_ROTATIONS and arm != "fp_sft":
-        raise SystemExit(f"{SLUG} train: --arm must be a trained arm {['fp_sft', *X.QAT_ROTATIONS]}, got {arm!r}")
-    if arm not in cfg.arms:
-        raise SystemExit(f"{SLUG} train: arm {arm!r} is not in the config's arms {list(cfg.arms)}")
+    cfg = stage.config
+    arms = [a for a in (stage.arm or "").split(",") if a]
+    for arm in arms:
+        if arm not in X.QAT_ROTATIONS and arm != "fp_sft":
+            raise SystemExit(f"{SLUG} train: --arm must list trained arms {['fp_sft', *X.QAT_ROTATIONS]}, "
+                             f"got {arm!r}")
+        if arm not in cfg.arms:
+            raise SystemExit(f"{SLUG} train: arm {arm!r} is not in the config's arms {list(cfg.arms)}")
+    if not arms or len(stage.outputs) != len(arms):
+        raise SystemExit(f"{SLUG} train: expected one --out per arm of --arm {stage.arm!r}, got {len(stage.outputs)}")
+    if len({cfg.arm_alpha(a) for a in arms}) != 1:
+        raise SystemExit(f"{SLUG} train: the arms of one job must share one alpha, got {arms}")
     seeds = stage.seeds or cfg.seeds
     data = D.load_data(stage.input(0))
-    alpha = cfg.arm_alpha(arm)
+    alpha = cfg.arm_alpha(arms[0])
     model = X.load_model(cfg, alpha, _load_pt(stage.input(1), "pretrained model")["state"])
     rotcfgs = {read_json(p)["seed"]: read_json(p) for p in stage.inputs[2:]}
-    out: dict[str, Any] = {"arm": arm, "alpha": alpha, "seeds": list(seeds), "runs": {}}
-    for seed in seeds:
-        rec = rotcfgs.get(seed)
-        if X.QAT_ROTATIONS.get(arm) == "search" and rec is None:
-            raise SystemExit(f"{SLUG} train: arm {arm} needs processed/rotcfg_a{alpha_tag(alpha)}_seed{seed}.json")
-        res = X.train_arm(cfg, arm, seed, model, data, rec)
-        out["runs"][str(seed)] = {"params": res["params"], "rotations": res["rotations"], "loss": res["loss"],
-                                  "e_w": res["e_w"], "seconds": res["seconds"]}
-        with run.seed_run(seed) as srun:
-            for k, v in enumerate(res["loss"]):
-                srun.log_metric("train/loss", v, step=k)
-            for k, v in res["e_w"]:
-                srun.log_metric("train/e_w", v, step=k)
-            srun.log_metric("train/seconds", res["seconds"])
-    _save_pt(stage.output(0), out)
-    run.log_model(stage.output(0), cfg)
+    for arm, path in zip(arms, stage.outputs):
+        out: dict[str, Any] = {"arm": arm, "alpha": alpha, "seeds": list(seeds), "runs": {}}
+        for seed in seeds:
+            rec = rotcfgs.get(seed)
+            if X.QAT_ROTATIONS.get(arm) == "search" and rec is None:
+                raise SystemExit(f"{SLUG} train: arm {arm} needs processed/rotcfg_a{alpha_tag(alpha)}_seed{seed}.json")
+            res = X.train_arm(cfg, arm, seed, model, data, rec)
+            out["runs"][str(seed)] = {"params": res["params"], "rotations": res["rotations"], "loss": res["loss"],
+                                      "e_w": res["e_w"], "seconds": res["seconds"]}
+            with _arm_seed_run(run, arms, arm, seed) as srun:
+                for k, v in enumerate(res["loss"]):
+                    srun.log_metric("train/loss", v, step=k)
+                for k, v in res["e_w"]:
+                    srun.log_metric("train/e_w", v, step=k)
+                srun.log_metric("train/seconds", res["seconds"])
+        _save_pt(path, out)
+        if len(arms) == 1:
+            run.log_model(path, cfg)
+        else:
+            with run.child(arm=arm) as arun:
+                arun.log_model(path, cfg)
+
+
+def _arm_seed_run(run: Any, arms: list[str], arm: str, seed: int) -> Any:
+    """The MLflow run of one arm × seed: the job's seed run when the job trains one arm, else a nested run
+    tagged with the arm and the seed."""
+    return run.seed_run(seed) if len(arms) == 1 else run.child(arm=arm, seed=seed)
 
 
 def _classify(paths: tuple[Path, ...]) -> dict[str, list[Path]]:

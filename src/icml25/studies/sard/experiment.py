@@ -32,7 +32,7 @@ ARMS = ("clean_l2d", "sard", "sard_ce", "clean_l2d_agents_perturbed")
 _PREP_CACHE: dict[tuple[str, int, str], dict[str, Any]] = {}
 _MODEL_CACHE: dict[str, tuple[dict, dict]] = {}
 #: arm keys that change training (agents_see_perturbation only changes the evaluation)
-_TRAIN_KEYS = ("loss", "nu", "rho", "surrogate", "penalty_weight", "inner", "rho_warmup_epochs")
+_TRAIN_KEYS = ("loss", "nu", "rho", "surrogate", "penalty_weight", "penalty_norm", "inner", "rho_warmup_epochs")
 
 
 def prepared(settings: Mapping[str, Any], dataset: str, seed: int) -> dict[str, Any]:

@@ -20,14 +20,20 @@ Everything below except the deferral loss is a reconstruction [R] (the paper's m
   outside (0, ρ), so an agent's ρ-margin term has no gradient towards any agent ranked above it and training on it
   collapses to a constant allocation. Mao, Mohri & Zhong (2023, §6) do not train on the ρ-margin supremum either;
   they minimise a smooth upper bound of it ("smooth adversarial comp-sum" losses). The same two steps apply here,
-  term by term: Φ_ρ(t) ≤ e^{−t/ρ} gives Ψ_ν(Σ_{k≠j} Φ_ρ(Δ_jk(x))) ≤ Φ_ν(r(x)/ρ, x, j), and Φ_ρ is 1/ρ-Lipschitz
-  and Ψ_ν′ ≤ 1 on v ≥ 0 (ν ≥ 0), so for every x′ in the ball
+  term by term: Φ_ρ(t) ≤ e^{−t/ρ} gives Ψ_ν(Σ_{k≠j} Φ_ρ(Δ_jk(x))) ≤ Φ_ν(r(x)/ρ, x, j); and with
+  δ = Δ_j(x′) − Δ_j(x) ∈ ℝ^J, the map δ ↦ Ψ_ν(Σ_k Φ_ρ(Δ_jk(x) + δ_k)) has partial derivatives of absolute value
+  ≤ 1/ρ (Φ_ρ is 1/ρ-Lipschitz and Ψ_ν′ ≤ 1 on v ≥ 0 for ν ≥ 0), so for every x′ in the ball
 
-      Φ^ρ_ν(r, x′, j) ≤ Φ_ν(r(x)/ρ, x, j) + (1/ρ) ‖Δ_j(x′) − Δ_j(x)‖₁,   Δ_j(x) = (r_j(x) − r_k(x))_{k≠j}.
+      Φ^ρ_ν(r, x′, j) ≤ Φ_ν(r(x)/ρ, x, j) + (1/ρ) ‖δ‖₁          (ℓ1 form, ``penalty_norm="l1"``)
+                      ≤ Φ_ν(r(x)/ρ, x, j) + (√J/ρ) ‖δ‖₂         (ℓ2 form via Cauchy–Schwarz, ``"l2"``).
 
-  The right side (with the supremum of the penalty approximated by PGD) is what ``surrogate="smooth"`` minimises:
-  a clean comp-sum term that keeps the gradient towards the cheapest agent, plus a robustness penalty with the
-  coefficient 1/ρ that the bound implies (no extra hyper-parameter). :func:`smooth_per_agent_loss`.
+  The ℓ1 form is the tighter of the two (‖δ‖₁ ≤ √J ‖δ‖₂); the ℓ2 form is the shape of Mao et al.'s smooth
+  adversarial comp-sum, whose coefficient they treat as a hyper-parameter. Both are offered; the penalty is
+  multiplied by a weight w (``penalty_weight``): w ≥ 1 keeps the upper bound, w < 1 does not. w **is** an extra
+  hyper-parameter (the bound fixes only w = 1); the study's value and why are in the README ("Tuning").
+  :func:`smooth_per_agent_loss`. The supremum of eq. (12) is taken **per agent** by default (``inner="per_agent"``:
+  one PGD point x′_j per agent j maximising τ_j × the j-th penalty, the j-th term evaluated at its own point); the
+  ``joint`` option uses one point for all agents, which only lower-bounds Σ_j τ_j sup_{x′} (…).
 * **Attacks**: ℓ∞ PGD with random start; untargeted maximises the expected cost Σ_j c_j softmax_j(r(x′)),
   targeted (at agent t) maximises log softmax_t(r(x′)).
 
@@ -42,8 +48,11 @@ from typing import Literal
 import torch
 from torch import Tensor
 
+from .config import SARD_INNER, SARD_PENALTY_NORM, SARD_PENALTY_WEIGHT, SARD_SURROGATE
+
 INNER_MODES = ("joint", "per_agent")
 SURROGATES = ("ramp", "smooth")
+PENALTY_NORMS = ("l1", "l2")
 
 
 # ------------------------------------------------------------------------------------------- allocation
@@ -111,29 +120,44 @@ def per_agent_loss(scores: Tensor, nu: float = 1.0, rho: float | None = None) ->
     return psi(v, nu)
 
 
-def margin_penalty(scores_adv: Tensor, scores: Tensor) -> Tensor:
-    """‖Δ_j(x′) − Δ_j(x)‖₁ for every agent j: scores at x′ and at x, (n, J+1) each → (n, J+1).
+def margin_penalty(scores_adv: Tensor, scores: Tensor, norm: str = "l1") -> Tensor:
+    """‖Δ_j(x′) − Δ_j(x)‖ for every agent j: scores at x′ and at x, (n, J+1) each → (n, J+1).
 
-    Δ_j = (r_j − r_k)_{k≠j}; with d = r(x′) − r(x) the j-th entry is Σ_k |d_j − d_k| (the k = j term is 0)."""
+    Δ_j = (r_j − r_k)_{k≠j}; with d = r(x′) − r(x) the j-th entry is Σ_k |d_j − d_k| (``norm="l1"``) or
+    (Σ_k (d_j − d_k)²)^{1/2} (``norm="l2"``); the k = j term is 0 in both."""
     if scores_adv.shape != scores.shape or scores.ndim != 2:
         raise ValueError(f"margin_penalty: scores at x′ and x must both be (n, J+1); got {tuple(scores_adv.shape)} "
                          f"and {tuple(scores.shape)}")
+    if norm not in PENALTY_NORMS:
+        raise ValueError(f"margin_penalty: norm must be one of {PENALTY_NORMS}, got {norm!r}")
     d = scores_adv - scores
-    return (d.unsqueeze(2) - d.unsqueeze(1)).abs().sum(dim=2)
+    diff = d.unsqueeze(2) - d.unsqueeze(1)
+    if norm == "l1":
+        return diff.abs().sum(dim=2)
+    return torch.linalg.vector_norm(diff, ord=2, dim=2)
+
+
+def penalty_coefficient(n_agents: int, rho: float, norm: str = "l1") -> float:
+    """The coefficient of the penalty that makes the smooth surrogate an upper bound of the ρ-margin loss:
+    1/ρ for the ℓ1 norm, √J/ρ for the ℓ2 norm (Cauchy–Schwarz over the J = n_agents − 1 margins)."""
+    if norm not in PENALTY_NORMS:
+        raise ValueError(f"penalty_coefficient: norm must be one of {PENALTY_NORMS}, got {norm!r}")
+    return (1.0 if norm == "l1" else math.sqrt(n_agents - 1)) / rho
 
 
 def smooth_per_agent_loss(scores_adv: Tensor, scores: Tensor, nu: float = 1.0, rho: float = 1.0,
-                          weight: float = 1.0) -> Tensor:
+                          weight: float = 1.0, norm: str = "l1") -> Tensor:
     """The smooth adversarial comp-sum for every agent: (n, J+1), (n, J+1) → (n, J+1).
 
-    Φ_ν(r(x)/ρ, x, j) + weight · (1/ρ) ‖Δ_j(x′) − Δ_j(x)‖₁; ``scores`` are r(x) at the clean input, ``scores_adv``
-    r(x′). With ``weight`` ≥ 1 it is ≥ Φ^ρ_ν(r, x′, j) for every x′ (module docstring); a smaller weight trades the
-    bound for less pull towards a constant rejector (Mao et al. tune this regularisation weight)."""
+    Φ_ν(r(x)/ρ, x, j) + weight · κ ‖Δ_j(x′) − Δ_j(x)‖ with κ = :func:`penalty_coefficient` (1/ρ for ℓ1, √J/ρ for
+    ℓ2); ``scores`` are r(x) at the clean input, ``scores_adv`` r(x′). With ``weight`` ≥ 1 it is ≥ Φ^ρ_ν(r, x′, j)
+    for every x′ (module docstring); a smaller weight gives up the bound (Mao et al. tune this weight)."""
     if not rho > 0:
         raise ValueError(f"smooth_per_agent_loss: rho must be > 0, got {rho}")
     if not weight >= 0:
         raise ValueError(f"smooth_per_agent_loss: weight must be >= 0, got {weight}")
-    return per_agent_loss(scores / rho, nu=nu, rho=None) + weight * margin_penalty(scores_adv, scores) / rho
+    coef = penalty_coefficient(scores.shape[1], rho, norm)
+    return per_agent_loss(scores / rho, nu=nu, rho=None) + weight * coef * margin_penalty(scores_adv, scores, norm)
 
 
 def two_stage_surrogate(scores: Tensor, costs: Tensor, nu: float = 1.0, rho: float | None = None) -> Tensor:
@@ -235,61 +259,85 @@ def inner_objective(costs: Tensor, nu: float = 1.0, agent: int | None = None) ->
     return lambda scores: tau[:, agent] * per_agent_loss(scores, nu=nu, rho=None)[:, agent]
 
 
-def penalty_objective(costs: Tensor, scores: Tensor, agent: int | None = None) -> Callable[[Tensor], Tensor]:
-    """Inner objective of the smooth surrogate on scores at x′: Σ_j τ_j ‖Δ_j(x′) − Δ_j(x)‖₁ (``agent=None``) or the
-    j-th term alone; ``scores`` = r(x), held fixed (detached). Its gradient vanishes at x′ = x, so PGD needs its
-    random start."""
+def penalty_objective(costs: Tensor, scores: Tensor, agent: int | None = None, norm: str = "l1"
+                      ) -> Callable[[Tensor], Tensor]:
+    """Inner objective of the smooth surrogate on scores at x′: Σ_j τ_j ‖Δ_j(x′) − Δ_j(x)‖ (``agent=None``) or the
+    j-th term alone (``norm`` l1 or l2, :func:`margin_penalty`); ``scores`` = r(x), held fixed (detached). Its
+    gradient vanishes at x′ = x, so PGD needs its random start."""
     tau = tau_weights(costs.detach())
     ref = scores.detach()
     if agent is None:
-        return lambda s: (tau * margin_penalty(s, ref)).sum(dim=1)
-    return lambda s: tau[:, agent] * margin_penalty(s, ref)[:, agent]
+        return lambda s: (tau * margin_penalty(s, ref, norm)).sum(dim=1)
+    return lambda s: tau[:, agent] * margin_penalty(s, ref, norm)[:, agent]
+
+
+def _per_agent_points(model: Callable[[Tensor], Tensor], x: Tensor, objective_of: Callable[[int], Callable],
+                      n_agents: int, eps: float, steps: int, alpha: float | None,
+                      clip: tuple[float, float] | None, generator: torch.Generator | None) -> Tensor:
+    """One PGD point per (example, agent) in a single stacked attack: block j of the (n_agents·n, d) input is x
+    attacked with ``objective_of(j)``; every example's objective is its own, so stacking changes nothing but the
+    number of forward passes. Returns the scores (n_agents, n, J+1) at the points, block j at x′_j."""
+    n = x.shape[0]
+    objectives = [objective_of(j) for j in range(n_agents)]
+
+    def stacked(s: Tensor) -> Tensor:
+        return torch.cat([objectives[j](s[j * n:(j + 1) * n]) for j in range(n_agents)])
+
+    x_adv = pgd_attack(model, x.repeat(n_agents, 1), stacked, eps, steps, alpha, clip, True, generator)
+    return model(x_adv).view(n_agents, n, -1)
 
 
 def sard_loss(model: Callable[[Tensor], Tensor], x: Tensor, costs: Tensor, eps: float, steps: int, nu: float = 1.0,
-              rho: float | None = 1.0, inner: str = "joint", *, surrogate: str = "ramp", penalty_weight: float = 1.0, alpha: float | None = None,
-              clip: tuple[float, float] | None = (0.0, 1.0), generator: torch.Generator | None = None) -> Tensor:
-    """The SARD training loss on a batch (scalar tensor, differentiable in the model's parameters).
+              rho: float | None = 1.0, inner: str = SARD_INNER, *, surrogate: str = SARD_SURROGATE,
+              penalty_weight: float = SARD_PENALTY_WEIGHT, penalty_norm: str = SARD_PENALTY_NORM,
+              alpha: float | None = None, clip: tuple[float, float] | None = (0.0, 1.0),
+              generator: torch.Generator | None = None) -> Tensor:
+    """The SARD training loss on a batch (scalar tensor, differentiable in the model's parameters), eq. (12):
+    mean_i Σ_j τ_j(c_i) sup_{x′ ∈ B∞(x_i, ε)} ℓ_j(r_θ, x′), the supremum approximated by PGD (``steps`` steps,
+    budget ε, random start). The defaults are those of the pipeline's ``sard`` arm (``config.SARD_*``).
 
-    mean_i Σ_j τ_j(c_i) Φ^ρ_ν(r_θ, x′_i, j), x′ from PGD (``steps`` steps, budget ε, random start) on the smooth
-    objective of :func:`inner_objective`. ``inner="joint"``: one point per example for all agents;
-    ``inner="per_agent"``: one point per (example, agent), the j-th term evaluated at its own point.
-    ``rho=None`` evaluates the comp-sum Φ_ν instead (arm ``sard_ce``: convex in the scores).
-    Keyword-only extensions: ``surrogate`` (with a float ρ: ``"ramp"``, the ρ-margin loss at x′ as above, or
-    ``"smooth"``, its upper bound mean_i Σ_j τ_j [Φ_ν(r(x_i)/ρ, j) + (1/ρ)‖Δ_j(x′_i) − Δ_j(x_i)‖₁] with x′ from PGD
-    on the penalty, :func:`smooth_per_agent_loss`; ``penalty_weight`` multiplies the penalty, 1 = the bound),
-    ``alpha`` (PGD step, default 2.5ε/steps), ``clip`` (box, None
-    for unbounded features), ``generator`` (random start). x: (n, d), costs: (n, J+1)."""
+    ``inner="per_agent"`` (default): one PGD point per (example, agent), the j-th term evaluated at its own point
+    (the supremum of eq. (12) is inside the sum over agents); ``inner="joint"``: one point per example for all
+    agents (a lower bound of the per-agent supremum).
+    ``surrogate`` (with a float ρ): ``"smooth"`` (default) minimises the upper bound
+    mean_i Σ_j τ_j [Φ_ν(r(x_i)/ρ, j) + w κ ‖Δ_j(x′_i) − Δ_j(x_i)‖] with x′ from PGD on the penalty
+    (:func:`smooth_per_agent_loss`; ``penalty_norm`` "l1" (κ = 1/ρ) or "l2" (κ = √J/ρ); ``penalty_weight`` w,
+    1 = the bound); ``"ramp"`` evaluates the literal ρ-margin loss Φ^ρ_ν at x′ found by PGD on the smooth comp-sum
+    (:func:`inner_objective`). ``rho=None`` evaluates the comp-sum Φ_ν at x′ (arm ``sard_ce``: convex in the
+    scores). ``alpha`` (PGD step, default 2.5ε/steps), ``clip`` (box, None for unbounded features),
+    ``generator`` (random start). x: (n, d), costs: (n, J+1)."""
     if inner not in INNER_MODES:
         raise ValueError(f"sard_loss: inner must be one of {INNER_MODES}, got {inner!r}")
     if surrogate not in SURROGATES:
         raise ValueError(f"sard_loss: surrogate must be one of {SURROGATES}, got {surrogate!r}")
+    if penalty_norm not in PENALTY_NORMS:
+        raise ValueError(f"sard_loss: penalty_norm must be one of {PENALTY_NORMS}, got {penalty_norm!r}")
     if x.ndim != 2 or costs.ndim != 2 or costs.shape[0] != x.shape[0]:
         raise ValueError(f"sard_loss: x must be (n, d) and costs (n, J+1); got {tuple(x.shape)}, "
                          f"{tuple(costs.shape)}")
     costs = costs.detach()
+    m = costs.shape[1]
+    tau = tau_weights(costs)
     if surrogate == "smooth" and rho is not None:
         rho, w = float(rho), float(penalty_weight)
         scores = model(x)
-        tau = tau_weights(costs)
         if inner == "joint":
-            x_adv = pgd_attack(model, x, penalty_objective(costs, scores), eps, steps, alpha, clip, True, generator)
-            return (tau * smooth_per_agent_loss(model(x_adv), scores, nu=nu, rho=rho, weight=w)).sum(dim=1).mean()
-        total = x.new_zeros(())
-        for j in range(costs.shape[1]):
-            x_adv = pgd_attack(model, x, penalty_objective(costs, scores, agent=j), eps, steps, alpha, clip, True,
-                               generator)
-            total = total + (tau[:, j] * smooth_per_agent_loss(model(x_adv), scores, nu=nu, rho=rho, weight=w)[:, j]).mean()
-        return total
+            x_adv = pgd_attack(model, x, penalty_objective(costs, scores, norm=penalty_norm), eps, steps, alpha,
+                               clip, True, generator)
+            return (tau * smooth_per_agent_loss(model(x_adv), scores, nu=nu, rho=rho, weight=w,
+                                                norm=penalty_norm)).sum(dim=1).mean()
+        adv = _per_agent_points(model, x, lambda j: penalty_objective(costs, scores, agent=j, norm=penalty_norm),
+                                m, eps, steps, alpha, clip, generator)
+        terms = [smooth_per_agent_loss(adv[j], scores, nu=nu, rho=rho, weight=w, norm=penalty_norm)[:, j]
+                 for j in range(m)]
+        return (tau * torch.stack(terms, dim=1)).sum(dim=1).mean()
     if inner == "joint":
         x_adv = pgd_attack(model, x, inner_objective(costs, nu), eps, steps, alpha, clip, True, generator)
         return two_stage_surrogate(model(x_adv), costs, nu=nu, rho=rho).mean()
-    tau = tau_weights(costs)
-    total = x.new_zeros(())
-    for j in range(costs.shape[1]):
-        x_adv = pgd_attack(model, x, inner_objective(costs, nu, agent=j), eps, steps, alpha, clip, True, generator)
-        total = total + (tau[:, j] * per_agent_loss(model(x_adv), nu=nu, rho=rho)[:, j]).mean()
-    return total
+    adv = _per_agent_points(model, x, lambda j: inner_objective(costs, nu, agent=j), m, eps, steps, alpha, clip,
+                            generator)
+    terms = [per_agent_loss(adv[j], nu=nu, rho=rho)[:, j] for j in range(m)]
+    return (tau * torch.stack(terms, dim=1)).sum(dim=1).mean()
 
 
 def clean_loss(model: Callable[[Tensor], Tensor], x: Tensor, costs: Tensor, nu: float = 1.0) -> Tensor:

@@ -4,7 +4,8 @@ Arms (the loss is [R], see :mod:`.method`):
 
 * ``clean``: the two-stage comp-sum surrogate mean Σ_j τ_j Φ_ν(r, x, j) (``clean_l2d``);
 * ``adversarial``: SARD. With ``surrogate: smooth`` (the default of ``sard``) the smooth upper bound
-  mean Σ_j τ_j [Φ_ν(r(x)/ρ, j) + (1/ρ)‖Δ_j(x′) − Δ_j(x)‖₁], x′ from PGD on the penalty; with ``surrogate: ramp``
+  mean Σ_j τ_j [Φ_ν(r(x)/ρ, j) + w κ ‖Δ_j(x′) − Δ_j(x)‖], x′ from PGD on the penalty (one point per agent by
+  default, ``inner``); with ``surrogate: ramp``
   mean Σ_j τ_j Φ^ρ_ν(r, x′, j) with x′ from PGD on the smooth comp-sum; with ρ None, Φ_ν at x′ (``sard_ce``).
 
 Adam, minibatches drawn by ``torch.randperm`` with a generator seeded by the run seed; no early stopping (the last
@@ -32,8 +33,9 @@ def batch_loss(model: nn.Module, xb: Tensor, cb: Tensor, arm: Mapping[str, Any],
     if arm["loss"] == "adversarial":
         rho = None if (arm["rho"] is None or warm) else float(arm["rho"])
         return sard_loss(model, xb, cb, float(train["eps"]), int(train["steps"]), nu=float(arm["nu"]), rho=rho,
-                         inner=arm.get("inner", "joint"), surrogate=arm.get("surrogate", "ramp"),
-                         penalty_weight=float(arm.get("penalty_weight", 1.0)), clip=clip, generator=generator)
+                         inner=arm["inner"], surrogate=arm["surrogate"],
+                         penalty_weight=float(arm["penalty_weight"]), penalty_norm=arm["penalty_norm"], clip=clip,
+                         generator=generator)
     raise ValueError(f"train: arm loss must be 'clean' or 'adversarial', got {arm['loss']!r}")
 
 

@@ -3,11 +3,13 @@ and the implicit single-stream baseline [R].
 
 Unisoma models loads, rigid solids and deformable solids explicitly. Every entity's nodes are embedded and
 softly partitioned into M slice tokens (:class:`SliceBlock`, Sec. 3.2). A processor of P layers (Sec. 3.3) then
-(i) encodes each configured contact pair of solids (:class:`ContactBlock`), (ii) mixes the contacts and the loads
-acting on each deformable by adaptive allocation (:func:`allocate`, :class:`AllocationBlock`), and (iii) updates
+(i) encodes each configured contact pair of solids (:class:`ContactBlock`), (ii) mixes, for each deformable, all
+contacts and all loads by adaptive allocation (:func:`allocate`, :class:`AllocationBlock`), and (iii) updates
 each deformable from its (load, contact, self) triplet (:class:`TripletBlock`). Only deformable tokens change.
 Tokens are finally sliced back onto the nodes (deslice) and a head predicts 5 channels per node:
-[Δx, Δy, Δz, stress, PEEQ].
+[Δx, Δy, Δz, stress, PEEQ]. Structure, initialisation and parameter count follow the official code
+(therontau0054/Unisoma @ 8f4dd83; compared on identical weights in float64, README "Agreement with the authors'
+code").
 
 Shapes: B batch, N nodes of an entity, E edges, M slices, C width.
 """
@@ -75,12 +77,54 @@ class MHSA(nn.Module):
         return self.out((att @ v).transpose(1, 2).reshape(b, m, c))
 
 
+class Attention(nn.Module):
+    """Unisoma's pre-norm self-attention (official ``AttentionLayer`` math, spec "Attention"): separate LayerNorms
+    before q, k and v, q/k/v projections without bias, a biased output projection, scale 1/√C over the full width.
+
+    ``forward(x (B, M, C)) -> (B, M, C)`` = ``W_o softmax(q kᵀ/√C) v`` with ``q = W_q LN_q x``, ``k = W_k LN_k x``,
+    ``v = W_v LN_v x`` per head (the residual is added by the caller).
+    """
+
+    def __init__(self, dim: int, heads: int):
+        super().__init__()
+        if dim % heads:
+            raise ValueError(f"width {dim} is not divisible by {heads} heads")
+        self.heads, self.scale = heads, dim ** -0.5
+        self.nq, self.nk, self.nv = nn.LayerNorm(dim), nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.q, self.k, self.v = (nn.Linear(dim, dim, bias=False) for _ in range(3))
+        self.out = nn.Linear(dim, dim)
+
+    def forward(self, x: Tensor) -> Tensor:
+        b, m, c = x.shape
+        split = lambda t: t.view(b, m, self.heads, c // self.heads).transpose(1, 2)   # (B, H, M, C/H)
+        q, k, v = split(self.q(self.nq(x))), split(self.k(self.nk(x))), split(self.v(self.nv(x)))
+        att = torch.softmax(q @ k.transpose(-1, -2) * self.scale, dim=-1)
+        return self.out((att @ v).transpose(1, 2).reshape(b, m, c))
+
+
+def init_weights(module: nn.Module) -> None:
+    """Official initialisation (spec "Attention"): every Linear weight trunc-normal(std 0.02, cut at ±2), biases 0;
+    LayerNorm weight 1, bias 0. Placeholders are drawn U(0, 1)/C where they are created. Use ``model.apply``."""
+    if isinstance(module, nn.Linear):
+        nn.init.trunc_normal_(module.weight, std=0.02)
+        if module.bias is not None:
+            nn.init.zeros_(module.bias)
+    elif isinstance(module, nn.LayerNorm):
+        nn.init.ones_(module.weight)
+        nn.init.zeros_(module.bias)
+
+
+def _placeholder(dim: int) -> nn.Parameter:
+    """A learned offset of width ``dim`` initialised U(0, 1)/dim (official)."""
+    return nn.Parameter(torch.rand(dim) / dim)
+
+
 class SliceBlock(nn.Module):
     """Soft partition of N nodes into M slice tokens (Transolver-style physics attention, Sec. 3.2).
 
     ``f̃ = W_x f + e``; ``w = softmax_M(W_s f̃ / clamp(τ, 0.01, 5))``; ``Z = wᵀ(W_f f) / (Σ_n w + 1e-5)``.
     With ``use_edge``, edges (length, index) contribute tokens ``Σ_e w_e g_e`` with
-    ``w_e = softmax_M(W_e(w_src + w_dst) / clamp(τ_e))`` and ``g_e = Linear(1 → C)(length) + placeholder``; the edge
+    ``w_e = softmax_M(W_e((w_src + w_dst) / clamp(τ_e)))`` (temperature inside the Linear, as the official code) and ``g_e = Linear(1 → C)(length) + placeholder``; the edge
     sum and its normaliser are scaled by N/E and added to the node terms.
 
     ``forward(f (B, N, C), edges=None) -> (tokens (B, M, C), weights (B, N, M))``.
@@ -90,12 +134,12 @@ class SliceBlock(nn.Module):
         super().__init__()
         self.use_edge = use_edge
         self.in_x, self.in_f = nn.Linear(dim, dim), nn.Linear(dim, dim)
-        self.placeholder = nn.Parameter(torch.zeros(dim))
+        self.placeholder = _placeholder(dim)
         self.to_w = nn.Linear(dim, n_slices)
         self.tau = nn.Parameter(torch.full((n_slices,), 0.5))
         if use_edge:
             self.edge_in = nn.Linear(1, dim)
-            self.edge_placeholder = nn.Parameter(torch.zeros(dim))
+            self.edge_placeholder = _placeholder(dim)
             self.edge_w = nn.Linear(n_slices, n_slices)
             self.tau_e = nn.Parameter(torch.full((n_slices,), 0.5))
 
@@ -109,7 +153,7 @@ class SliceBlock(nn.Module):
             length, index = edges
             n, e = f.shape[1], index.shape[1]
             gather = lambda col: torch.gather(w, 1, index[..., col:col + 1].expand(-1, -1, w.shape[-1]))
-            we = torch.softmax(self.edge_w(gather(0) + gather(1)) / self.tau_e.clamp(0.01, 5.0), dim=-1)
+            we = torch.softmax(self.edge_w((gather(0) + gather(1)) / self.tau_e.clamp(0.01, 5.0)), dim=-1)
             g = self.edge_in(length) + self.edge_placeholder                   # (B, E, C)
             num = num + (n / e) * (we.transpose(1, 2) @ g)
             den = den + (n / e) * we.sum(1)
@@ -148,30 +192,31 @@ class AllocationBlock(nn.Module):
 
 
 class ContactBlock(nn.Module):
-    """Contact of solids a and b: ``s = LN z_a + LN z_b``; ``c = s + MHSA(LN s)`` (no FFN)."""
+    """Contact of solids a and b: ``s = LN z_a + LN z_b``; ``c = s + Attention(s)`` (no FFN; :class:`Attention`
+    normalises q, k, v separately)."""
 
     def __init__(self, dim: int, heads: int):
         super().__init__()
-        self.na, self.nb, self.ns, self.att = nn.LayerNorm(dim), nn.LayerNorm(dim), nn.LayerNorm(dim), MHSA(dim, heads)
+        self.na, self.nb, self.att = nn.LayerNorm(dim), nn.LayerNorm(dim), Attention(dim, heads)
 
     def forward(self, za: Tensor, zb: Tensor) -> Tensor:
         s = self.na(za) + self.nb(zb)
-        return s + self.att(self.ns(s))
+        return s + self.att(s)
 
 
 class TripletBlock(nn.Module):
-    """Deformable update from (load, contact, self): ``s = LN l + LN c + LN z``; ``t = s + MHSA(LN s)``;
+    """Deformable update from (load, contact, self): ``s = LN l + LN c + LN z``; ``t = s + Attention(s)``;
     ``z ← t + FFN(LN t)``."""
 
     def __init__(self, dim: int, heads: int, mlp_ratio: int = 4):
         super().__init__()
         self.nl, self.nc, self.nz = nn.LayerNorm(dim), nn.LayerNorm(dim), nn.LayerNorm(dim)
-        self.ns, self.att = nn.LayerNorm(dim), MHSA(dim, heads)
+        self.att = Attention(dim, heads)
         self.nt, self.ffn = nn.LayerNorm(dim), FFN(dim, mlp_ratio)
 
     def forward(self, load: Tensor, contact: Tensor, z: Tensor) -> Tensor:
         s = self.nl(load) + self.nc(contact) + self.nz(z)
-        t = s + self.att(self.ns(s))
+        t = s + self.att(s)
         return t + self.ffn(self.nt(t))
 
 
@@ -232,17 +277,22 @@ class Unisoma(nn.Module):
         self.def_slice = nn.ModuleList(SliceBlock(c, cfg.n_slices, cfg.use_edge) for _ in range(cfg.n_deformables))
         self.layers = nn.ModuleList()
         for _ in range(cfg.n_layers):
-            self.layers.append(nn.ModuleDict({
-                "contact": nn.ModuleList(ContactBlock(c, cfg.n_heads) for _ in self.pairs),
-                "contact_alloc": nn.ModuleList(AllocationBlock(c, ffn=True) for _ in range(cfg.n_deformables)),
-                "load_alloc": nn.ModuleList(AllocationBlock(c, ffn=False) for _ in range(cfg.n_deformables)),
-                "triplet": nn.ModuleList(TripletBlock(c, cfg.n_heads, cfg.mlp_ratio)
-                                         for _ in range(cfg.n_deformables)),
-            }))
-        self.deslice_placeholder = nn.ParameterList(nn.Parameter(torch.zeros(c)) for _ in range(cfg.n_deformables))
+            layer = {"contact": nn.ModuleList(ContactBlock(c, cfg.n_heads) for _ in self.pairs),
+                     "triplet": nn.ModuleList(TripletBlock(c, cfg.n_heads, cfg.mlp_ratio)
+                                              for _ in range(cfg.n_deformables))}
+            # allocation modules exist only where there is something to allocate (K > 1), as in the official code
+            if len(self.pairs) > 1:
+                layer["contact_alloc"] = nn.ModuleList(AllocationBlock(c, ffn=True)
+                                                       for _ in range(cfg.n_deformables))
+            if cfg.n_loads > 1:
+                layer["load_alloc"] = nn.ModuleList(AllocationBlock(c, ffn=False) for _ in range(cfg.n_deformables))
+            self.layers.append(nn.ModuleDict(layer))
+        self.deslice_placeholder = nn.ParameterList(_placeholder(c) for _ in range(cfg.n_deformables))
         self.deslice_ffn = nn.ModuleList(FFN(c, cfg.mlp_ratio) for _ in range(cfg.n_deformables))
-        self.head = nn.ModuleList(nn.Sequential(nn.Linear(c, c), nn.GELU(), nn.Linear(c, cfg.out_dim))
+        hidden = cfg.mlp_ratio * c                                             # official head C -> 4C -> 5
+        self.head = nn.ModuleList(nn.Sequential(nn.Linear(c, hidden), nn.GELU(), nn.Linear(hidden, cfg.out_dim))
                                   for _ in range(cfg.n_deformables))
+        self.apply(init_weights)
 
     def _check(self, loads, rigids, deformables, edges) -> None:
         cfg = self.cfg
@@ -274,9 +324,12 @@ class Unisoma(nn.Module):
             contacts = [blk(solids[a], solids[b]) for blk, (a, b) in zip(layer["contact"], self.pairs)]
             new = []
             for m in range(nd):
-                mine = [c for c, (a, b) in zip(contacts, self.pairs) if m in (a, b)]
-                c_agg = layer["contact_alloc"][m](mine) if mine else torch.zeros_like(dz[m])
-                l_agg = layer["load_alloc"][m](lz)
+                # every deformable allocates over ALL contact pairs (official), not only the pairs containing it
+                if len(contacts) > 1:
+                    c_agg = layer["contact_alloc"][m](contacts)
+                else:
+                    c_agg = contacts[0] if contacts else torch.zeros_like(dz[m])
+                l_agg = layer["load_alloc"][m](lz) if len(lz) > 1 else (lz[0] if lz else torch.zeros_like(dz[m]))
                 new.append(layer["triplet"][m](l_agg, c_agg, dz[m]))
             dz = new
         assert len(dz) == nd
@@ -336,6 +389,7 @@ class Implicit(nn.Module):
         self.blocks = nn.ModuleList(TransolverBlock(c, cfg.n_slices, cfg.n_heads, cfg.mlp_ratio)
                                     for _ in range(cfg.n_layers))
         self.head = nn.Sequential(nn.LayerNorm(c), nn.Linear(c, c), nn.GELU(), nn.Linear(c, cfg.out_dim))
+        self.apply(init_weights)                       # the same initialisation as Unisoma (and Transolver's)
 
     def forward(self, loads, rigids, deformables, edges=None) -> list[Tensor]:
         ents = [*loads, *[F.pad(r, (0, 3)) for r in rigids], *[F.pad(d, (0, 3)) for d in deformables]]
