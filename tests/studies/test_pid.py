@@ -359,7 +359,7 @@ def test_smoke_pipeline_claims(smoke_run):
     assert {k: c3["evidence"][k] for k in ("n", "unit", "paper_data", "ci_method")} == {
         "n": 1, "unit": "images", "paper_data": False, "ci_method": "none (n=1 images)"}
     assert c3["statistic"]["gate"] == "fewer than 3 seeds"
-    assert [g["name"] for g in c3["gates"]] == ["detectors_learn_training_generator"]
+    assert [g["name"] for g in c3["gates"]] == ["detectors_learn_training_generator", "heldout_images_resolve_min_diff"]
     assert by["robustness_report"]["status"] == "untested" and by["robustness_report"]["testable_at"] == "paper"
     ev = json.loads((r / "metrics/eval.json").read_text())
     assert set(ev["arms"]) == {"rgb", "pid", "pid_noise", "npr"}
