@@ -16,6 +16,8 @@ from icml25.core.config import Section, StudyConfig
 
 Arm = Literal["nngp", "rescaling", "rescaling_langevin", "adaptive_tree", "langevin"]
 Task = Literal["ising", "teacher", "digits03", "mnist03"]
+#: Images of classes 0 and 3 in scikit-learn's bundled digits (178 + 183): the most P + P_test can take.
+DIGITS03_IMAGES = 361
 #: Arms whose predictor is fitted to another arm's train means (the train job reads that arm's output).
 UPSTREAM = {"rescaling": "adaptive_tree", "rescaling_langevin": "langevin"}
 
@@ -23,7 +25,11 @@ UPSTREAM = {"rescaling": "adaptive_tree", "rescaling_langevin": "langevin"}
 class Langevin(Section):
     """The sampler of the ground-truth network ensembles [R]."""
 
-    lr: float = Field(5e-3, gt=0, description="[R] step size eta in standardised coordinates")
+    lr: float = Field(2.5e-3, gt=0, description="[R] step size eta in standardised coordinates; chosen by step "
+                                               "halving on tuning seeds (README: Sampler step)")
+    max_step_curvature: float = Field(1.0, gt=0, description="largest lr x curvature estimate (langevin."
+                                      "curvature_estimate) a train job accepts; a larger step stops with an error "
+                                      "naming langevin.lr")
     n_steps: int = Field(10_000, ge=10, description="[R] Langevin steps T per chi")
     n_chains: int = Field(8, ge=1, description="[R] chains advanced together as one tensor")
     burn_in: float = Field(1 / 3, ge=0, lt=1, description="[R] fraction of T discarded")
@@ -107,6 +113,9 @@ class Config(StudyConfig):
         for arm, source in UPSTREAM.items():
             if arm in self.arms and source not in self.arms:
                 raise ValueError(f"arms: {arm} is fitted to the {source} arm; add {source}")
+        if "digits03" in self.tasks and self.P + self.P_test > DIGITS03_IMAGES:
+            raise ValueError(f"P_test: digits03 has {DIGITS03_IMAGES} images of classes 0 and 3; P + P_test = "
+                             f"{self.P + self.P_test} (lower P_test or P)")
         if "ising" in self.tasks and self.D % 2 == 0:
             raise ValueError("D: must be odd for the ising task (majority label)")
         return self

@@ -7,7 +7,14 @@ algorithm in standardised coordinates w̃ = w √(D/g_w), ṽ = v √(χN/g_v) (
     U(W̃, ṽ) = ½‖W̃‖² + ½‖ṽ‖² + Σ_μ (y_μ − f_μ)²/(2κ),   f_μ = c Σ_i ṽ_i w̃_iᵀx_μ,   c = √(g_v g_w/(χ N D)),
     θ ← θ − η ∇U(θ) + √(2η) ξ,   ξ ~ N(0, I).
 
-The likelihood curvature is ≈ P/(N κ₀) for every χ in these coordinates, so one step size serves the χ grid.
+Step size (issue 33). The stiffest direction of U sets the step: the Gauss–Newton part of ∇²U is (c²/κ) JᵀJ with
+JJᵀ = ‖ṽ‖² XXᵀ + X W̃ᵀW̃ Xᵀ (P,P), and c²/κ = g_v g_w/(N D κ₀) does not depend on χ. At the prior's typical state
+(‖ṽ‖² ≈ N, W̃ᵀW̃ ≈ N I) its top eigenvalue is λ̂ = 1 + 2 g_v g_w λ_max(XᵀX)/(D κ₀) (:func:`curvature_estimate`),
+independent of χ and N: ≈ 140–300 for the default tasks (D = 11, P = 20), ≈ 600–1200 at paper sizes (P = 100).
+(An earlier docstring gave P/(N κ₀) ≈ 8, 25–35× too small, which let a step of 5e-3 look safe.) In the mean-field
+posterior (χ = N) the measured top eigenvalue is up to ≈ 2.3 λ̂, and the unadjusted sampler is unstable where
+η λ ≥ 2, so a step with η λ̂ > ``max_step_curvature`` (1 by default) is refused before sampling. Inside that bound
+the step's bias is measured by step halving (``step_check`` in the config; benchmarks/kernel_adaptation_step.py).
 The network is linear, f(x) = xᵀβ with β = c W̃ᵀṽ (D,), so posterior means of f on any input follow from the
 running mean of β; E[A] = (g_w/D) E[W̃ᵀW̃]/N. All chains advance together as one (C, N, D) tensor.
 """
@@ -22,8 +29,23 @@ TRACE_EVERY = 1000  #: steps per window of the running test-discrepancy trace
 NOISE_BLOCK = 200  #: Langevin steps whose noise is drawn at once
 
 
+MAX_STEP_CURVATURE = 1.0  #: default bound on η·λ̂ (λ̂ = curvature_estimate); the sampler refuses larger steps
+
+
 class LangevinDivergence(FloatingPointError):
-    """A chain produced non-finite weights; the message names the chains, the step and χ."""
+    """A chain produced non-finite weights; the message names the chains, the step, χ and the key to change."""
+
+
+class LangevinStepError(ValueError):
+    """The step is too large for the data's curvature; the message names the key ``langevin.lr`` and a bound."""
+
+
+def curvature_estimate(X: np.ndarray, g_v: float = 1.0, g_w: float = 1.0, kappa0: float = 0.05) -> float:
+    """λ̂ = 1 + 2 g_v g_w λ_max(XᵀX)/(D κ₀): the top eigenvalue of ∇²U (standardised coordinates) at the prior's
+    typical state, for X (P,D). The 1 is the prior's curvature; the rest is the Gauss–Newton likelihood term with
+    ‖ṽ‖² = N and W̃ᵀW̃ = N I (module docstring). Independent of χ and N; unit: 1/(step size)."""
+    X = np.asarray(X, dtype=np.float64)
+    return 1.0 + 2.0 * g_v * g_w * float(np.linalg.eigvalsh(X.T @ X)[-1]) / (X.shape[1] * kappa0)
 
 
 def potential(Wt: torch.Tensor, vt: torch.Tensor, X: torch.Tensor, y: torch.Tensor, c: float, kappa: float,
@@ -47,9 +69,10 @@ def potential_grad(Wt: torch.Tensor, vt: torch.Tensor, X: torch.Tensor, y: torch
     return Wt + vt[:, :, None] * g[:, None, :], vt + torch.einsum("cnd,cd->cn", Wt, g)
 
 
-def langevin_sample(X, y, X_test, N, chi, g_v=1.0, g_w=1.0, kappa0=0.05, lr=5e-3, n_steps=10_000, n_chains=8,
+def langevin_sample(X, y, X_test, N, chi, g_v=1.0, g_w=1.0, kappa0=0.05, lr=2.5e-3, n_steps=10_000, n_chains=8,
                     burn_in=1 / 3, thin=10, seed=0, likelihood=True, *, y_test=None, device: str = "cpu",
-                    threads: int | None = 1) -> dict[str, np.ndarray]:
+                    threads: int | None = 1, max_step_curvature: float | None = MAX_STEP_CURVATURE
+                    ) -> dict[str, np.ndarray]:
     """Sample the network posterior (or its prior if ``likelihood`` is False) with ``n_chains`` Langevin chains.
 
     Samples are kept every ``thin`` steps after ``burn_in``·n_steps steps. Returns float64 numpy arrays:
@@ -60,9 +83,11 @@ def langevin_sample(X, y, X_test, N, chi, g_v=1.0, g_w=1.0, kappa0=0.05, lr=5e-3
     keyword ``y_test`` (P*,) is given, else on the train points. The same ``seed`` gives identical output on
     one device; ``device`` selects the torch device (``"cuda"`` at paper scale); ``threads`` sets torch's CPU
     threads for the call (restored afterwards; None keeps the current setting): the tensors are tiny, so one
-    thread is fastest and avoids oversubscribing shared cores.
+    thread is fastest and avoids oversubscribing shared cores. ``max_step_curvature`` bounds lr·λ̂
+    (:func:`curvature_estimate`); None switches the check off (used only to measure the bias of too-large steps).
 
-    Raises ValueError for χ outside [1, N] and LangevinDivergence if any chain becomes non-finite.
+    Raises ValueError for χ outside [1, N], LangevinStepError (naming ``langevin.lr``) if lr·λ̂ exceeds
+    ``max_step_curvature`` with the likelihood on, and LangevinDivergence if any chain becomes non-finite.
     """
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
@@ -75,6 +100,13 @@ def langevin_sample(X, y, X_test, N, chi, g_v=1.0, g_w=1.0, kappa0=0.05, lr=5e-3
         raise ValueError(f"langevin_sample: chi={chi} outside [1, N={N}]")
     if not (0 <= burn_in < 1 and thin >= 1 and n_steps >= 1 and n_chains >= 1 and lr > 0):
         raise ValueError("langevin_sample: need 0 <= burn_in < 1, thin >= 1, n_steps >= 1, n_chains >= 1, lr > 0")
+    if likelihood and max_step_curvature is not None:
+        lam = curvature_estimate(X, g_v, g_w, kappa0)
+        if lr * lam > max_step_curvature:
+            raise LangevinStepError(
+                f"langevin.lr = {lr:g} is too large for this data: lr x curvature estimate {lam:.4g} = {lr * lam:.3g} "
+                f"> langevin.max_step_curvature = {max_step_curvature:g} (P={P}, D={D}); set langevin.lr <= "
+                f"{max_step_curvature / lam:.3g}")
     previous = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(int(threads))
@@ -141,7 +173,8 @@ def _sample(X, y, X_test, N, chi, g_v, g_w, kappa0, lr, n_steps, n_chains, burn_
             bad = ~torch.isfinite(Wt).all(dim=(1, 2)) | ~torch.isfinite(vt).all(dim=1)
             if bool(bad.any()):
                 raise LangevinDivergence(f"Langevin chains {torch.nonzero(bad).flatten().tolist()} diverged "
-                                         f"(non-finite weights) by step {t} at chi={chi:.6g}, lr={lr:g}")
+                                         f"(non-finite weights) by step {t} at chi={chi:.6g}, lr={lr:g}; reduce langevin.lr "
+                                         f"(curvature estimate {curvature_estimate(Xt.cpu().numpy(), g_v, g_w, kappa0):.4g})")
             if t % TRACE_EVERY == 0:
                 trace_beta.append(win_beta / max(win_n, 1))
                 win_beta = torch.zeros(D, dtype=dt, device=dev)

@@ -17,7 +17,7 @@ ARMS = ("rgb", "pid", "pid_noise", "npr")
 #: autoencoders upsample x4 (two x2 stages) and the crops sit at multiples of the 32-pixel stride, so whole crops all
 #: share one phase of that grid; windows at these offsets keep it (and keep NPR's 2x2 grid). Chosen on the detectors'
 #: validation pairs (train images) on tuning seeds, see tuning/pid.jsonl (an earlier choice on test crops is
-#: disclosed in the README's history).
+#: disclosed in the README's history; re-run after issue 33 moved the augmentation before the transform).
 WINDOW_ALIGN = 4
 
 
@@ -35,6 +35,30 @@ def detector_input(x: np.ndarray, arm: str, step: float = 1.0, colour_space: str
     else:
         raise ValueError(f"arm {arm!r} unknown; choose one of {ARMS}")
     return np.ascontiguousarray(np.moveaxis(np.asarray(z, dtype=np.float32), -1, -3))
+
+
+def augment_crops(x: np.ndarray, rng: np.random.Generator, train_crop: int | None = None,
+                  window_align: int = WINDOW_ALIGN) -> np.ndarray:
+    """The training augmentation of one batch, on the uint8 crops x (n, H, W, 3) before any residual (issue 33):
+    one random horizontal and one random vertical flip for the whole batch (two rng draws, in that order), then,
+    when ``train_crop`` is set and smaller than the crops, one random ``train_crop`` x ``train_crop`` window whose
+    offsets are multiples of ``window_align`` (two more draws, rows then columns). Returns (n, h, w, 3) uint8.
+
+    Flipping must come before the transform: NPR's 2x2 grid anchors at row/column 0, so for even sizes the NPR of a
+    flipped crop is not the flipped NPR of the crop (the residual of the other grid phase)."""
+    if x.ndim != 4 or x.shape[-1] != 3:
+        raise ValueError(f"augment_crops: expected (n, H, W, 3) crops, got shape {x.shape}")
+    if rng.random() < 0.5:
+        x = x[:, :, ::-1]
+    if rng.random() < 0.5:
+        x = x[:, ::-1]
+    h, w = x.shape[1:3]
+    if train_crop and train_crop < min(h, w):
+        a = int(window_align)
+        y0 = a * int(rng.integers(0, (h - train_crop) // a + 1))
+        x0 = a * int(rng.integers(0, (w - train_crop) // a + 1))
+        x = x[:, y0:y0 + train_crop, x0:x0 + train_crop]
+    return np.ascontiguousarray(x)
 
 
 def train_autoencoder(x: np.ndarray, decoder: str, epochs: int, seed: int = 0, lr: float = 1e-3,
@@ -93,13 +117,14 @@ def train_detector(real: np.ndarray, fake: np.ndarray, arm: str, epochs: int, se
                    val_frac: float = 0.1, train_crop: int | None = None,
                    window_align: int = WINDOW_ALIGN) -> tuple[nn.Module, dict[str, list[float]]]:
     """Train TinyDetector (BCE, Adam) to tell ``real`` (label 0) from ``fake`` (label 1), (n, H, W, 3) uint8 each,
-    content-aligned. A ``val_frac`` of the pairs (seeded) is held out for ``val/acc``; random horizontal/vertical
-    flips are the only augmentation (applied to the uint8 crop before the residual, which commutes with flips).
-    ``train_crop`` [R]: when set (and smaller than the crops), each training batch is a random ``train_crop`` x
-    ``train_crop`` window of its crops (one seeded offset per batch, a multiple of ``window_align`` in both
-    axes, so every arm's window is its input on the window crop and keeps the phase of the generators' upsampling
-    grid that the whole, grid-aligned crops have); validation and test always see the whole crops (the global
-    average pool makes the detector size-agnostic). Returns (model in eval mode, {"train/bce": per epoch, "val/acc": per epoch})."""
+    content-aligned. A ``val_frac`` of the pairs (seeded) is held out for ``val/acc``. Each training batch is
+    augmented on its uint8 crops by :func:`augment_crops` (random horizontal/vertical flips, and with ``train_crop``
+    [R] one random ``train_crop`` x ``train_crop`` window at offsets that are multiples of ``window_align``, keeping
+    the phase of the generators' upsampling grid that the whole, grid-aligned crops have) and only then turned into
+    the arm's input, so every arm sees the input of the augmented crop (issue 33: flipping an NPR residual is not the
+    NPR of the flipped crop). Validation and test always see the whole crops (the global average pool makes the
+    detector size-agnostic). Returns (model in eval mode, {"train/bce": per epoch, "val/acc": per epoch}).
+    """
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     n = len(real)
@@ -111,7 +136,6 @@ def train_detector(real: np.ndarray, fake: np.ndarray, arm: str, epochs: int, se
     y_val = np.concatenate([np.zeros(n_val), np.ones(n_val)])
     kw = dict(step=step, colour_space=colour_space, noise_amp=noise_amp)
     val_in = detector_input(x_val, arm, **kw)
-    fixed_in = None if arm == "pid_noise" else detector_input(x_tr, arm, **kw)
     det = TinyDetector()
     opt = torch.optim.Adam(det.parameters(), lr=lr)
     lossf = nn.BCEWithLogitsLoss()
@@ -121,21 +145,8 @@ def train_detector(real: np.ndarray, fake: np.ndarray, arm: str, epochs: int, se
         order, tot = rng.permutation(len(x_tr)), 0.0
         for i in range(0, len(order), batch):
             idx = order[i:i + batch]
-            if fixed_in is None:
-                b = detector_input(x_tr[idx], arm, rng=rng, train=True, **kw)
-            else:
-                b = fixed_in[idx]
-            flip_h, flip_v = rng.random() < 0.5, rng.random() < 0.5
-            if flip_h:
-                b = b[..., ::-1]
-            if flip_v:
-                b = b[..., ::-1, :]
-            h, w = b.shape[-2:]
-            if train_crop and train_crop < min(h, w):
-                a = int(window_align)
-                y0 = a * int(rng.integers(0, (h - train_crop) // a + 1))
-                x0 = a * int(rng.integers(0, (w - train_crop) // a + 1))
-                b = b[..., y0:y0 + train_crop, x0:x0 + train_crop]
+            b = detector_input(augment_crops(x_tr[idx], rng, train_crop, window_align), arm, rng=rng, train=True,
+                               **kw)
             logits = det(torch.from_numpy(np.ascontiguousarray(b)))
             loss = lossf(logits, torch.from_numpy(y_tr[idx]))
             opt.zero_grad()
