@@ -908,7 +908,7 @@ def test_smoke_pipeline_through_snakemake(smoke_run):
     runs = client.search_runs([client.get_experiment_by_name("icml25/fedecado").experiment_id], max_results=500)
     train = {x.data.tags["arm"]: x for x in runs if x.data.tags.get("stage") == "train"}
     assert set(train) == {"quad_fedavg", "quad_fednova", "quad_fedecado", "fedavg", "fedprox", "fednova", "fedexp",
-                          "fedecado"}
+                          "feddecorr", "fedrs", "fednova_matched", "fedecado"}
     job = train["quad_fedecado"]  # a one-seed job is that seed's run: curves per round under shared keys
     assert job.data.tags["fidelity"] == "reconstructed" and job.data.params["fidelity"] == "reconstructed"
     history = client.get_metric_history(job.info.run_id, "train/partial/rel_err")
