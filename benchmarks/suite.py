@@ -20,6 +20,8 @@ def read_report(path: Path) -> list[tuple[str, float]]:
     out = []
     for case in ET.parse(path).getroot().iter("testcase"):
         classname, name = case.get("classname", ""), case.get("name", "")
+        if not classname:  # a collection-level entry (no test file): not a test
+            continue
         parts = classname.split(".")
         # pytest writes classname as the dotted path of the file (plus a class, if any)
         module = "/".join(p for p in parts if not p[:1].isupper())
