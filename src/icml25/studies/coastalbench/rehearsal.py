@@ -81,12 +81,11 @@ def write_miniatures(root: Path, manifest: Mapping) -> list[str]:
         name = f"ocean_his_{day}.nc"
         if name not in manifest:
             raise KeyError(f"coastalbench rehearsal: {name} is not a row of manifest.csv")
-        path = Path(root) / manifest[name].mirror_path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if not path.exists():
-            with atomic_path(path) as tmp:
-                with HisWriter(tmp, grid, tuple(FIELDS), zlib_level=0, title="icml25 coastalbench rehearsal") as w:
-                    for t, rec in _records(i, shapes):
-                        w.append(t, rec)
+        # always rewritten (same bytes when nothing changed): a file kept from an older version of this script
+        # would otherwise be served, and pinned, in place of the current miniature
+        with atomic_path(Path(root) / manifest[name].mirror_path) as tmp:
+            with HisWriter(tmp, grid, tuple(FIELDS), zlib_level=0, title="icml25 coastalbench rehearsal") as w:
+                for t, rec in _records(i, shapes):
+                    w.append(t, rec)
         written.append(name)
     return written
