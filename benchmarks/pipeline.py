@@ -75,7 +75,9 @@ def job_work_cpu(log: Path) -> float:
         text = log.read_text(errors="replace")
     except OSError:
         return float("nan")
-    found = re.findall(r"icml25-job-cpu: startup=([0-9.]+) work=([0-9.]+)", text)
+    from icml25.core.cli import JOB_CPU_MARK
+
+    found = re.findall(rf"{re.escape(JOB_CPU_MARK)} startup=([0-9.]+) work=([0-9.]+)", text)
     return float(found[-1][1]) if found else float("nan")
 
 
