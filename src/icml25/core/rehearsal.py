@@ -14,6 +14,10 @@ What a study provides:
   ManifestEntry]) -> list[str]``: writes each miniature file at ``root / entry.mirror_path`` (the names of the
   manifest rows it wrote; rows it leaves out are not downloaded by the rehearsal's paper DAG either, so the study
   must not need them). Deterministic: same bytes on every call (fixed seeds, no timestamps in archives).
+* optionally, in the same module, ``write_manual(root: Path) -> None``: data that has no download (licensed,
+  placed by hand on a cluster, e.g. ImageNet class folders) written as a miniature tree under ``root`` =
+  ``results/rehearsal/mirror/manual/<slug>/`` in the exact layout the study's loader checks; the rehearsal yaml
+  points the study's placement key at that relative path (jobs run in the repository root).
 * ``config/rehearsal/<slug>.yaml``: overrides applied on top of the paper scale (few seeds, small widths, few
   steps, ``device: cpu``), validated by the study's ``Config`` like any scale.
 
@@ -70,6 +74,11 @@ def manifest_dir(rehearsal_dir: str | Path) -> Path:
     return Path(rehearsal_dir) / "manifests"
 
 
+def manual_dir(rehearsal_dir: str | Path, slug: str) -> Path:
+    """Where a study's ``write_manual`` puts its hand-placed miniatures: ``<rehearsal_dir>/manual/<slug>/``."""
+    return Path(rehearsal_dir) / "manual" / slug
+
+
 def build_mirror(slugs: Sequence[str], out: str | Path) -> dict[str, list[str]]:
     """Write every selected study's miniatures under ``out`` (the mirror layout: ``out/<mirror_path>``) and its
     rehearsal manifest at ``out/manifests/<slug>/manifest.csv``; return ``{slug: rows written}``. Idempotent:
@@ -83,6 +92,8 @@ def build_mirror(slugs: Sequence[str], out: str | Path) -> dict[str, list[str]]:
         manifest_path = package_dir(slug) / "manifest.csv"
         entries = read_manifest(manifest_path, rehearsal=False)
         names = list(module.write_miniatures(out, entries))
+        if hasattr(module, "write_manual"):
+            module.write_manual(manual_dir(out, slug))
         unknown = sorted(set(names) - set(entries))
         if unknown:
             raise RehearsalError(f"{slug} rehearsal: wrote rows {unknown} that are not in its manifest.csv")
