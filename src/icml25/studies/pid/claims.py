@@ -88,7 +88,8 @@ def _checks(test_real: np.ndarray, residual: Mapping[str, Any]) -> tuple[list[Cl
 
 
 def _heldout_claim(table, units, test_source, test_is_jpeg, min_val_auc, min_diff, paper_data, data,
-                   unit: str = "images", auc_keys: Sequence[str] = ("test/auc_B", "test/auc_C")) -> Claim:
+                   unit: str = "images", auc_keys: Sequence[str] = ("test/auc_B", "test/auc_C"),
+                   val_pairs: str = "real vs fake-A crops of the train images") -> Claim:
     """Claim 3: held-out generator generalisation, pid vs rgb; ``units`` {arm: {seed: (n_test,) scores}},
     ``test_source`` (n_test,) the independent unit of each score (test image; at paper scale the held-out
     GenImage subset)."""
@@ -106,7 +107,7 @@ def _heldout_claim(table, units, test_source, test_is_jpeg, min_val_auc, min_dif
         st, v = {"gate": "pid and rgb not both trained", "n_images": 0}, "inconclusive"
     learned = min(val_auc.get("pid", float("nan")), val_auc.get("rgb", float("nan")))
     g = gate("detectors_learn_training_generator", learned, at_least=min_val_auc,
-             text="min over pid and rgb of the validation AUC on real vs fake-A crops of the train images (held "
+             text=f"min over pid and rgb of the validation AUC on {val_pairs} (held "
                   "out from training; never test crops)")
     g_mde = gate("heldout_images_resolve_min_diff", st.get("mde"), at_most=min_diff,
                  text="minimum detectable effect of the t-test over the test images (from their spread) <= the claim's "
@@ -209,7 +210,8 @@ def evaluate_claims_paper(runs: Sequence[Mapping[str, Any]], test_real: np.ndarr
                 grp = g[sel]
     claims.append(_heldout_claim(table, units, grp if grp is not None else np.zeros(0), None, min_val_auc,
                                  min_diff, True, data, unit="generators",
-                                 auc_keys=tuple(f"test/auc_{g}" for g in heldout)))
+                                 auc_keys=tuple(f"test/auc_{g}" for g in heldout),
+                                 val_pairs="the held-out validation images (ai vs nature) of the training subsets"))
     _robustness(claims, table, data, "a report with no pass/fail rule (the paper states no robustness threshold); "
                 "the JPEG accuracies of the held-out subsets and each class's accuracy per subset (GenImage's "
                 "reals are JPEG, its fakes mostly PNG) are kept in statistic and metrics/eval.json")

@@ -73,7 +73,7 @@ class Residual(Section):
 
 
 class Detector(Section):
-    """TinyDetector training [R]."""
+    """Detector training [R]: TinyDetector at the offline scales, ResNet-50 (:mod:`.resnet`) at paper scale."""
 
     backbone: Literal["tiny", "resnet50"] = Field("tiny", description="tiny (4 conv layers, CPU) or resnet50 "
                                                                       "(paper, with data.dataset genimage) [R]")
