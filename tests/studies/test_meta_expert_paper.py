@@ -342,3 +342,19 @@ def test_svhn_miniature_header_is_fixed():
     from scipy.io import loadmat
 
     assert loadmat(io.BytesIO(a))["X"].shape == (32, 32, 3, 20)
+
+
+def test_smoke_stages_run_through_their_stage_views(tmp_path, one_thread):
+    """download → preprocess → train through the stage CLI at smoke (the unnamed setting): each stage reads only
+    its declared keys (StageView), which a paper-only test would not see."""
+    import json
+
+    common = ["--scale", "smoke", "--no-track", "--config", str(YAML)]
+    raw = tmp_path / "raw" / "mnist_5k.csv.gz"
+    stage_cli(["download", *common, "--out", str(raw)])
+    split = tmp_path / "processed" / "lt_consistent_seed1000.npz"
+    stage_cli(["preprocess", *common, "--in", str(raw), "--out", str(split)])
+    outs = [str(tmp_path / f"models/fixmatch/chunk0.{ext}") for ext in ("json", "pt", "csv")]
+    stage_cli(["train", *common, "--arm", "fixmatch", "--seeds", "1000", "--in", str(split), "--out", *outs])
+    (run,) = json.loads((tmp_path / "models/fixmatch/chunk0.json").read_text())["runs"]
+    assert (run["profile"], run["seed"]) == ("consistent", 1000) and 0 <= run["final"]["top1"] <= 1

@@ -200,7 +200,7 @@ class Config(StudyConfig):
 STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "download": ("dataset", "settings"),
     "preprocess": ("dataset", "seeds", "profiles", "data", "settings"),
-    "train": ("arms", "seeds", "profiles", "dataset", "settings", "model", "method", "train", "augment"),
+    "train": ("arms", "seeds", "profiles", "dataset", "data", "settings", "model", "method", "train", "augment"),
     "evaluate": ("profiles", "dataset", "settings", "method.cut1", "method.cut2", "min_gain_pt", "adequacy"),
     "report": (),
 }
