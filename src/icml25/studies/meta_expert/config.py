@@ -243,3 +243,12 @@ def run_label(setting: str, profile: str) -> str:
     """The ``profile`` field of a run record: the profile, prefixed by the setting's name when there is one (so the
     claims see each setting x profile as one run of its seed)."""
     return f"{setting}/{profile}" if setting else profile
+
+
+def train_parts(cfg: Mapping[str, Any], chunks: Any, filename: str) -> list[tuple[str, ...]]:
+    """Path parts (below models/ or metrics/) of every train output named ``filename`` (with ``{chunk}``):
+    (arm, chunk file) at smoke/default, (arm, setting, chunk file) with named settings (the Snakefile's
+    evaluate inputs)."""
+    named = [st["name"] for st in run_settings(cfg) if st["name"]]
+    return [(arm, *([name] if name else []), filename.format(chunk=chunk))
+            for arm in cfg["arms"] for name in (named or [""]) for chunk in chunks]
