@@ -17,7 +17,8 @@ from icml25.core.download import read_manifest
 from icml25.studies.meta_expert import data as D
 from icml25.studies.meta_expert import rehearsal as R
 from icml25.studies.meta_expert.__main__ import main as stage_cli
-from icml25.studies.meta_expert.config import Config, raw_files, run_label, run_settings, split_name
+from icml25.studies.meta_expert.config import (Config, raw_files, run_label, run_settings, split_name,
+                                                train_parts)
 from icml25.studies.meta_expert.evaluate import evaluate_model
 from icml25.studies.meta_expert.method import long_tail_counts
 from icml25.studies.meta_expert.model import SSLNet, WideResNet
@@ -81,6 +82,11 @@ def test_default_keeps_its_paths_and_files():
     assert split_name("consistent", 2000) == "lt_consistent_seed2000.npz"
     assert split_name("uniform", 4, "svhn_n1500_g150") == "lt_svhn_n1500_g150_uniform_seed4.npz"
     assert run_label("", "consistent") == "consistent" and run_label("a", "reversed") == "a/reversed"
+    assert train_parts(cfg, {0: (2000, 2001, 2002)}, "chunk{chunk}.json") == [
+        ("fixmatch", "chunk0.json"), ("cpe", "chunk0.json"), ("meta_expert", "chunk0.json")]
+    paper = to_dict(_paper())
+    parts = train_parts(paper, {0: (0,), 1: (2,), 2: (4,)}, "chunk{chunk}.csv")
+    assert len(parts) == 150 and parts[0] == ("fixmatch", "cifar10_n1500_g150", "chunk0.csv")
 
 
 def test_settings_are_validated():
