@@ -54,6 +54,7 @@ rule roste__prepare:
     resources:
         mem_mb=64000 if _ROSTE_PAPER else 1000,
         runtime=240 if _ROSTE_PAPER else 10,
+        gpu=gpus("roste", "prepare"),  # loads the model onto paper.device to check its layout
     params:
         **stage_params("roste", "prepare"),
     shell:
