@@ -367,6 +367,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .server import main as server_main
 
         return server_main(argv[1:])
+    if argv[:1] == ["gpu-check"]:  # its own parser: icml25 gpu-check --help
+        from .gpucheck import main as gpucheck_main
+
+        return gpucheck_main(argv[1:])
     if argv[:1] == ["tune"]:  # its own parser: icml25 tune --help
         from .tune import main as tune_main
 
@@ -374,6 +378,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="icml25", description=main.__doc__)
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("server", help="start/stop the MLflow tracking server for cluster runs (see icml25 server --help)")
+    sub.add_parser("gpu-check", help="time every study's paper train step on a device and print the GPU-hours "
+                                     "table (see icml25 gpu-check --help)")
     sub.add_parser("tune", help="run a study on tuning seeds and append the run to tuning/<slug>.jsonl "
                                 "(see icml25 tune --help)")
     p = sub.add_parser("init-tracking", help="create the MLflow store and experiments (Snakefile onstart)")
