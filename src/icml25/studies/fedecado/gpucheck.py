@@ -32,7 +32,7 @@ def build(config: Any, shapes: str, device: torch.device) -> Bench:
     X = rng.integers(0, 256, size=(n, 32, 32, 3), dtype=np.uint8)
     y = rng.integers(0, classes, size=n).astype(np.int64)
     learner = CnnLearner(im.model, X, y, X[:8], y[:8], classes, device=device.type, augment=im.augment, seed=0,
-                         n_train_eval=8, eval_batch=8)
+                         n_train_eval=8, eval_batch=8, fast=im.fast)
     theta = learner.init(0)
     lr = float(np.mean(im.lr_range))
     gen = torch.Generator().manual_seed(0)
