@@ -93,7 +93,8 @@ def stage_cmd(slug, stage):
 
 def gpus(slug, stage, n=1):
     """SLURM `gpu` resource of a <slug>__<stage> job: n when the stage reads the study's device key and that is
-    cuda (after the top-level `device` switch), else 0: only jobs that use a GPU ask for one (core.device)."""
+    cuda (after the top-level `device` switch), else 0: only jobs that use a GPU ask for one (core.device).
+    """
     return dev.gpu_request(slug, stage, cfg(slug), study_stage_keys(slug), n)
 
 
