@@ -250,3 +250,24 @@ def test_snakemake_switch_reaches_every_torch_job_and_the_gpu_request(tmp_path):
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def test_stage_runs_are_tagged_with_the_device(monkeypatch, torch_flags):
+    """stage_main hands run_tags() to the MLflow run of every job (captured here instead of opening a store)."""
+    import contextlib
+
+    from icml25.core import cli, tracking
+
+    seen = {}
+
+    @contextlib.contextmanager
+    def fake_stage_run(slug, stage, **kwargs):
+        seen.update(kwargs.get("tags") or {})
+        yield cli._NullRun()
+
+    monkeypatch.setattr(tracking, "stage_run", fake_stage_run)
+    monkeypatch.setattr(dev, "cuda_available", lambda: False)
+    from icml25.studies.lfss.__main__ import main
+
+    assert main(["noop", "--scale", "smoke", "--device", "cpu"]) == 0
+    assert seen["device"] == "cpu" and seen["deterministic"] == "true" and seen["torch_version"]
