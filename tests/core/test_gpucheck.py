@@ -85,6 +85,24 @@ def test_gpu_check_refuses_cuda_without_a_gpu(monkeypatch, capsys):
     assert "no CUDA device is visible" in capsys.readouterr().err
 
 
+def test_a_step_without_a_deterministic_kernel_is_reported_not_timed():
+    def step():
+        raise RuntimeError("index_add_cuda_ does not have a deterministic implementation, but you set "
+                           "'torch.use_deterministic_algorithms(True)'")
+
+    bench = gpucheck.Bench(model="m", module=nn.Linear(2, 3), step=step, steps_per_run=10, runs=2)
+    row = gpucheck.timed_row(bench, torch.device("cpu"), 1, 0)
+    assert row["step_ms"] is None and row["gpu_hours"] is None and row["parameters"] == 9
+    assert row["note"].startswith("NOT DETERMINISTIC") and "index_add_cuda_" in row["note"]
+    assert "| n/a " in gpucheck.table([{"study": "x", **row}], "cpu")
+
+    def other():
+        raise RuntimeError("CUDA out of memory")
+
+    with pytest.raises(RuntimeError, match="out of memory"):
+        gpucheck.timed_row(gpucheck.Bench("m", nn.Linear(2, 3), other, 1, 1), torch.device("cpu"), 1, 0)
+
+
 def test_unknown_study_is_named():
     with pytest.raises(SystemExit, match=r"--studies \['cat_iv'\]: no studies/<slug>/gpucheck.py"):
         gpucheck.discover(["cat_iv"])

@@ -94,16 +94,38 @@ def measure(bench: Bench, device: Any, steps: int, warmup: int) -> dict[str, Any
 
 
 def check(slug: str, *, device: str, shapes: str, steps: int, warmup: int, root: Path) -> dict[str, Any]:
-    """Build and time one study's paper step; a row of the table."""
+    """Build and time one study's paper step; a row of the table. On cuda the step runs under the settings of a
+    pipeline job (:func:`icml25.core.device.configure_cuda_determinism`: strict deterministic algorithms unless
+    the study is in ``NONDETERMINISTIC_CUDA``), so its time is the one the paper jobs will see, and a study that
+    needs an op without a deterministic CUDA kernel is found here (:func:`timed_row`)."""
     import torch
 
     if shapes not in SHAPES:
         raise ValueError(f"shapes: {shapes!r} not in {SHAPES}")
     dev = torch.device(device)
+    if dev.type == "cuda":
+        from .device import NONDETERMINISTIC_CUDA, configure_cuda_determinism
+
+        configure_cuda_determinism(strict=slug not in NONDETERMINISTIC_CUDA)
     torch.manual_seed(0)
     builder = importlib.import_module(f"icml25.studies.{slug}.gpucheck").build
     bench = builder(paper_config(slug, root), shapes, dev)
-    return {"study": slug, **measure(bench, dev, steps, warmup)}
+    return {"study": slug, **timed_row(bench, dev, steps, warmup)}
+
+
+def timed_row(bench: Bench, device: Any, steps: int, warmup: int) -> dict[str, Any]:
+    """:func:`measure`, or, when the step raises for want of a deterministic kernel (strict determinism on cuda),
+    a row without times whose note quotes the error: the study then belongs in ``NONDETERMINISTIC_CUDA``."""
+    try:
+        return measure(bench, device, steps, warmup)
+    except RuntimeError as err:
+        if "deterministic" not in str(err):
+            raise
+        first = str(err).strip().splitlines()[0]
+        return {"model": bench.model, "parameters": n_parameters(bench.module, not bench.count_all),
+                "step_ms": None, "steps_per_run": int(bench.steps_per_run), "runs": int(bench.runs),
+                "gpu_hours": None, "peak_mem_gib": None,
+                "note": f"NOT DETERMINISTIC under use_deterministic_algorithms(True): {first}"}
 
 
 COLUMNS = ("study", "model", "parameters", "step_ms", "steps_per_run", "runs", "gpu_hours", "peak_mem_gib")
