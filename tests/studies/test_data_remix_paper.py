@@ -172,7 +172,8 @@ def test_resnet_encoder_width_and_input_handling():
 
 def test_paper_config_needs_resnet_and_a_matching_feature_size():
     base = merge_scale(load_yaml(YAML), "paper")
-    for key, value, match in (("encoder", "mlp", "paper datasets"), ("train", {"feat": 64}, "8 \\* train.resnet_width")):
+    for key, value, match in (("encoder", "mlp", "paper datasets"),
+                              ("train", {"feat": 64}, "8 \\* train.resnet_width")):
         data = {**base, key: {**base[key], **value} if isinstance(value, dict) else value}
         with pytest.raises(ConfigError, match=match):
             build(Config, data, "data_remix")

@@ -43,9 +43,9 @@ class Train(Section):
     hidden: int | None = Field(128, ge=1, description="MLP encoder hidden width d → hidden → feat; null with the "
                                                       "ResNet-18 encoders of the paper scale [R]")
     feat: int = Field(64, ge=1, description="encoder feature size F (ResNet-18: 512) [R]")
-    resnet_width: int = Field(64, ge=1, description="base width of the paper-scale ResNet-18 encoders (stages of width, "
-                                                     "2·, 4·, 8·width channels; feat must equal 8·width); 64 = "
-                                                     "ResNet-18 [V]; the rehearsal shrinks it")
+    resnet_width: int = Field(64, ge=1, description="base width of the paper-scale ResNet-18 encoders (stages of "
+                                                     "width, 2·, 4·, 8·width channels; feat must equal 8·width); "
+                                                     "64 = ResNet-18 [V]; the rehearsal shrinks it")
     eval_batch: int = Field(4096, ge=1, description="rows per forward pass of the assignment pass, the test "
                                                     "accuracies and the probe features (memory only, no effect on "
                                                     "values)")
