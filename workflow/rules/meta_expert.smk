@@ -100,7 +100,7 @@ rule meta_expert__train:
             else 30
         ),
         # ~20 GPU-h per run
-        gpu=1 if _ME_PAPER else 0,
+        gpu=gpus(_ME, "train"),
     params:
         **stage_params(_ME, "train"),
         seeds=lambda w: " ".join(map(str, seed_chunks(_ME)[int(w.chunk)])),
