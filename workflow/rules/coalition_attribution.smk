@@ -105,7 +105,7 @@ rule coalition_attribution__train_real:
     wildcard_constraints:
         experiment="[a-z0-9_]+",
     conda:
-        "../../envs/core.yaml"
+        "../../envs/coalition_attribution.yaml"
     threads: cfg("coalition_attribution")["real"]["threads"]
     resources:
         mem_mb=64000,
