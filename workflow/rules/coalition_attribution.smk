@@ -110,7 +110,7 @@ rule coalition_attribution__train_real:
     resources:
         mem_mb=64000,
         runtime=480,
-        gpu=cfg("coalition_attribution")["real"]["gpus"],
+        gpu=gpus("coalition_attribution", "train_real", cfg("coalition_attribution")["real"]["gpus"]),
     params:
         **stage_params("coalition_attribution", "train_real"),
     shell:
