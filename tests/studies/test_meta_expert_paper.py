@@ -335,11 +335,14 @@ def one_thread():
     torch.set_num_threads(before)
 
 
-def test_train_stage_needs_the_splits_of_one_setting(tmp_path):
+def test_train_stage_needs_the_splits_of_one_setting(tmp_path, capsys):
+    args = ["train", "--scale", "paper", "--no-track", "--config", str(YAML), "--arm", "meta_expert", "--seeds", "0",
+            "--in", str(tmp_path / "lt_consistent_seed0.npz"), "--out", str(tmp_path / "a.json"),
+            str(tmp_path / "a.pt"), str(tmp_path / "a.csv")]
+    if not torch.cuda.is_available():  # the paper's train.device is cuda: a job without a GPU stops first, clearly
+        assert stage_cli(args) == 2 and "meta_expert.train.device: cuda requested" in capsys.readouterr().err
     with pytest.raises(SystemExit, match="must be those of exactly one setting"):
-        stage_cli(["train", "--scale", "paper", "--no-track", "--config", str(YAML), "--arm", "meta_expert",
-                   "--seeds", "0", "--in", str(tmp_path / "lt_consistent_seed0.npz"), "--out",
-                   str(tmp_path / "a.json"), str(tmp_path / "a.pt"), str(tmp_path / "a.csv")])
+        stage_cli([*args, "--device", "cpu"])
 
 
 def test_svhn_miniature_header_is_fixed():
