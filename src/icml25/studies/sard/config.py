@@ -200,7 +200,6 @@ class Cifar10(Split):
     main_epochs: int = Field(30, ge=1, description="g's training epochs (SGD 0.9, cosine, crop + flip) [R]")
     main_lr: float = Field(0.1, gt=0, allow_inf_nan=False, description="g's initial SGD learning rate [R]")
     main_batch_size: int = Field(128, ge=2, description="g's minibatch size")
-    box_weight: float = Field(1.0, ge=0, allow_inf_nan=False, description="unused on CIFAR-10 (no box head)")
     expert_classes: tuple[tuple[Annotated[int, Field(ge=0, le=9)], ...],
                           tuple[Annotated[int, Field(ge=0, le=9)], ...]] = Field(
         ((5, 6, 7), (7, 8, 9)), description="competence sets of experts 1 and 2 [R]")
@@ -292,13 +291,27 @@ class Config(StudyConfig):
         return self
 
 
+#: keys of each dataset section the preprocess stage passes to the preparation (the rest configure the rejector)
+PREP_KEYS: dict[str, tuple[str, ...]] = {
+    "digits": ("split", "main_weak_classes", "main_weak_keep", "main_max_iter", "expert_classes", "expert_p",
+               "beta"),
+    "diabetes": ("split", "main_features", "ridge_alpha", "beta", "cost_scale"),
+    "cifar10": ("split", "main_weak_classes", "main_weak_keep", "main_width", "main_epochs", "main_lr",
+                "main_batch_size", "expert_classes", "expert_p", "beta"),
+    "california_housing": ("split", "main_features", "ridge_alpha", "beta", "cost_scale"),
+    "voc2007": ("split", "image_size", "main_width", "main_epochs", "main_lr", "main_batch_size", "box_weight",
+                "expert_classes", "expert_p", "expert_box_noise", "beta", "lambda_reg"),
+}
+
+
 #: Config keys each stage reads (dotted paths; a section name covers all its keys). The stage sees only these.
 STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "download": ("datasets",),
     "preprocess": ("seeds", "datasets", "device", "digits.split", "digits.main_weak_classes", "digits.main_weak_keep",
                    "digits.main_max_iter", "digits.expert_classes", "digits.expert_p", "digits.beta",
                    "diabetes.split", "diabetes.main_features", "diabetes.ridge_alpha", "diabetes.beta",
-                   "diabetes.cost_scale", "cifar10", "california_housing", "voc2007"),
+                   "diabetes.cost_scale",
+                   *(f"{ds}.{k}" for ds in ("cifar10", "california_housing", "voc2007") for k in PREP_KEYS[ds])),
     "train": ("arms", "seeds", "datasets", "device", "arm_config", "train", "attack", "digits.hidden",
               "digits.epochs", "diabetes.hidden", "diabetes.epochs", "cifar10.rejector", "cifar10.width",
               "cifar10.epochs", "california_housing.hidden", "california_housing.epochs", "voc2007.rejector",
@@ -306,16 +319,4 @@ STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "evaluate": ("arms", "seeds", "datasets", "attack.eps_grid", "attack.claim_eps", "adequacy",
                  "identities"),
     "report": (),
-}
-
-#: keys of each dataset section the preprocess stage passes to the preparation (the rest configure the rejector)
-PREP_KEYS: dict[str, tuple[str, ...]] = {
-    "digits": ("split", "main_weak_classes", "main_weak_keep", "main_max_iter", "expert_classes", "expert_p",
-               "beta"),
-    "diabetes": ("split", "main_features", "ridge_alpha", "beta", "cost_scale"),
-    "cifar10": ("split", "main_weak_classes", "main_weak_keep", "main_width", "main_epochs", "main_lr",
-                "main_batch_size", "box_weight", "expert_classes", "expert_p", "beta"),
-    "california_housing": ("split", "main_features", "ridge_alpha", "beta", "cost_scale"),
-    "voc2007": ("split", "image_size", "main_width", "main_epochs", "main_lr", "main_batch_size", "box_weight",
-                "expert_classes", "expert_p", "expert_box_noise", "beta", "lambda_reg"),
 }

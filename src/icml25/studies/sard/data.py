@@ -1,4 +1,6 @@
-"""Data, agents and costs of the sard study (offline scales): scikit-learn's bundled ``digits`` and ``diabetes``.
+"""Data, agents and costs of the sard study: scikit-learn's bundled ``digits`` and ``diabetes`` (offline scales);
+the paper-scale archives are read by :mod:`.paper_data` and prepared by :mod:`.agents` through the same
+:func:`prepare` and processed-file functions.
 
 The three files ship inside the scikit-learn wheel (``sklearn/datasets/data/``) and are read offline with
 :func:`icml25.core.datasets.packaged_bytes`, checked against the sha256 of the study's ``manifest.csv`` (which
