@@ -396,7 +396,7 @@ def prepared_from_arrays(arrays: Mapping[str, np.ndarray], seed: int, where: str
     :func:`prepare`). A missing array raises :class:`DataError` naming it and ``where``."""
     p = f"s{seed}/"
     net = p + "gnet_kind" in arrays
-    x_key = p + "x" if p + "x" in arrays else "x"
+    x_key = "x" if (p + "x" not in arrays and "x" in arrays) else p + "x"  # per seed, or stored once (images)
     need = [x_key] + [p + k for k in _ARRAYS[1:]] + [f"{p}idx_{s}" for s in SPLITS] + \
         ([p + "gnet_spec"] if net else [f"{p}g_{k}" for k in _G]) + \
         [p + "info_keys", p + "info_values", "name", "task", "beta", "clip", "cost_scale"]
