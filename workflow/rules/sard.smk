@@ -60,7 +60,7 @@ rule sard__preprocess:
     resources:
         mem_mb=16000 if _SARD_PAPER else 2000,
         runtime=240 if _SARD_PAPER else 10,
-        gpu=_SARD["paper"]["gpus"] if _SARD_PAPER else 0,
+        gpu=gpus("sard", "preprocess", _SARD["paper"]["gpus"]),
     params:
         **stage_params("sard", "preprocess"),
     shell:
