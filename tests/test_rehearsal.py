@@ -1,6 +1,10 @@
 """The paper-scale rehearsal (icml25.core.rehearsal): miniature real-format files written deterministically, a
 rehearsal manifest that differs from the real one only in the miniatures' hashes and sizes, the paper DAG planned
-and run through claims.json on CPU for every study that has a rehearsal."""
+and run through claims.json on CPU for every study that has a rehearsal.
+
+The per-study tests carry the ``rehearsal`` marker: the README's test command leaves them out (``-m "not
+rehearsal"``) and CI runs them as a second command (``pytest -m rehearsal``), each study's DAG on a worker of its
+own."""
 from __future__ import annotations
 
 import csv
@@ -26,6 +30,7 @@ def test_at_least_one_study_has_a_rehearsal():
     assert "cat_iv" in REHEARSED
 
 
+@pytest.mark.rehearsal
 @pytest.mark.parametrize("slug", REHEARSED)
 def test_mirror_is_deterministic_and_manifest_differs_only_in_hashes(slug, tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
@@ -71,6 +76,7 @@ def test_rehearsal_needs_paper_scale_and_a_rehearsal(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.rehearsal
 @pytest.mark.parametrize("slug", REHEARSED)
 def test_rehearsal_runs_the_paper_dag_through_claims(slug, tmp_path):
     """`snakemake --config scale=paper rehearsal=true studies=[<slug>]`: every paper rule runs on the miniatures

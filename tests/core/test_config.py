@@ -213,6 +213,9 @@ def test_install_commands_use_the_constraints_file():
     root = Path(__file__).resolve().parents[2]
     readme, ci = (root / "README.md").read_text(), (root / ".ci/run").read_text()
     assert 'pip install -e ".[test]" -c constraints.txt' in readme and '-e ".[test]" -c constraints.txt' in ci
+    # the README's two test commands (suite without the rehearsals, then the rehearsals) are what CI runs
+    for marker in ('-m "not rehearsal"', "-m rehearsal --dist load"):
+        assert marker in readme and marker in ci, marker
     pins = [ln for ln in (root / "constraints.txt").read_text().splitlines() if ln and not ln.startswith("#")]
     assert pins and all(re.fullmatch(r"[A-Za-z0-9._-]+==[0-9][^\s,;]*", ln) for ln in pins)
     names = {ln.split("==")[0] for ln in pins}

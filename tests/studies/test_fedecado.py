@@ -987,7 +987,8 @@ def test_rehearsal_cifar_bytes_equal_lfss_at_the_shared_mirror_path():
 
 def test_train_settings_carry_the_cnn_width_to_the_learner():
     """Found by the rehearsal: the train stage's plain settings dropped image.width, so the learner built the full
-    VGG-11 whatever the config said. The width set in the config reaches cnn_learner's network."""
+    VGG-11 whatever the config said (and image.fast, issue 39's CUDA speed switches, the same way). Both reach
+    cnn_learner now."""
     from icml25.studies.fedecado import cifar as C
     from icml25.studies.fedecado.stages import _settings
 
@@ -995,6 +996,7 @@ def test_train_settings_carry_the_cnn_width_to_the_learner():
     raw["image"] = {**raw["image"], "width": 0.0625, "device": "cpu"}
     image = _settings(build(Config, raw))["image"]
     assert image["width"] == 0.0625
+    assert image["fast"] == to_dict(build(Config, raw).image.fast)  # issue 39's switches (the same gap)
     rng = np.random.default_rng(0)
     setup = {"X_train": rng.integers(0, 255, (4, 32, 32, 3), dtype=np.uint8), "y_train": np.arange(4),
              "X_test": rng.integers(0, 255, (2, 32, 32, 3), dtype=np.uint8), "y_test": np.arange(2)}

@@ -112,6 +112,21 @@ def test_nesting_equals_standalone_and_plain(model):
         widths=(1.0,)).parameters())  # nesting adds no parameters
 
 
+def test_training_attention_kernel_equals_the_explicit_decoding_path(model):
+    """Training (autograd on) runs the fused SDPA kernel, decoding the explicit matmuls that FlopCounterMode counts:
+    the same logits at every width in float64 (the PlainTransformer reference of the test above is explicit)."""
+    m = NestedMaskedTransformer()
+    m.load_state_dict(model.state_dict())
+    m = m.double()
+    g = torch.Generator().manual_seed(1)
+    tok, cls = torch.randint(0, 65, (5, 49), generator=g), torch.randint(0, 10, (5,), generator=g)
+    for f in (0.25, 0.5, 1.0):
+        with torch.no_grad():
+            explicit = m(tok, cls, f)
+        fused = m(tok, cls, f)  # grad enabled: the SDPA branch
+        assert fused.requires_grad and (fused.detach() - explicit).abs().max() <= 1e-10
+
+
 def test_only_sliced_parameters_get_gradients(model):
     m = NestedMaskedTransformer()
     m.load_state_dict(model.state_dict())

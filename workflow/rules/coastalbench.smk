@@ -182,7 +182,7 @@ rule coastalbench__train:
     resources:
         mem_mb=64000 if _CB_PAPER else 3000,
         runtime=2880 if _CB_PAPER else 30,
-        gpu=1 if _CB_PAPER else 0,
+        gpu=gpus("coastalbench", "train"),
     params:
         **stage_params(_CB, "train"),
         seeds=lambda w: " ".join(map(str, seed_chunks(_CB)[int(w.chunk)])),
@@ -217,7 +217,7 @@ rule coastalbench__evaluate:
     resources:
         mem_mb=16000 if _CB_PAPER else 3000,
         runtime=600 if _CB_PAPER else 20,
-        gpu=1 if _CB_PAPER else 0,
+        gpu=gpus("coastalbench", "evaluate"),
     params:
         **stage_params(_CB, "evaluate"),
     shell:

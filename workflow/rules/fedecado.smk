@@ -81,7 +81,7 @@ rule fedecado__train:
     resources:
         mem_mb=lambda w: 32000 if _FE_PAPER and w.arm not in _FE_QUAD_ARMS else 2000,
         runtime=lambda w: 240 if _FE_PAPER and w.arm not in _FE_QUAD_ARMS else 20,
-        gpu=lambda w: 1 if _FE_PAPER and w.arm not in _FE_QUAD_ARMS else 0,
+        gpu=lambda w: gpus("fedecado", "train") if w.arm not in _FE_QUAD_ARMS else 0,
     params:
         **stage_params("fedecado", "train"),
         seeds=lambda w: " ".join(map(str, seed_chunks("fedecado")[int(w.chunk)])),

@@ -91,7 +91,7 @@ rule kernel_adaptation__train:
         # paper: 64 chains x 1e5 steps per chi on a GPU (Langevin); the adaptive anneal at D = 784 on CPU
         mem_mb=lambda w: 16000 if KA_PAPER else 2000,
         runtime=lambda w: (1440 if w.arm == "langevin" else 480) if KA_PAPER else 30,
-        gpu=lambda w: 1 if KA_PAPER and w.arm == "langevin" else 0,
+        gpu=lambda w: gpus("kernel_adaptation", "train") if w.arm == "langevin" else 0,
     params:
         **stage_params("kernel_adaptation", "train"),
         seeds=lambda w: " ".join(

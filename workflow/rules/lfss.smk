@@ -74,7 +74,7 @@ rule lfss__train:
     resources:
         mem_mb=32000 if _LF_PAPER else 2000,
         runtime=1440 if _LF_PAPER else 30,
-        gpu=1 if _LF_PAPER else 0,
+        gpu=gpus("lfss", "train"),
     params:
         **stage_params(_LF, "train"),
         seeds=lambda w: " ".join(map(str, seed_chunks(_LF)[int(w.chunk)])),

@@ -73,7 +73,7 @@ rule morphing_flow__train:
     resources:
         mem_mb=96000 if _MF_PAPER else 2000,  # Traffic's materialised windows at H = 720: ~55 GB
         runtime=2880 if _MF_PAPER else 30,
-        gpu=1 if _MF_PAPER else 0,
+        gpu=gpus("morphing_flow", "train"),
     params:
         **stage_params(_MF, "train"),
         seeds=lambda w: " ".join(map(str, seed_chunks(_MF)[int(w.chunk)])),

@@ -77,7 +77,7 @@ rule ntk_dfl__train:
     resources:
         mem_mb=64000 if _NTK_GPU else 2000,
         runtime=720 if _NTK_GPU else 30,
-        gpu=1 if _NTK_GPU else 0,
+        gpu=gpus("ntk_dfl", "train"),
     params:
         **stage_params("ntk_dfl", "train"),
         seeds=lambda w: " ".join(map(str, seed_chunks("ntk_dfl")[int(w.chunk)])),

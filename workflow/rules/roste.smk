@@ -54,6 +54,7 @@ rule roste__prepare:
     resources:
         mem_mb=64000 if _ROSTE_PAPER else 1000,
         runtime=240 if _ROSTE_PAPER else 10,
+        gpu=gpus("roste", "prepare"),  # loads the model onto paper.device to check its layout
     params:
         **stage_params("roste", "prepare"),
     shell:
@@ -77,7 +78,7 @@ rule roste__pretrain:
     resources:
         mem_mb=64000 if _ROSTE_PAPER else 2000,
         runtime=120 if _ROSTE_PAPER else 20,
-        gpu=1 if _ROSTE_PAPER else 0,
+        gpu=gpus("roste", "pretrain"),
     params:
         **stage_params("roste", "pretrain"),
     shell:
@@ -103,7 +104,7 @@ rule roste__preprocess:
     resources:
         mem_mb=64000 if _ROSTE_PAPER else 2000,
         runtime=240 if _ROSTE_PAPER else 20,
-        gpu=1 if _ROSTE_PAPER else 0,
+        gpu=gpus("roste", "preprocess"),
     params:
         **stage_params("roste", "preprocess"),
     shell:
@@ -141,7 +142,7 @@ rule roste__train:
     resources:
         mem_mb=512000 if _ROSTE_PAPER else 2000,
         runtime=1440 if _ROSTE_PAPER else 30,
-        gpu=_ROSTE_GPUS,
+        gpu=gpus("roste", "train", _ROSTE["paper"]["gpus"]),
     params:
         **stage_params("roste", "train"),
         seeds=lambda w: " ".join(map(str, seed_chunks("roste")[int(w.chunk)])),
@@ -179,7 +180,7 @@ rule roste__evaluate:
     resources:
         mem_mb=64000 if _ROSTE_PAPER else 2000,
         runtime=480 if _ROSTE_PAPER else 20,
-        gpu=_ROSTE_GPUS,
+        gpu=gpus("roste", "evaluate", _ROSTE["paper"]["gpus"]),
     params:
         **stage_params("roste", "evaluate"),
     shell:

@@ -87,7 +87,7 @@ rule sard__train:
     resources:
         mem_mb=16000 if _SARD_PAPER else 2000,
         runtime=720 if _SARD_PAPER else 20,
-        gpu=_SARD["paper"]["gpus"] if _SARD_PAPER else 0,
+        gpu=gpus("sard", "train", _SARD["paper"]["gpus"]),
     params:
         **stage_params("sard", "train"),
         seeds=lambda w: " ".join(map(str, seed_chunks("sard")[int(w.chunk)])),

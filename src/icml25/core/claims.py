@@ -74,6 +74,7 @@ CLAIMS_SCHEMA: dict[str, Any] = {
         "paper": {"type": "object", "properties": {"title": {"type": "string"}, "ref": {"type": "string"}}},
         "seeds": {"type": "array", "items": {"type": "integer"}},
         "rehearsal": {"type": "boolean"},
+        "deterministic": {"type": "boolean"},  # false: CUDA runs with a non-deterministic op (core.device)
         "claims": {
             "type": "array",
             "minItems": 1,
@@ -525,8 +526,12 @@ def write_claims(path: str | Path, *, study: str, scale: str, data_source: str, 
                  seeds: Sequence[int] = ()) -> dict[str, Any]:
     """Validate and atomically write ``claims.json``; return the document. ``paper`` is ``{title, ref}`` (ref: venue, DOI or URL);
     ``seeds`` the evaluation seeds of the run (shown in the claims table)."""
+    from .device import deterministic
+
+    # deterministic: false when the study's runs used an op without a deterministic CUDA kernel (core.device):
+    # its intervals must then include the run-to-run spread (device.widen_interval)
     doc = {"study": study, "scale": scale, "data_source": data_source, "config_hash": config_hash,
-           "paper": dict(paper or {}), "seeds": [int(s) for s in seeds],
+           "paper": dict(paper or {}), "seeds": [int(s) for s in seeds], "deterministic": deterministic(),
            "claims": [_clean(asdict(c)) for c in claims]}
     from .rehearsal import ENV as REHEARSAL_ENV
 

@@ -74,9 +74,10 @@ def _setup_logging() -> None:
 
 
 def load_study_config(slug: str, config_cls: type, *, config_path: str | None, scale: str,
-                      config_json: str | None = None) -> tuple[Any, dict]:
+                      config_json: str | None = None, device: str | None = None) -> tuple[Any, dict]:
     """The study's whole config, validated by its model, from a merged json (what Snakemake passes: the study's
-    resolved config, from the environment) or from ``<yaml> + scale``; returns (config, plain dict)."""
+    resolved config, from the environment) or from ``<yaml> + scale``; returns (config, plain dict). ``device``
+    (``--device``: cpu | cuda | auto) is written into the study's device key first (:mod:`icml25.core.device`)."""
     if config_json is not None:
         try:
             raw = json.loads(config_json)
@@ -87,6 +88,10 @@ def load_study_config(slug: str, config_cls: type, *, config_path: str | None, s
         if not path.exists():
             raise ConfigError(f"{path}: study config not found (pass --config or --config-json)")
         raw = merge_scale(load_yaml(path), scale)
+    if device is not None:
+        from .device import apply_device, resolve
+
+        raw = apply_device(slug, raw, resolve(device, key="--device"))
     config = build(config_cls, raw, path=slug)
     return config, to_dict(config)
 
@@ -114,6 +119,9 @@ def stage_parser(slug: str, stages: Sequence[str], description: str = "") -> arg
     parser.add_argument("--rehearsal", default=None, metavar="DIR",
                         help="paper-scale rehearsal: read the study's manifest from DIR/manifests/<slug>/ (the "
                              "miniatures' hashes; see icml25.core.rehearsal)")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default=None,
+                        help="torch device of the study (the top-level `device` switch; Snakemake passes it to the "
+                             "jobs whose stage reads the study's device key); default: the study config's key")
     parser.add_argument("--set", dest="extra", nargs="*", default=[], metavar="KEY=VALUE",
                         help="stage-specific options")
     parser.add_argument("--rule", help="Snakemake rule name (MLflow tag)")
@@ -131,7 +139,7 @@ def stage_main(slug: str, config_cls: type, stages: Mapping[str, StageFn], argv:
     args = stage_parser(slug, list(stages), description).parse_args(argv)
     try:
         config, raw = load_study_config(slug, config_cls, config_path=args.config, scale=args.scale,
-                                        config_json=args.config_json)
+                                        config_json=args.config_json, device=args.device)
     except ConfigError as err:
         print(f"config error: {err}", file=sys.stderr)
         return 2
@@ -141,6 +149,15 @@ def stage_main(slug: str, config_cls: type, stages: Mapping[str, StageFn], argv:
     if args.stage != "noop" and args.stage not in stage_keys:
         print(f"config error: {slug}: stage {args.stage!r} has no STAGE_KEYS entry in {config_cls.__module__}",
               file=sys.stderr)
+        return 2
+    from . import device as dev
+
+    try:  # before the stage touches torch: a cuda job without a GPU stops here; CUDA determinism is set up
+        dev.setup_job(slug, dev.study_device(slug, raw),
+                      key="device" if args.device else f"{slug}.{dev.DEVICE_KEYS.get(slug, 'device')}",
+                      uses_device=dev.stage_uses_device(slug, args.stage, stage_keys, args.arm))
+    except ConfigError as err:
+        print(f"config error: {err}", file=sys.stderr)
         return 2
     view = StageView(config, stage_keys.get(args.stage, ()), who=f"{slug} {args.stage}")
     extra = dict(item.split("=", 1) for item in args.extra if "=" in item)
@@ -173,7 +190,7 @@ def stage_main(slug: str, config_cls: type, stages: Mapping[str, StageFn], argv:
         seed = args.seeds[0] if len(args.seeds) == 1 else None
         with stage_run(slug, args.stage, arm=args.arm, seed=seed, scale=scale, data_source=args.data_source,
                        config=raw, results_dir=args.results, inputs=stage.inputs, outputs=stage.outputs,
-                       seeds=stage.seeds) as run:
+                       seeds=stage.seeds, tags=dev.run_tags()) as run:
             work = _timed(fn, stage, run)
             run.log_metric("job/wall_s", time.perf_counter() - t0)
             run.log_metric("job/startup_cpu_s", work[0])
@@ -350,6 +367,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .server import main as server_main
 
         return server_main(argv[1:])
+    if argv[:1] == ["gpu-check"]:  # its own parser: icml25 gpu-check --help
+        from .gpucheck import main as gpucheck_main
+
+        return gpucheck_main(argv[1:])
     if argv[:1] == ["tune"]:  # its own parser: icml25 tune --help
         from .tune import main as tune_main
 
@@ -357,6 +378,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="icml25", description=main.__doc__)
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("server", help="start/stop the MLflow tracking server for cluster runs (see icml25 server --help)")
+    sub.add_parser("gpu-check", help="time every study's paper train step on a device and print the GPU-hours "
+                                     "table (see icml25 gpu-check --help)")
     sub.add_parser("tune", help="run a study on tuning seeds and append the run to tuning/<slug>.jsonl "
                                 "(see icml25 tune --help)")
     p = sub.add_parser("init-tracking", help="create the MLflow store and experiments (Snakefile onstart)")

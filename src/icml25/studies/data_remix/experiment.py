@@ -22,11 +22,14 @@ FINAL_KEYS = ("fused_acc", "head_a_acc", "head_v_acc", "route_a_given_acorrupt",
               "grad_cos_av")
 
 
-def encoder_features(model, split: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Frozen encoder features (a (N, F), v (N, F)) of a split, model in eval mode."""
+def encoder_features(model, split: Mapping[str, np.ndarray], batch: int = 4096) -> tuple[np.ndarray, np.ndarray]:
+    """Frozen encoder features (a (N, F), v (N, F)) of a split, model in eval mode, in chunks of ``batch`` rows on
+    the model's device."""
     model.eval()
-    a, v = model.features(torch.from_numpy(split["x_a"]), torch.from_numpy(split["x_v"]))
-    return a.numpy(), v.numpy()
+    dev = next(model.parameters()).device
+    x_a, x_v = torch.from_numpy(split["x_a"]), torch.from_numpy(split["x_v"])
+    parts = [model.features(x_a[i:i + batch].to(dev), x_v[i:i + batch].to(dev)) for i in range(0, len(x_a), batch)]
+    return (torch.cat([p[0] for p in parts]).cpu().numpy(), torch.cat([p[1] for p in parts]).cpu().numpy())
 
 
 def train_dataset(data: Mapping, arm: str, train_cfg: Mapping[str, Any], seed: int,
@@ -38,7 +41,8 @@ def train_dataset(data: Mapping, arm: str, train_cfg: Mapping[str, Any], seed: i
     probes on frozen features, fitted on train, scored on test), n_train}, ``assign`` (the last assignment pass,
     (N,) bool, or None) and ``z`` (train corruption flags or None). Accuracies are fractions."""
     res = train_arm(data, arm, train_cfg, seed)
-    (fa_tr, fv_tr), (fa_te, fv_te) = (encoder_features(res["model"], data[s]) for s in ("train", "test"))
+    batch = int(train_cfg.get("eval_batch", 4096))
+    (fa_tr, fv_tr), (fa_te, fv_te) = (encoder_features(res["model"], data[s], batch) for s in ("train", "test"))
     ytr, yte = data["train"]["y"], data["test"]["y"]
     final = {k: res["curve"][-1][k] for k in FINAL_KEYS}
     final.update(probe_a=linear_probe(fa_tr, ytr, fa_te, yte, probe_max_iter),
@@ -55,7 +59,8 @@ def run(settings: Mapping[str, Any], arm: str, seed: int) -> dict[str, Any]:
     if arm not in ARMS:
         raise ValueError(f"run: unknown arm {arm!r} (known: {ARMS})")
     if settings.get("encoder", "mlp") != "mlp":
-        raise NotImplementedError(f"run: encoder {settings.get('encoder')!r} needs the paper-scale GPU path")
+        raise ValueError(f"run: builds the offline datasets only (encoder mlp); the paper datasets (encoder "
+                         f"{settings.get('encoder')!r}) run through the pipeline's preprocess and train stages")
     torch.set_num_threads(int(settings.get("threads", 1)))
     t0 = time.perf_counter()
     out: dict[str, Any] = {"arm": arm, "seed": int(seed), "datasets": {}}

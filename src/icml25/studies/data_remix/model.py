@@ -82,39 +82,54 @@ def init_resnet_official(module: nn.Module) -> nn.Module:
     return module
 
 
-class ResNet18Encoder(nn.Module):
-    """ResNet-18 trunk trained from scratch, globally average-pooled to 512 features (paper scale [V]).
+IMAGENET_MEAN = (0.485, 0.456, 0.406)  #: the released frame normalisation [V]
+IMAGENET_STD = (0.229, 0.224, 0.225)
 
-    ``in_channels`` = 1 for the audio log-spectrogram (B, 1, H, W); 3 for video frames given as (B, T, 3, H, W),
-    which are encoded frame by frame and averaged over frames and space (the released 3-D average pooling).
+
+class ResNet18Encoder(nn.Module):
+    """ResNet-18 trunk trained from scratch, globally average-pooled to 8·width features (paper scale [V]).
+
+    ``in_channels`` = 1 for the audio log-spectrogram, given as (B, 1, H, W) or (B, H, W) (the stored
+    spectrograms; a channel axis is added); 3 for video frames given as (B, T, 3, H, W), which are encoded frame by
+    frame and averaged over frames and space (the released 3-D average pooling). Frames stored as uint8 are scaled
+    to [0, 1] and normalised with the ImageNet mean / std inside the encoder (the released transform [V]).
+    ``width`` = 64 is ResNet-18 (stages 64, 128, 256, 512); the rehearsal shrinks it.
     ``init``: "official" (:func:`init_resnet_official`, the released code [V]) or "torch" (PyTorch's defaults).
-    Output (B, 512), non-negative.
+    Output (B, 8·width), non-negative.
     """
 
-    def __init__(self, in_channels: int = 1, init: str = "official"):
+    def __init__(self, in_channels: int = 1, init: str = "official", width: int = 64):
         if init not in RESNET_INITS:
             raise ValueError(f"ResNet18Encoder: init must be one of {RESNET_INITS}, got {init!r}")
         super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(in_channels, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(),
-                                  nn.MaxPool2d(3, 2, 1))
-        layers, c = [], 64
-        for c_out, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
-            layers += [_BasicBlock(c, c_out, stride), _BasicBlock(c_out, c_out, 1)]
-            c = c_out
+        self.stem = nn.Sequential(nn.Conv2d(in_channels, width, 7, 2, 3, bias=False), nn.BatchNorm2d(width),
+                                  nn.ReLU(), nn.MaxPool2d(3, 2, 1))
+        layers, c = [], width
+        for mult, stride in ((1, 1), (2, 2), (4, 2), (8, 2)):
+            layers += [_BasicBlock(c, width * mult, stride), _BasicBlock(width * mult, width * mult, 1)]
+            c = width * mult
         self.layers = nn.Sequential(*layers)
+        self.out_features = c
+        self.register_buffer("mean", torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1), persistent=False)
+        self.register_buffer("std", torch.tensor(IMAGENET_STD).view(1, 3, 1, 1), persistent=False)
         if init == "official":
             init_resnet_official(self)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() == 3:  # (B, H, W) spectrogram
+            x = x.unsqueeze(1)
         frames = x.dim() == 5
         if frames:
             B, T = x.shape[:2]
             x = x.flatten(0, 1)
-        h = self.layers(self.stem(x)).mean(dim=(2, 3))  # (B·T, 512)
+        if x.dtype == torch.uint8:
+            x = (x.float() / 255.0 - self.mean) / self.std
+        h = self.layers(self.stem(x)).mean(dim=(2, 3))  # (B·T, 8·width)
         return h.view(B, T, -1).mean(1) if frames else h
 
 
-def resnet18_fusion(n_classes: int, init: str = "official") -> FusionNet:
-    """The paper-scale model: audio ResNet-18 (1 channel) and visual ResNet-18 (3 channels, frames), F = 512;
-    ``init`` of the encoders (``train.resnet_init``): "official" [V] or "torch"."""
-    return FusionNet(n_classes=n_classes, feat=512, enc_a=ResNet18Encoder(1, init), enc_v=ResNet18Encoder(3, init))
+def resnet18_fusion(n_classes: int, init: str = "official", width: int = 64) -> FusionNet:
+    """The paper-scale model: audio ResNet-18 (1 channel) and visual ResNet-18 (3 channels, frames), F = 8·width
+    (512 for ResNet-18); ``init`` of the encoders (``train.resnet_init``): "official" [V] or "torch"."""
+    return FusionNet(n_classes=n_classes, feat=8 * width, enc_a=ResNet18Encoder(1, init, width),
+                     enc_v=ResNet18Encoder(3, init, width))

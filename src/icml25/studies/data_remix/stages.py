@@ -91,9 +91,8 @@ def preprocess(stage: Stage, run: Any) -> None:
     raw_paths = dict(zip(names, stage.inputs))
     for ds, out in zip(cfg.datasets, stage.outputs):
         if ds not in OFFLINE_DATASETS:
-            raise SystemExit(f"{SLUG} preprocess: dataset {ds!r} (paper scale) is planned, not implemented: its "
-                             "spectrograms, frames and ResNet-18 encoders need the GPU cluster path; the offline "
-                             f"datasets are {list(OFFLINE_DATASETS)}")
+            _preprocess_paper(ds, cfg, [verified(raw_paths[n]) for n in D.DATASET_FILES[ds]], out, run)
+            continue
         raw = D.read_raw_digits([verified(raw_paths[n]) for n in D.DATASET_FILES[ds]]) if ds == "digits" else None
         spec = to_dict(getattr(cfg, ds))
         arrays: dict[str, np.ndarray] = {}
@@ -108,6 +107,24 @@ def preprocess(stage: Stage, run: Any) -> None:
                             f"preprocess/{ds}/rate_v_corrupt": float((tr["z"] == 2).mean())})
         run.log_metrics(metrics)
         save_npz(out, **arrays)
+
+
+def _preprocess_paper(ds: str, cfg: Any, lists: list, out: Any, run: Any) -> None:
+    """A paper dataset (CREMA-D, Kinetics-Sounds): the split lists (downloaded) and the hand-placed clips under
+    ``<ds>.root`` → one npz shared by every seed (``all/<split>/<key>``; :mod:`.paper_data`)."""
+    from .paper_data import build_paper_dataset, split_lists
+
+    spec = to_dict(getattr(cfg, ds))
+    raw = [p.read_bytes() for p in lists]
+    splits = split_lists(ds, raw, [str(p) for p in lists], int(spec["n_classes"]))
+    data, missing = build_paper_dataset(ds, spec, splits)
+    D.validate_dataset(data, ds)
+    run.log_metrics({f"preprocess/{ds}/n_train": len(data["train"]["y"]),
+                     f"preprocess/{ds}/n_test": len(data["test"]["y"]),
+                     **{f"preprocess/{ds}/{k}": v for k, v in missing.items()}})
+    log.info("%s: %d train / %d test clips; x_a %s, x_v %s", ds, len(data["train"]["y"]), len(data["test"]["y"]),
+             data["train"]["x_a"].shape[1:], data["train"]["x_v"].shape[1:])
+    save_npz(out, **{f"{D.SHARED}/{split}/{k}": v for split in ("train", "test") for k, v in data[split].items()})
 
 
 # -------------------------------------------------------------------------------------------------- train
@@ -127,8 +144,8 @@ def train(stage: Stage, run: Any) -> None:
     arm = stage.arm
     if arm not in ARMS or arm not in cfg.arms:
         raise SystemExit(f"{SLUG} train: --arm must be one of the config's arms {list(cfg.arms)}, got {arm!r}")
-    if cfg.encoder != "mlp":
-        raise SystemExit(f"{SLUG} train: encoder {cfg.encoder!r} (paper scale, GPUs) is planned, not implemented")
+    if cfg.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit(f"{SLUG} train: device cuda requested but no CUDA device is visible")
     seeds = list(stage.seeds or cfg.seeds)
     unknown = sorted(set(seeds) - set(cfg.seeds))
     if unknown:
@@ -137,7 +154,7 @@ def train(stage: Stage, run: Any) -> None:
         raise SystemExit(f"{SLUG} train: expected --in one processed npz per dataset {list(cfg.datasets)} and "
                          "--out MODEL.pt RECORDS.json ASSIGN.npz")
     torch.set_num_threads(cfg.threads)
-    train_cfg = to_dict(cfg.train)
+    train_cfg = {**to_dict(cfg.train), "encoder": cfg.encoder, "device": cfg.device}
     primary = primary_dataset(cfg.datasets)
     arrays = {ds: load_npz(p) for ds, p in zip(cfg.datasets, stage.inputs)}
     states, records, assign = {}, [], {}
@@ -152,7 +169,7 @@ def train(stage: Stage, run: Any) -> None:
                                       if _finite(row.get(k))}, step=int(row["epoch"]))
                 srun.log_metrics({f"{p}/probe_a": out["final"]["probe_a"], f"{p}/probe_v": out["final"]["probe_v"]},
                                  step=int(out["curve"][-1]["epoch"]))
-                states[f"{ds}/s{seed}"] = {k: v.detach().clone() for k, v in out["model"].state_dict().items()}
+                states[f"{ds}/s{seed}"] = {k: v.detach().cpu().clone() for k, v in out["model"].state_dict().items()}
                 records.append({"dataset": ds, "seed": seed, "curve": out["curve"], "final": out["final"],
                                 "has_z": out["z"] is not None})
                 if out["assign"] is not None:

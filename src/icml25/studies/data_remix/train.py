@@ -24,7 +24,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from .method import assign_modalities, logit_grad_cosine, masked_forward, masked_grad_max, remix_batches
-from .model import FusionNet
+from .model import FusionNet, resnet18_fusion
 
 ARMS = ("joint", "joint_noaux", "remix", "remix_code_lr", "solo_a", "solo_v")
 REMIX_ARMS = ("remix", "remix_code_lr")
@@ -58,25 +58,41 @@ def unimodal_loss(out: tuple[torch.Tensor, ...], y: torch.Tensor, mode: str, gam
     return F.cross_entropy(fused, y) + gamma * F.cross_entropy(la if mode == "a" else lv, y)
 
 
+def _device(model: nn.Module) -> torch.device:
+    return next(model.parameters()).device
+
+
+@torch.no_grad()
+def forward_chunks(model: nn.Module, x_a: torch.Tensor, x_v: torch.Tensor, mode: str = "av",
+                   batch: int = 4096) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`..method.masked_forward` over a whole split in chunks of ``batch`` rows on the model's device, in the
+    model's current mode; the three logits (N, C) come back on the CPU."""
+    dev = _device(model)
+    outs = [masked_forward(model, x_a[i:i + batch].to(dev), x_v[i:i + batch].to(dev), mode)
+            for i in range(0, len(x_a), batch)]
+    return tuple(torch.cat([o[k] for o in outs]).cpu() for k in range(3))
+
+
 @torch.no_grad()
 def predict_probs(model: nn.Module, x_a: torch.Tensor, x_v: torch.Tensor, batch: int = 4096):
     """Softmax of (fused, h_a, h_v) over a whole split in eval mode (the assignment pass of §3.2), each (N, C)."""
     was = model.training
     model.eval()
-    outs = [masked_forward(model, x_a[i:i + batch], x_v[i:i + batch], "av") for i in range(0, len(x_a), batch)]
+    outs = forward_chunks(model, x_a, x_v, "av", batch)
     model.train(was)
-    return tuple(torch.cat([o[k] for o in outs]).softmax(1).numpy() for k in range(3))
+    return tuple(o.softmax(1).numpy() for o in outs)
 
 
 @torch.no_grad()
-def accuracies(model: nn.Module, split: Mapping[str, np.ndarray], fused_mode: str = "av") -> dict[str, float]:
+def accuracies(model: nn.Module, split: Mapping[str, np.ndarray], fused_mode: str = "av",
+               batch: int = 4096) -> dict[str, float]:
     """Test accuracies (fractions): fused head (in ``fused_mode``), audio head, visual head."""
     was = model.training
     model.eval()
     x_a, x_v, y = _t(split["x_a"]), _t(split["x_v"]), _t(split["y"])
-    fused, la, lv = masked_forward(model, x_a, x_v, "av")
+    fused, la, lv = forward_chunks(model, x_a, x_v, "av", batch)
     if fused_mode != "av":
-        fused = masked_forward(model, x_a, x_v, fused_mode)[0]
+        fused = forward_chunks(model, x_a, x_v, fused_mode, batch)[0]
     model.train(was)
     acc = lambda logits: float((logits.argmax(1) == y).double().mean())  # noqa: E731
     return {"fused_acc": acc(fused), "head_a_acc": acc(la), "head_v_acc": acc(lv)}
@@ -87,19 +103,27 @@ def grad_cos_av(model: nn.Module, split: Mapping[str, np.ndarray], rows: int = P
     """Diagnostic: :func:`..method.logit_grad_cosine` of an audio-only and a visual-only pass of the first rows."""
     was = model.training
     model.eval()
-    x_a, x_v, y = (_t(split[k][:rows]) for k in ("x_a", "x_v", "y"))
+    dev = _device(model)
+    x_a, x_v, y = (_t(split[k][:rows]).to(dev) for k in ("x_a", "x_v", "y"))
     cos = logit_grad_cosine(masked_forward(model, x_a, x_v, "a")[0], masked_forward(model, x_a, x_v, "v")[0], y)
     model.train(was)
     return cos
 
 
 def build_model(data: Mapping, cfg: Mapping[str, Any], seed: int) -> FusionNet:
-    """FusionNet sized for ``data``, initialised from ``torch.manual_seed(seed)`` (identical for every arm)."""
+    """FusionNet sized for ``data``, initialised from ``torch.manual_seed(seed)`` (identical for every arm), on
+    ``cfg["device"]`` (default cpu). ``cfg["encoder"]`` "mlp" (default): MLP encoders (``hidden``, ``feat``);
+    "resnet18": the paper's two ResNet-18 (:func:`..model.resnet18_fusion`, ``resnet_width``, ``resnet_init``)."""
     tr = data["train"]
     n_classes = int(max(tr["y"].max(), data["test"]["y"].max())) + 1
     torch.manual_seed(seed)
-    return FusionNet(d_a=tr["x_a"].shape[1], d_v=tr["x_v"].shape[1], n_classes=n_classes,
-                     hidden=int(cfg["hidden"]), feat=int(cfg["feat"]))
+    if cfg.get("encoder", "mlp") == "resnet18":
+        model = resnet18_fusion(n_classes, init=str(cfg.get("resnet_init", "official")),
+                                width=int(cfg.get("resnet_width", 64)))
+    else:
+        model = FusionNet(d_a=tr["x_a"].shape[1], d_v=tr["x_v"].shape[1], n_classes=n_classes,
+                          hidden=int(cfg["hidden"]), feat=int(cfg["feat"]))
+    return model.to(cfg.get("device", "cpu"))
 
 
 def routing_fractions(assign: np.ndarray, z: np.ndarray | None) -> dict[str, float]:
@@ -115,7 +139,8 @@ def train_arm(data: Mapping, arm: str, cfg: Mapping[str, Any], seed: int) -> dic
     """Train ``arm`` on ``data`` ({"train", "test"} splits) with data-order seed ``seed``.
 
     ``cfg`` keys: epochs, warmup, batch_size, lr, remix_code_lr, weight_decay, lr_step, lr_gamma, alpha, beta,
-    gamma1, gamma2, hidden, feat. Returns ``model`` (trained), ``curve`` (one dict per epoch: epoch, loss,
+    gamma1, gamma2, hidden, feat; optional encoder, resnet_width, resnet_init, device, eval_batch
+    (:func:`build_model`). Returns ``model`` (trained), ``curve`` (one dict per epoch: epoch, loss,
     fused_acc, head_a_acc, head_v_acc, n_a, n_v, n_seen, max_masked_grad, route_a_given_acorrupt,
     route_v_given_vcorrupt, grad_cos_av; n_a / n_v / routes NaN-free only on remix epochs) and ``assign`` (the
     last assignment pass, (N,) bool, or None).
@@ -128,6 +153,7 @@ def train_arm(data: Mapping, arm: str, cfg: Mapping[str, Any], seed: int) -> dic
                            weight_decay=float(cfg["weight_decay"]))
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=int(cfg["lr_step"]), gamma=float(cfg["lr_gamma"]))
     x_a, x_v, y = _t(tr["x_a"]), _t(tr["x_v"]), _t(tr["y"])
+    dev, eval_batch = _device(model), int(cfg.get("eval_batch", 4096))
     z = tr.get("z")
     N, bs = len(y), int(cfg["batch_size"])
     rng = np.random.default_rng([seed, 1])
@@ -142,7 +168,7 @@ def train_arm(data: Mapping, arm: str, cfg: Mapping[str, Any], seed: int) -> dic
             perm = rng.permutation(N)
             batches = [(SOLO_MODE[arm], perm[i:i + bs]) for i in range(0, N, bs)]
         elif arm in REMIX_ARMS and epoch >= int(cfg["warmup"]):
-            _, pa, pv = predict_probs(model, x_a, x_v)
+            _, pa, pv = predict_probs(model, x_a, x_v, eval_batch)
             assign = assign_modalities(pa, pv)
             batches = remix_batches(assign, bs, rng)
             row.update(n_a=int(assign.sum()), n_v=int(N - assign.sum()), **routing_fractions(assign, z))
@@ -153,9 +179,9 @@ def train_arm(data: Mapping, arm: str, cfg: Mapping[str, Any], seed: int) -> dic
         for mode, idx in batches:
             ti = torch.from_numpy(idx)
             opt.zero_grad(set_to_none=True)
-            out = masked_forward(model, x_a[ti], x_v[ti], mode)
-            loss = joint_loss(out, y[ti], alpha, beta) if mode == "av" else unimodal_loss(out, y[ti], mode,
-                                                                                          gammas[mode])
+            yb = y[ti].to(dev)
+            out = masked_forward(model, x_a[ti].to(dev), x_v[ti].to(dev), mode)
+            loss = joint_loss(out, yb, alpha, beta) if mode == "av" else unimodal_loss(out, yb, mode, gammas[mode])
             loss.backward()
             if mode != "av":
                 gmax = max(gmax, masked_grad_max(model, mode))
@@ -166,6 +192,6 @@ def train_arm(data: Mapping, arm: str, cfg: Mapping[str, Any], seed: int) -> dic
         if mode != "av" or arm in SOLO_MODE:
             row["max_masked_grad"] = gmax
         row.update(loss=sum(losses) / max(n_seen, 1), n_seen=n_seen,
-                   **accuracies(model, te, SOLO_MODE.get(arm, "av")), grad_cos_av=grad_cos_av(model, tr))
+                   **accuracies(model, te, SOLO_MODE.get(arm, "av"), eval_batch), grad_cos_av=grad_cos_av(model, tr))
         curve.append(row)
     return {"model": model, "curve": curve, "assign": assign}

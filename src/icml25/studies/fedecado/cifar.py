@@ -18,6 +18,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from icml25.core.speed import autocast, prepare_input, prepare_model
+
 VGG11_CFG = (64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M")
 
 
@@ -93,7 +95,7 @@ class CnnLearner:
 
     def __init__(self, arch: str, X_train: np.ndarray, y_train: np.ndarray, X_test: np.ndarray, y_test: np.ndarray,
                  n_classes: int, *, device: str = "cpu", augment: bool = False, seed: int = 0,
-                 n_train_eval: int = 5000, eval_batch: int = 1000, width: float = 1.0) -> None:
+                 n_train_eval: int = 5000, eval_batch: int = 1000, width: float = 1.0, fast: Any = None) -> None:
         if arch not in ARCHITECTURES:
             raise ValueError(f"CnnLearner: arch must be one of {sorted(ARCHITECTURES)}, got {arch!r}")
         if device == "cuda" and not torch.cuda.is_available():
@@ -116,6 +118,8 @@ class CnnLearner:
         self.aug_gen = torch.Generator(device="cpu").manual_seed(int(seed) + 5000)
         self.width = float(width)
         self.net = ARCHITECTURES[arch](self.n_classes, self.width).to(self.device)
+        self.fast = fast  # issue 39: channels_last / bf16 autocast / compile of the minibatch step, CUDA only
+        self.net = prepare_model(self.net, fast, self.device)
         self.shapes = [(name, p.shape, p.numel()) for name, p in self.net.named_parameters()]
 
     @property
@@ -171,7 +175,9 @@ class CnnLearner:
         if self.augment:
             X = self._augment(X)
         th = theta.detach().requires_grad_(True)
-        logits, feats = self._logits_features(th, X)
+        with autocast(self.fast, self.device):
+            logits, feats = self._logits_features(th, prepare_input(X, self.fast, self.device))
+        logits, feats = logits.float(), feats.float()
         if logit_scale is not None:
             logits = logits * logit_scale.to(logits)
         loss = torch.nn.functional.cross_entropy(logits, self.ytr[idx])
@@ -206,4 +212,4 @@ def cnn_learner(image: Any, setup: dict[str, Any], seed: int) -> CnnLearner:
 
     return CnnLearner(image["model"], setup["X_train"], setup["y_train"], setup["X_test"], setup["y_test"],
                       CIFAR_CLASSES[image["dataset"]], device=image["device"], augment=image["augment"], seed=seed,
-                      width=image.get("width", 1.0))
+                      width=image.get("width", 1.0), fast=image.get("fast"))

@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from icml25.core.config import Section, StudyConfig
+from icml25.core.speed import Fast
 
 QuadArm = Literal["quad_fedavg", "quad_fednova", "quad_fedecado"]
 ImageArm = Literal["fedavg", "fedprox", "fednova", "fedexp", "feddecorr", "fedrs", "fednova_matched", "fedecado",
@@ -102,6 +103,7 @@ class Image(Section):
     augment: bool = Field(False, description="CIFAR only: random crop (pad 4) + horizontal flip of client "
                                              "minibatches [R]")
     device: Literal["cpu", "cuda"] = Field("cpu", description="torch device of the image arms (cuda: paper scale)")
+    fast: Fast = Field(default_factory=Fast, description="CNN step speed switches, CUDA only (core.speed)")
 
     @model_validator(mode="after")
     def _consistent(self):
@@ -185,7 +187,7 @@ STAGE_KEYS: dict[str, tuple[str, ...]] = {
               "image.pca_dim", "image.hidden", "image.n_clients", "image.participation", "image.rounds",
               "image.batch_size", "image.prox_mu", "image.fedexp_eps", "image.server_lr", "image.feddecorr_beta",
               "image.fedrs_alpha", "image.augment", "image.width",
-              "image.device"),
+              "image.device", "image.fast"),
     "evaluate": ("image.dataset", "image.server_lr", "bootstrap_resamples", "adequacy"),
     "report": (),
 }

@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from icml25.core.config import Section, StudyConfig
+from icml25.core.speed import Fast
 
 Arm = Literal["base", "lfss", "lfss_no_ss", "lfss_no_proto"]
 Dataset = Literal["mnist5k", "cifar10", "cifar20", "stl10", "tiny_imagenet", "imagenet10", "imagenet_dogs",
@@ -97,6 +98,7 @@ class Train(Section):
     lam: float = Field(0.1, ge=0, description="lambda: weight of L_ss and L_p [V]")
     delta: float = Field(0.1, ge=0, le=1, description="delta: least-stable fraction set aside [V]")
     threads: int = Field(1, ge=1, description="torch CPU threads (and the train rule's threads)")
+    fast: Fast = Field(default_factory=Fast, description="paper-step speed switches, CUDA only (core.speed)")
     device: Literal["cpu", "cuda", "auto"] = Field(
         "cpu", description="torch device of training and feature extraction: cpu, cuda (fails when no GPU is "
                            "visible) or auto (cuda when available); random draws stay on a CPU generator")

@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from icml25.core.speed import autocast, prepare_input, prepare_model
+
 from .data import augment, view_fn
 from .evaluate import cluster_metrics, mapped_correct, stability_correctness
 from .method import byol_loss, kmeans_cosine, prototype_loss, sample_stability_loss, stability_from_labels
@@ -122,6 +124,8 @@ def _train_arm(x: np.ndarray, y: np.ndarray, settings: Mapping[str, Any], arm: s
     net = LFSSNet(mo["channels"], mo["hidden"], mo["dim"], in_channels=xt.shape[1],
                   backbone=mo.get("backbone", "small_cnn"), stem=mo.get("stem", "cifar"),
                   resnet_width=mo.get("width", 1.0)).to(device).train()
+    fast = tr.get("fast")  # issue 39: channels_last / bf16 autocast / compile, on CUDA only (core.speed)
+    net = prepare_model(net, fast, device, compile_part=net.encoder_q)
     opt = torch.optim.SGD(_param_groups(net, tr["weight_decay"], tr["wd_bias_bn"]), lr=tr["lr"],
                           momentum=tr["momentum"])
     view = view_fn(au.get("pipeline", "auto"), int(xt.shape[1]))
@@ -145,11 +149,13 @@ def _train_arm(x: np.ndarray, y: np.ndarray, settings: Mapping[str, Any], arm: s
             for g in opt.param_groups:
                 g["lr"] = lr * (tr["predictor_lr_mult"] if g["pred"] else 1.0)
             xb = xt[idx]
-            x1, x2 = view(xb, gen, **aug), view(xb, gen, **aug)
-            q1, q2 = net.online(x1), net.online(x2)
-            k1, k2 = net.target(x1), net.target(x2)
-            p1 = net.predictor(q1 + tr["sigma"] * torch.randn(q1.shape, generator=gen).to(device))
-            p2 = net.predictor(q2 + tr["sigma"] * torch.randn(q2.shape, generator=gen).to(device))
+            x1, x2 = (prepare_input(view(xb, gen, **aug), fast, device) for _ in range(2))
+            with autocast(fast, device):
+                q1, q2 = net.online(x1), net.online(x2)
+                k1, k2 = net.target(x1), net.target(x2)
+                p1 = net.predictor(q1 + tr["sigma"] * torch.randn(q1.shape, generator=gen).to(device))
+                p2 = net.predictor(q2 + tr["sigma"] * torch.randn(q2.shape, generator=gen).to(device))
+            q1, q2, k1, k2, p1, p2 = (t.float() for t in (q1, q2, k1, k2, p1, p2))
             loss_n = 0.5 * (byol_loss(p1, k2) + byol_loss(p2, k1))
             loss = loss_n
             loss_ss = loss_p = torch.zeros(())

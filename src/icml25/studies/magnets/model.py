@@ -7,8 +7,9 @@ of size ``D/H``, ``W_1[:4d, :d]``, ``W_2[:d, :4d]``, ``W_out[:, :d]``), so the s
 nesting axis is width; the paper nests sub-models, the axis is our reconstruction].
 
 Rows of the sequence: row 0 is the class token, rows 1..N the token positions 0..N-1. ``[MASK] = vocab``.
-Attention is written as explicit matmuls so ``torch.utils.flop_counter`` sees every multiply–add the analytic
-count (:func:`.method.count_flops`) counts.
+Decoding (no autograd) writes attention as explicit matmuls so ``torch.utils.flop_counter`` sees every
+multiply–add the analytic count (:func:`.method.count_flops`) counts; training (autograd on, no cache) uses the
+fused ``scaled_dot_product_attention`` kernel, the same math to float32 rounding (tested).
 """
 from __future__ import annotations
 
@@ -168,8 +169,12 @@ class NestedMaskedTransformer(nn.Module):
             qh = q.view(B, n_q, h, hd).transpose(1, 2)
             kh = k.reshape(B, -1, h, hd).transpose(1, 2)
             vh = v.reshape(B, -1, h, hd).transpose(1, 2)
-            att = torch.softmax(torch.matmul(qh, kh.transpose(-1, -2)) / math.sqrt(hd), dim=-1)
-            o = torch.matmul(att, vh).transpose(1, 2).reshape(B, n_q, d)
+            if cache is None and torch.is_grad_enabled():
+                # training: the fused kernel (same math, ~1/3 less time for forward + backward on CPU)
+                o = F.scaled_dot_product_attention(qh, kh, vh).transpose(1, 2).reshape(B, n_q, d)
+            else:  # decoding: explicit matmuls, which FlopCounterMode counts (check 4c)
+                att = torch.softmax(torch.matmul(qh, kh.transpose(-1, -2)) / math.sqrt(hd), dim=-1)
+                o = torch.matmul(att, vh).transpose(1, 2).reshape(B, n_q, d)
             x = x + _lin(blk.o, o, d, d)
             m = _ln(blk.ln2, x, d)
             x = x + _lin(blk.fc2, F.gelu(_lin(blk.fc1, m, self.mlp_ratio * d, d)), d, self.mlp_ratio * d)
