@@ -357,9 +357,9 @@ def test_build_claims_every_verdict_and_the_adequacy_gates():
 def test_config_rejects_bad_schedule():
     raw = merge_scale(load_yaml("config/studies/magnets.yaml"), "default")
     cfg = build(Config, raw)
-    assert cfg.decode.magnets_schedule == tuple(SCHED) and cfg.seeds == (2000, 2001, 2002)
+    assert cfg.decode.magnets_schedule == tuple(SCHED) and cfg.seeds == (3000, 3001, 3002)
     assert cfg.adequacy.min_class_acc == 0.5 and cfg.adequacy.max_fd_over_floor == 3.0
-    assert (cfg.train.steps, cfg.train.lr, cfg.seeds_per_job) == (800, 0.003, 1)  # issue 33 recipe
+    assert (cfg.train.steps, cfg.train.lr, cfg.seeds_per_job) == (2000, 0.01, 1)  # issue 33 recipe, round 2
     bad = dict(raw, decode={**raw["decode"], "magnets_schedule": [0.25] * 7})
     with pytest.raises(ConfigError, match="magnets_schedule"):
         build(Config, bad)

@@ -508,22 +508,18 @@ def test_every_module_is_optimised_and_no_counts_give_equal_fusion_weights(one_t
     assert res["curves"][-1]["fuse_unsup_loss"] > 0
 
 
-def test_paper_scale_train_raises_clearly(tmp_path):
-    with pytest.raises(SystemExit, match="needs a CUDA GPU and the WRN-28-2"):
-        stage_cli(["train", "--scale", "paper", "--no-track", "--config", str(YAML), "--arm", "meta_expert",
-                   "--seeds", "0", "--in", "x.npz", "--out", str(tmp_path / "a.json"), str(tmp_path / "a.pt"),
-                   str(tmp_path / "a.csv")])
-
-
 def test_paper_download_verifies_hashes(tmp_path):
     mirror = tmp_path / "mirror"
     (mirror / "cs.toronto.edu/kriz").mkdir(parents=True)
     (mirror / "cs.toronto.edu/kriz/cifar-10-python.tar.gz").write_bytes(b"not cifar")
     out = tmp_path / "raw/cifar-10-python.tar.gz"
+    rest = [str(tmp_path / "raw" / n) for n in ("train_32x32.mat", "test_32x32.mat", "stl10_binary.tar.gz")]
     args = ["download", "--scale", "paper", "--no-track", "--config", str(YAML), "--data-source", "remote",
             "--mirror", str(mirror), "--out", str(out)]
-    with pytest.raises(DownloadError, match="cifar-10-python.tar.gz"):
+    with pytest.raises(SystemExit, match="expected 4 --out paths"):  # the paper's three datasets
         stage_cli(args)
+    with pytest.raises(DownloadError, match="cifar-10-python.tar.gz"):
+        stage_cli(args + rest)
     assert not out.exists()
 
 
@@ -548,7 +544,7 @@ def test_unpinned_svhn_is_md5_checked_without_opt_in(tmp_path, monkeypatch):
     manifest = tmp_path / "manifest.csv"
     manifest.write_text("\n".join(rows) + "\n")
     monkeypatch.setattr(stages, "MANIFEST", manifest)
-    cfg = StageView(_config("paper").model_copy(update={"dataset": "svhn"}), ("dataset",))
+    cfg = StageView(_config("paper").model_copy(update={"dataset": "svhn", "settings": ()}), ("dataset", "settings"))
     outs = (tmp_path / "raw/train_32x32.mat", tmp_path / "raw/test_32x32.mat")
     stage = Stage(slug="meta_expert", name="download", config=cfg, scale="paper", data_source="remote",
                   mirror=str(mirror), inputs=(), outputs=outs)

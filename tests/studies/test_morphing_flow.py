@@ -874,6 +874,26 @@ def test_build_claims_evidence_and_gates():
     assert short["c3_accuracy_synth"].verdict == INCONCLUSIVE and "enough_test_blocks" in short["c3_accuracy_synth"].note
 
 
+def test_build_claims_decides_accuracy_on_the_paper_datasets_a_run_has():
+    """Fault found by the paper-scale rehearsal: the paper scale runs only the paper's datasets, and claims.json
+    held nothing about them (claims 2-4 are about synth/msft, untested there). Claim 3's rule now also decides
+    each paper dataset present in the records (paper_data true), and a run without them keeps its claim list."""
+    default = [c.id for c in E.build_claims(_fake_records(), 200, 0, 200)]
+    assert default == SPEC_CLAIMS  # no paper dataset: the default-scale document is unchanged
+    recs = [{**r, "dataset": ds} for ds in ("ETTh1", "Traffic") for r in _fake_records()]
+    short = [{**r, "dataset": "Exchange"} for r in _fake_records(n=100)]
+    claims = {c.id: c for c in E.build_claims(recs + short, 200, 0, 200)}
+    assert [i for i in claims if i.startswith("c3_")] == ["c3_accuracy_synth", "c3_accuracy_msft", "c3_accuracy_ETTh1",
+                                                          "c3_accuracy_Traffic", "c3_accuracy_Exchange"]
+    for ds in ("ETTh1", "Traffic"):  # mof_linear 8 % below revin_linear on every window: reproduced on paper data
+        c = claims[f"c3_accuracy_{ds}"]
+        assert c.verdict == REPRODUCED and c.evidence.paper_data is True and c.evidence.n == 3
+        assert c.statistic["rel_change"] == pytest.approx(-0.08, abs=1e-12)
+    ex = claims["c3_accuracy_Exchange"]  # 77 windows = 3 blocks of 24 < 5: the gate fails
+    assert ex.verdict == INCONCLUSIVE and "enough_test_blocks" in ex.note and ex.evidence.paper_data is True
+    assert claims["c3_accuracy_synth"].status == "untested"  # synth is not among these records
+
+
 # ------------------------------------------------------------------------------------------- config
 
 
@@ -1070,3 +1090,32 @@ def test_public_api_names_and_defaults():
                                                                      "cfg"]
     assert list(inspect.signature(mof.make_fat_tailed_ett).parameters) == ["n_rows", "seed", "cfg"]
     assert inspect.signature(mof.excess_kurtosis).parameters["axis"].default == -1
+
+
+def test_rehearsal_miniatures_have_the_real_headers_and_read_through_the_paper_readers(tmp_path):
+    """morphing_flow/rehearsal.py: every paper dataset's miniature at its manifest mirror path, read by the paper
+    path's own readers (header checks, date parsing, numeric values), the same bytes on a second call; the values
+    are the float32 numbers written (to float32 precision), the Exchange dates in the bundle's ``1990/1/1 0:00``
+    format parse to consecutive days, Weather's header carries its latin-1 unit bytes."""
+    from icml25.core.download import read_manifest
+    from icml25.studies.morphing_flow import rehearsal as RH
+
+    manifest = read_manifest(Path(RH.__file__).with_name("manifest.csv"), rehearsal=False)
+    names = RH.write_miniatures(tmp_path / "a", manifest)
+    assert names == list(REMOTE_DATASETS)
+    RH.write_miniatures(tmp_path / "b", manifest)
+    for name in names:
+        path = tmp_path / "a" / manifest[name].mirror_path
+        assert path.read_bytes() == (tmp_path / "b" / manifest[name].mirror_path).read_bytes(), name
+        values = D.read_raw(name, path)
+        expect = RH._values(len(values), values.shape[1], RH.CLOCK[name][2], RH.CLOCK[name][3])
+        np.testing.assert_array_equal(values.astype(np.float32), expect)
+        rows = RH.ETT_ROWS.get(name, RH.AUTOFORMER_ROWS)
+        assert values.shape == (rows, 7 if name.startswith("ETT") else D.AUTOFORMER[name][1]), name
+    assert D.split_borders(RH.ETT_ROWS["ETTh1"], 336, "etth")[1] == [8640, 11520, 14400]  # the real borders fit
+    ex = D.read_autoformer_csv(tmp_path / "a" / manifest["Exchange"].mirror_path, "Exchange")
+    assert (ex["date"].diff().iloc[1:] == pd.Timedelta(days=1)).all() and ex["date"].iloc[31] == pd.Timestamp("1990-02-01")
+    raw = (tmp_path / "a" / manifest["Weather"].mirror_path).read_bytes()
+    assert b"SWDR (W/m\xb2),PAR (\xb5mol/m\xb2/s)" in raw.split(b"\n")[0]
+    ettm = D.read_ett_csv(tmp_path / "a" / manifest["ETTm1"].mirror_path)
+    assert ettm["date"].iloc[1] - ettm["date"].iloc[0] == pd.Timedelta(minutes=15)

@@ -457,8 +457,8 @@ def test_genimage_download_stage_verifies_archives_from_a_mirror(tmp_path):
     run = SimpleNamespace(log_metrics=lambda m, **_: logged.update(m))
 
     def stage(mirror_dir, trust=True):
-        return Stage("pid", "download", SimpleNamespace(data=SimpleNamespace(dataset="genimage")), "paper", "offline",
-                     mirror_dir, (), tuple(raw / n for n in entries), trust_unpinned=trust)
+        return Stage("pid", "download", SimpleNamespace(data=SimpleNamespace(dataset="genimage", genimage_dir=None)),
+                     "paper", "offline", mirror_dir, (), tuple(raw / n for n in entries), trust_unpinned=trust)
 
     with pytest.raises(SystemExit, match="mirror"):
         download(stage(None), run)

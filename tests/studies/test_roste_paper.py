@@ -257,3 +257,43 @@ def test_tulu3_examples_hold_out_rows_and_mask_the_prompt(paper_setup, tmp_path)
         assert tok.decode(answer[:-1]) == ex["reference"].strip() and answer[-1] == tok.eos_token_id
     with pytest.raises(ValueError, match="leaves no training rows"):
         sft_examples("tulu3", {"tulu3_00000": tmp_path / "t.parquet"}, tok, 64, None, 10)
+
+
+def test_rehearsal_miniatures_are_real_format_tldr_and_a_qwen2_shaped_model(tmp_path):
+    """The rehearsal's files (roste/rehearsal.py): the TL;DR parquet files read by the paper reader with the real
+    text layout, the same bytes on a second call; the tiny model loads through hf.load_causal_lm as a Qwen2 with
+    Qwen2.5-0.5B's structure at 1/8 width (biases, tied embeddings, non-power-of-2 widths, GQA 7:1) and its
+    tokenizer round-trips the prompt words and ends answers with Qwen's EOS."""
+    from icml25.core.download import read_manifest
+    from icml25.studies.roste import hf, rehearsal
+    from icml25.studies.roste.paper_data import read_tldr, tokenise_pair
+
+    manifest = read_manifest(Path(rehearsal.__file__).with_name("manifest.csv"), rehearsal=False)
+    assert rehearsal.write_miniatures(tmp_path / "a", manifest) == ["tldr_train", "tldr_test"]
+    rehearsal.write_miniatures(tmp_path / "b", manifest)
+    for name, n in rehearsal.ROWS.items():
+        path = tmp_path / "a" / manifest[name].mirror_path
+        assert path.read_bytes() == (tmp_path / "b" / manifest[name].mirror_path).read_bytes()
+        pairs = read_tldr(path)
+        assert len(pairs) == n
+        for prompt, completion in pairs:
+            assert prompt.startswith("SUBREDDIT: r/") and "\n\nTITLE: " in prompt and prompt.endswith("\n\nTL;DR:")
+            post = prompt.split("\n\nPOST: ")[1].split(".\n\n")[0].split()
+            assert completion == " " + " ".join(post[:5])  # the summary is the post's first five words
+    rehearsal.write_manual(tmp_path / "m")
+    model_dir = tmp_path / "m" / rehearsal.MODEL_DIR
+    model = hf.load_causal_lm(str(model_dir), dtype=torch.float32)
+    c = model.config
+    assert type(model).__name__ == "Qwen2ForCausalLM" and c.tie_word_embeddings
+    assert (c.hidden_size, c.intermediate_size, c.num_attention_heads, c.num_key_value_heads) == (112, 304, 7, 1)
+    assert model.model.layers[0].self_attn.q_proj.bias is not None
+    tok = hf.load_tokenizer(str(model_dir))
+    assert tok.eos_token == tok.pad_token == "<|endoftext|>" and tok.eos_token_id == c.eos_token_id == 0
+    prompt, completion = read_tldr(tmp_path / "a" / manifest["tldr_test"].mirror_path)[0]
+    ex = tokenise_pair(tok, prompt, completion, 128)
+    assert tok.unk_token_id not in ex["input_ids"]  # every miniature word is in the vocabulary
+    assert ex["input_ids"][-1] == 0 and ex["labels"][-6:] == ex["input_ids"][-6:]  # five words + EOS
+    assert tok.decode(ex["input_ids"][-6:-1]) == completion.strip()
+    rehearsal.write_manual(tmp_path / "m2")
+    m2 = tmp_path / "m2" / rehearsal.MODEL_DIR
+    assert (m2 / "model.safetensors").read_bytes() == (model_dir / "model.safetensors").read_bytes()

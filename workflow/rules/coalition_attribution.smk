@@ -2,7 +2,8 @@
 # https://arxiv.org/abs/2309.13411). Method and reconstructions: src/icml25/studies/coalition_attribution/README.md.
 # download (toy: nothing; paper: the real-data files of the manifest) -> preprocess (toy functions, coalitions)
 # -> train (one job per arm and seed chunk; mlp_adam reuses the mlp games) -> evaluate (claims.json)
-# -> report (Table 4 figure). Paper scale adds one GPU job per real-data experiment (planned, not implemented).
+# -> report (Table 4 figure). Paper scale adds one GPU job per real-data experiment (train_real: SST-2 with BERT-large
+# and LLaMA, MNIST with VGG-11, CIFAR-10 with ResNet-20), whose games evaluate checks; Go is an untested entry.
 
 from icml25.studies.coalition_attribution.config import REAL_FILES as CA_REAL_FILES
 
@@ -104,12 +105,12 @@ rule coalition_attribution__train_real:
     wildcard_constraints:
         experiment="[a-z0-9_]+",
     conda:
-        "../../envs/core.yaml"
-    threads: 8
+        "../../envs/coalition_attribution.yaml"
+    threads: cfg("coalition_attribution")["real"]["threads"]
     resources:
         mem_mb=64000,
         runtime=480,
-        gpu=cfg("coalition_attribution")["real"]["gpus"],
+        gpu=gpus("coalition_attribution", "train_real", cfg("coalition_attribution")["real"]["gpus"]),
     params:
         **stage_params("coalition_attribution", "train_real"),
     shell:
@@ -124,6 +125,7 @@ rule coalition_attribution__evaluate:
             arm=cfg("coalition_attribution")["arms"],
             chunk=seed_chunks("coalition_attribution"),
         ),
+        real=[res("coalition_attribution", "models", "real", f"{e}.json") for e in CA_REAL],
     output:
         claims=res("coalition_attribution", "claims.json"),
         metrics=res("coalition_attribution", "metrics", "eval.json"),
@@ -141,7 +143,7 @@ rule coalition_attribution__evaluate:
     params:
         **stage_params("coalition_attribution", "evaluate"),
     shell:
-        stage_cmd("coalition_attribution", "evaluate") + " --in {input.models}"
+        stage_cmd("coalition_attribution", "evaluate") + " --in {input.models} {input.real}"
         " --out {output.claims} {output.metrics} {output.coalitions} > {log} 2>&1"
 
 

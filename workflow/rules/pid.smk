@@ -1,8 +1,9 @@
 # pid: PiD, pixelwise decomposition residuals for AI-generated image detection (ICML 2025).
 # Method and reconstructions: src/icml25/studies/pid/README.md.
 # download (real photos from the scikit-image / scikit-learn wheels; paper: GenImage archives from the manifest,
-# verified) -> [paper: unpack, one CPU job per archive, a SLURM array] -> preprocess (crops, split, autoencoder generators A/B/C and their fakes) -> train (one job per arm and seed
-# chunk) -> evaluate (claims.json) -> report (figures).
+# verified) -> [paper: unpack, one CPU job per archive, a SLURM array] -> preprocess (crops, split, autoencoder
+# generators A/B/C and their fakes; paper: the GenImage file index) -> train (one job per arm and seed chunk;
+# paper: ResNet-50 on a GPU) -> evaluate (claims.json) -> report (figures).
 
 import csv as _pid_csv
 
@@ -26,6 +27,12 @@ else:
         )
     ]
     _PID_PRE_IN = _PID_RAW
+# paper scale: the GenImage file index (preprocess) instead of the autoencoders, and train reads the unpacked files
+_PID_AUX = (
+    res(_PID, "processed", "genimage_index.npz")
+    if _PID_PAPER
+    else res(_PID, "interim", "ae.pt")
+)
 
 
 rule pid__download:
@@ -78,7 +85,7 @@ rule pid__preprocess:
         raw=_PID_PRE_IN,
     output:
         crops=res(_PID, "processed", "crops.npz"),
-        ae=res(_PID, "interim", "ae.pt"),
+        aux=_PID_AUX,
     log:
         logf(_PID, "preprocess"),
     benchmark:
@@ -87,18 +94,23 @@ rule pid__preprocess:
         "../../envs/pid.yaml"
     threads: 1
     resources:
-        mem_mb=64000 if _PID_PAPER else 3000,
-        runtime=600 if _PID_PAPER else 15,
+        mem_mb=8000 if _PID_PAPER else 3000,  # paper: the file index of ~2.7M paths
+        runtime=120 if _PID_PAPER else 15,
     params:
         **stage_params(_PID, "preprocess"),
     shell:
         stage_cmd(_PID, "preprocess")
-        + " --in {input.raw} --out {output.crops} {output.ae} > {log} 2>&1"
+        + " --in {input.raw} --out {output.crops} {output.aux} > {log} 2>&1"
 
 
 rule pid__train:
     input:
-        crops=rules.pid__preprocess.output.crops,
+        data=(
+            rules.pid__preprocess.output.aux
+            if _PID_PAPER
+            else rules.pid__preprocess.output.crops
+        ),
+        unpacked=_PID_PRE_IN if _PID_PAPER else [],
     output:
         summary=res(_PID, "models", "{arm}", "chunk{chunk}.json"),
         model=res(_PID, "models", "{arm}", "chunk{chunk}.pt"),
@@ -111,17 +123,19 @@ rule pid__train:
         chunk=r"\d+",
     conda:
         "../../envs/pid.yaml"
-    threads: _PID_CFG["detector"]["threads"]
+    threads: max(_PID_CFG["detector"]["threads"], _PID_CFG["detector"]["workers"])
     resources:
         mem_mb=64000 if _PID_PAPER else 3000,
-        runtime=600 * len(_PID_CFG["seeds"]) if _PID_PAPER else 30,  # ~10 A100-h per ResNet-50 run
+        runtime=(  # minutes; paper: ~1 A100-h per ResNet-50 run (README), 3 h allowed per seed
+            180 * (_PID_CFG["seeds_per_job"] or len(_PID_CFG["seeds"])) if _PID_PAPER else 30
+        ),
         gpu=1 if _PID_PAPER else 0,
     params:
         **stage_params(_PID, "train"),
         seeds=lambda w: " ".join(map(str, seed_chunks(_PID)[int(w.chunk)])),
     shell:
         stage_cmd(_PID, "train")
-        + " --arm {wildcards.arm} --seeds {params.seeds} --in {input.crops}"
+        + " --arm {wildcards.arm} --seeds {params.seeds} --in {input.data}"
         " --out {output.summary} {output.model} > {log} 2>&1"
 
 

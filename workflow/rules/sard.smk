@@ -11,7 +11,7 @@ from icml25.studies.sard.data import (
 )
 
 _SARD = cfg("sard")
-# GPUs only at paper scale (ResNet-18 / Faster R-CNN rejectors and agents).
+# GPUs only at paper scale (preprocess trains the ResNet-18 main models g; train the ResNet-18 rejectors).
 _SARD_PAPER = SCALE == "paper"
 _SARD_RAW = [
     res("sard", "raw", _SARD_RAW_NAMES[name])
@@ -60,7 +60,7 @@ rule sard__preprocess:
     resources:
         mem_mb=16000 if _SARD_PAPER else 2000,
         runtime=240 if _SARD_PAPER else 10,
-        gpu=1 if _SARD_PAPER else 0,
+        gpu=gpus("sard", "preprocess", _SARD["paper"]["gpus"]),
     params:
         **stage_params("sard", "preprocess"),
     shell:

@@ -48,6 +48,7 @@ DEVICE_KEYS: dict[str, str] = {
     "fedecado": "image.device",
     "kernel_adaptation": "langevin.device",
     "lfss": "train.device",
+    "meta_expert": "train.device",
     "morphing_flow": "train.device",
     "ntk_dfl": "device",
     "sard": "device",

@@ -7,7 +7,8 @@ preprocess → interim/functions.json, interim/coalitions.json: every seed's tar
 train      → models/{arm}/chunk{k}.npz: per seed the games, γ, I_and, I_or, Shapley/Banzhaf values, the identity
              errors, the coalitions' R, R', Q (and, for ``mlp``, the trained networks' weights and fit);
              ``mlp_adam`` reads the ``mlp`` games of its chunk (the same networks)
-train_real → models/real/{experiment}.json (paper scale; the real-data experiments stop with a clear error)
+train_real → models/real/{experiment}.json (paper scale, one GPU job per real-data experiment: the trained network's
+             test accuracy, the explained inputs' games, interactions, identity errors and R, R', Q)
 evaluate   → claims.json, metrics/eval.json (claim statistics, Table 4 beside ours), metrics/coalitions.csv
 report     → figures/table4_compare.png, report.md
 """
@@ -197,11 +198,21 @@ def evaluate(stage: Stage, run: Any) -> None:
     """Every claim and check from the train outputs (inputs: the arms' npz files)."""
     from .evaluate import coalition_rows, evaluate_claims, table_by_type
 
-    if not stage.inputs:
-        raise SystemExit(f"{SLUG} evaluate: expected --in models/<arm>/chunkK.npz ...")
-    data = _collect(stage.inputs)
+    from .evaluate import real_entries
+
+    toy_paths = [p for p in stage.inputs if p.suffix == ".npz"]
+    real_paths = [p for p in stage.inputs if p.suffix == ".json" and p.parent.name == "real"]
+    other = sorted(set(map(str, stage.inputs)) - set(map(str, toy_paths + real_paths)))
+    if not toy_paths or other:
+        raise SystemExit(f"{SLUG} evaluate: expected --in models/<arm>/chunkK.npz ... [models/real/<experiment>.json "
+                         f"...]" + (f"; not one of them: {other}" if other else ""))
+    data = _collect(toy_paths)
     claims, extra = evaluate_claims(data, stage.config.claims, stage.config.identities.tol,
                                     adequacy=to_dict(stage.config.adequacy))
+    if stage.scale == "paper":  # the real-data experiments of Sec. 5 (and the untested Go case)
+        real_docs = {p.stem: read_json(p) for p in real_paths}
+        more, extra["real"] = real_entries(real_docs, stage.config.identities.tol)
+        claims += more
     seeds = sorted({s for by in data.values() for s in by})
     doc = write_claims(stage.output(0), study=SLUG, scale=stage.scale, data_source=stage.data_source,
                        claims=claims, config_hash=config_hash(stage.config), paper=PAPER, seeds=seeds)
@@ -239,23 +250,62 @@ def report(stage: Stage, run: Any) -> None:
         run.log_artifact(p)
 
 
+def resolve_device(device: str) -> str:
+    """``cpu``, ``cuda`` (an error naming the key when no GPU is visible) or ``auto`` (cuda when available)."""
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit(f"{SLUG}: real.device is cuda but no GPU is visible (set real.device: cpu or auto)")
+    return device
+
+
 def train_real(stage: Stage, run: Any) -> None:
-    """The paper's real-data experiments (SST-2 with BERT-large / LLaMA, MNIST with VGG-11, CIFAR-10 with
-    ResNet-20, Go with KataGo): planned by the paper-scale DAG, not implemented. Checks that its input files exist,
-    then stops with an error saying so."""
-    experiment = stage.arm
+    """One real-data experiment of Sec. 5 (``--arm`` = sst2_bert_large, sst2_llama, mnist_vgg11 or
+    cifar10_resnet20; ``--in`` its downloaded files in the order of ``REAL_FILES``): train the paper's network,
+    explain ``real.n_inputs`` test inputs with ``real.n_variables`` variables each, and write every game's
+    interactions, identity errors and R, R', Q to ``models/real/<experiment>.json`` (:mod:`.realexp`)."""
+    import torch
+
+    from .realexp import TEXT, run_image, run_text
+
+    cfg, experiment = stage.config, stage.arm
     if experiment not in REAL_FILES:
         raise SystemExit(f"{SLUG} train_real: --arm must be one of {sorted(REAL_FILES)}, got {experiment!r}")
+    if experiment not in cfg.real.experiments:
+        raise SystemExit(f"{SLUG} train_real: {experiment!r} is not in real.experiments {list(cfg.real.experiments)}")
+    names = REAL_FILES[experiment]
+    if len(stage.inputs) != len(names):
+        raise SystemExit(f"{SLUG} train_real {experiment}: expected --in {' '.join(names)}")
     missing = [str(p) for p in stage.inputs if not p.exists()]
     if missing:
         raise FileNotFoundError(f"{SLUG} train_real {experiment}: missing inputs {missing}")
     for path in stage.inputs:  # the downloaded files, re-hashed against their records before anything reads them
         verified(path)
-    raise NotImplementedError(
-        f"{SLUG} train_real {experiment}: the paper's real-data experiments (fine-tuning the network, choosing the "
-        "10 input variables, 2**10 masked forwards per explained input on a GPU) are not implemented in this "
-        "project; only the Table 4 toy runs (arms oracle, mlp, mlp_adam). Set real.experiments: [] to run the "
-        "paper-scale toy alone.")
+    files = dict(zip(names, stage.inputs))
+    device = resolve_device(cfg.real.device)
+    torch.set_num_threads(cfg.real.threads)
+    real = to_dict(cfg.real)
+
+    def log_metric(key: str, value: float, step: int) -> None:
+        run.log_metric(key, float(value), step=int(step))
+
+    if experiment in TEXT:
+        doc = run_text(experiment, files, real, device, trust_unpinned=stage.trust_unpinned, log_metric=log_metric)
+    else:
+        doc = run_image(experiment, files, real, device, log_metric=log_metric)
+    doc["device"] = device
+    write_json(stage.output(0), doc)
+    games = doc["inputs"]
+    worst = max((max(g["identity_errors"].values()) for g in games), default=float("nan"))
+    run.log_metrics({"train_real/test_accuracy": doc["test"]["accuracy"], "train_real/games": len(games),
+                     "train_real/identity_max_err": worst,
+                     "train_real/l1_objective": float(np.mean([g["l1_objective"] for g in games])) if games else 0.0,
+                     **{f"train_real/seconds/{k}": v for k, v in doc["seconds"].items()}})
+    run.log_artifact(stage.output(0))
+    log.info("%s on %s: test accuracy %.4f, %d games, identity max err %.2e, %s", experiment, device,
+             doc["test"]["accuracy"], len(games), worst, {k: round(v, 1) for k, v in doc["seconds"].items()})
 
 
 STAGES = {"download": download, "preprocess": preprocess, "train": train, "train_real": train_real,

@@ -18,7 +18,9 @@ from .evaluate import (INTERVALS, RELEASED_LOG_MATCHING_WEIGHT, check_identities
 DATA = {"mnist5k": "long-tailed MNIST-5k (labelled 100…5 per class, γ = 20; balanced 1000-image test set), a CPU "
                    "stand-in for CIFAR-10-LT",
         "cifar10": "CIFAR-10-LT (the paper's data)", "svhn": "SVHN-LT (the paper's data)",
-        "stl10": "STL-10-LT (the paper's data)"}
+        "stl10": "STL-10-LT (the paper's data)",
+        "paper_settings": "CIFAR-10-LT, SVHN-LT and STL-10-LT (the paper's data; every setting of scales.paper, "
+                          "each setting x unlabelled profile one run of its seed)"}
 ME, FM, CPE = "meta_expert", "fixmatch", "cpe"
 UNIT = "seeds"  # the independent unit: a seed draws the labelled set, initialisation and data order; the unlabelled
 #                 profiles of one seed share its labelled set, so they are averaged within the seed

@@ -6,7 +6,8 @@ paper leaves open or a stand-in for the offline scales). ``STAGE_KEYS`` declares
 """
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -36,11 +37,34 @@ class Data(Section):
     uniform_per_class: int = Field(30, ge=1, description="unlabelled images per class of the uniform profile [R]")
 
 
+class Setting(Section):
+    """One long-tailed setting of the paper (a dataset and its split counts); the paper scale lists them (§4.1,
+    the released configs 002-018, 201-204, 302-310)."""
+
+    name: str = Field("setting", pattern=r"^[a-z0-9][a-z0-9_]*$",
+                      description="identifier in file names (e.g. cifar10_n1500_g150)")
+    dataset: Literal["cifar10", "svhn", "stl10"] = Field("cifar10", description="the paper dataset")
+    data: Data = Field(Data(), description="its long-tailed split (STL-10: the unlabelled keys are unused, its 100 000 "
+                                   "unlabelled images are taken whole)")
+    profiles: tuple[Profile, ...] = Field(("consistent",), min_length=1,
+                                          description="unlabelled class profiles of this setting")
+
+    @model_validator(mode="after")
+    def _stl_profiles(self):
+        if self.dataset == "stl10" and self.profiles != ("consistent",):
+            raise ValueError(f"settings[{self.name}].profiles: STL-10's unlabelled set has no labels, so only "
+                             "'consistent' (the given set) applies")
+        return self
+
+
 class Model(Section):
     """Backbone and heads."""
 
     backbone: Literal["small_cnn", "wrn_28_2"] = Field(
-        "small_cnn", description="small_cnn: the offline stand-in [R]; wrn_28_2: the paper's (GPU, not run here)")
+        "small_cnn", description="small_cnn: the offline stand-in [R]; wrn_28_2: the paper's WideResNet (USB's "
+                                 "wrn_28_2: depth 28, widen 2, leaky ReLU 0.1, BN momentum 0.001)")
+    depth: int = Field(28, ge=10, description="wrn_28_2 depth (6n + 4; paper 28; the rehearsal uses 10)")
+    widen: int = Field(2, ge=1, description="wrn_28_2 widen factor (paper 2; the rehearsal uses 1)")
     widths: tuple[Annotated[int, Field(ge=1)], ...] = Field(
         (8, 8, 16, 32), min_length=4, max_length=4, description="small_cnn widths: stem, stage 1, 2, 3 [R]")
     stem_pool: bool = Field(True, description="2x2 max-pool after the stem (28 -> 14 px) to fit the CPU budget [R]")
@@ -90,17 +114,30 @@ class Train(Section):
     ema_warmup: bool = Field(True, description="EMA decay min(ema, (1+t)/(10+t)): without it 0.999^1500 = 22 % of "
                                                "the random initialisation would remain in the EMA model [R]")
     eval_every: int = Field(100, ge=1, description="iterations between test evaluations (MLflow step)")
+    eval_batch: int = Field(1024, ge=1, description="test images per forward pass of an evaluation (the released "
+                                                    "code: 256); the result does not depend on it")
     threads: int = Field(1, ge=1, description="torch CPU threads of a train job")
+    device: Literal["cpu", "cuda"] = Field("cpu", description="torch device of a train job (cuda at paper scale; "
+                                                             "random draws stay on a CPU generator)")
 
 
 class Augment(Section):
-    """Weak / strong augmentation of grey-scale digits [R] (stand-in for flip-crop / RandAugment)."""
+    """Weak / strong augmentation. MNIST-5k: grey-scale digits [R] (stand-in for flip-crop / RandAugment); the paper
+    datasets (RGB 32x32): weak = flip + reflect-padded crop, strong = weak + RandAugment + cutout (USB's recipe, a
+    batched re-implementation [R])."""
 
     shift: int = Field(2, ge=0, description="weak (and strong) random shift, pixels")
     rotate: float = Field(15.0, ge=0, description="strong: rotation range, degrees")
     scale: float = Field(0.1, ge=0, lt=1, description="strong: zoom range 1 +- scale")
     cutout: int = Field(8, ge=0, description="strong: side of the zeroed square, pixels")
     noise: float = Field(0.1, ge=0, description="strong: std of the Gaussian pixel noise")
+    crop_pad: int = Field(4, ge=0, description="RGB weak: reflect padding of the random 32x32 crop (USB: "
+                                               "32 * (1 - crop_ratio 0.875) = 4)")
+    flip: bool = Field(True, description="RGB weak: random horizontal flip (USB flips CIFAR-10 and STL-10; SVHN "
+                                         "digits are never flipped, whatever this says)")
+    ra_ops: int = Field(3, ge=0, description="RGB strong: RandAugment operations per image (USB: 3)")
+    ra_cutout: float = Field(0.5, ge=0, le=1, description="RGB strong: cutout side up to this share of the image "
+                                                          "(USB: random.random() * 0.5)")
 
 
 class Adequacy(Section):
@@ -119,8 +156,12 @@ class Config(StudyConfig):
     arms: tuple[Arm, ...] = Field(min_length=1, description="methods trained")
     profiles: tuple[Profile, ...] = Field(("consistent",), min_length=1,
                                           description="unlabelled class profiles (one split per seed and profile)")
-    dataset: Dataset = Field("mnist5k", description="mnist5k (offline, [R]); cifar10, svhn, stl10: the paper's")
-    data: Data = Field(Data(), description="long-tailed split")
+    dataset: Dataset = Field("mnist5k", description="mnist5k (offline, [R]); cifar10, svhn, stl10: the paper's "
+                                                    "(when settings is empty)")
+    data: Data = Field(Data(), description="long-tailed split (when settings is empty)")
+    settings: tuple[Setting, ...] = Field((), description="the paper's long-tailed settings (dataset + counts + "
+                                          "profiles), one train job per arm, seed chunk and setting; empty: the "
+                                          "single dataset / data / profiles above (smoke, default)")
     model: Model = Field(Model(), description="network")
     method: Method = Field(Method(), description="experts and DEA")
     train: Train = Field(Train(), description="optimisation")
@@ -141,6 +182,14 @@ class Config(StudyConfig):
                                  f"{start}, after the last of train.iterations = {self.train.iterations}")
         if (self.dataset == "mnist5k") != (self.model.backbone == "small_cnn"):
             raise ValueError("dataset, model.backbone: mnist5k runs on small_cnn, the paper datasets on wrn_28_2")
+        if self.settings:
+            if self.model.backbone != "wrn_28_2":
+                raise ValueError("settings, model.backbone: the paper settings run on wrn_28_2")
+            names = [st.name for st in self.settings]
+            if len(set(names)) != len(names):
+                raise ValueError(f"settings: names must be unique, got {names}")
+        if (self.model.depth - 4) % 6:
+            raise ValueError(f"model.depth: a WideResNet needs depth = 6n + 4, got {self.model.depth}")
         if self.dataset == "stl10" and self.profiles != ("consistent",):
             raise ValueError("profiles: STL-10's unlabelled set has no labels, so only 'consistent' (the given "
                              "set) applies")
@@ -149,9 +198,57 @@ class Config(StudyConfig):
 
 #: Config keys each stage reads (dotted paths; a section name covers all its keys). The stage sees only these.
 STAGE_KEYS: dict[str, tuple[str, ...]] = {
-    "download": ("dataset",),
-    "preprocess": ("dataset", "seeds", "profiles", "data"),
-    "train": ("arms", "seeds", "profiles", "dataset", "model", "method", "train", "augment"),
-    "evaluate": ("profiles", "dataset", "method.cut1", "method.cut2", "min_gain_pt", "adequacy"),
+    "download": ("dataset", "settings"),
+    "preprocess": ("dataset", "seeds", "profiles", "data", "settings"),
+    "train": ("arms", "seeds", "profiles", "dataset", "data", "settings", "model", "method", "train", "augment"),
+    "evaluate": ("profiles", "dataset", "settings", "method.cut1", "method.cut2", "min_gain_pt", "adequacy"),
     "report": (),
 }
+
+
+def _get(cfg: Any, key: str, *default: Any) -> Any:
+    """A key of a config given as a mapping (the Snakefile's dict) or as an object (the validated model, a stage's
+    view of it); ``default`` (if given) for a missing key."""
+    if isinstance(cfg, Mapping):
+        return cfg.get(key, *default)
+    return getattr(cfg, key, *default)
+
+
+def run_settings(cfg: Any) -> list[dict[str, Any]]:
+    """The settings a config trains, as plain dicts {name, dataset, data, profiles}: ``settings`` when given, else
+    one unnamed setting ('') of the top-level dataset / data / profiles."""
+    from icml25.core.config import to_dict
+
+    settings = _get(cfg, "settings", ()) or ()
+    if settings:
+        return [dict(to_dict(st)) for st in settings]
+    return [{"name": "", "dataset": _get(cfg, "dataset"), "data": dict(to_dict(_get(cfg, "data"))),
+             "profiles": list(_get(cfg, "profiles"))}]
+
+
+def raw_files(cfg: Any) -> list[str]:
+    """The download stage's files (manifest row names) for every dataset the config uses, in RAW_FILES order."""
+    settings = _get(cfg, "settings", ()) or ()
+    used = {_get(st, "dataset") for st in settings} if settings else {_get(cfg, "dataset")}
+    return [name for ds in RAW_FILES if ds in used for name in RAW_FILES[ds]]
+
+
+def split_name(profile: str, seed: int, setting: str = "") -> str:
+    """File name of one preprocessed split: ``lt_{profile}_seed{s}.npz`` (smoke/default), or
+    ``lt_{setting}_{profile}_seed{s}.npz`` for a named paper setting."""
+    return f"lt_{setting}_{profile}_seed{seed}.npz" if setting else f"lt_{profile}_seed{seed}.npz"
+
+
+def run_label(setting: str, profile: str) -> str:
+    """The ``profile`` field of a run record: the profile, prefixed by the setting's name when there is one (so the
+    claims see each setting x profile as one run of its seed)."""
+    return f"{setting}/{profile}" if setting else profile
+
+
+def train_parts(cfg: Mapping[str, Any], chunks: Any, filename: str) -> list[tuple[str, ...]]:
+    """Path parts (below models/ or metrics/) of every train output named ``filename`` (with ``{chunk}``):
+    (arm, chunk file) at smoke/default, (arm, setting, chunk file) with named settings (the Snakefile's
+    evaluate inputs)."""
+    named = [st["name"] for st in run_settings(cfg) if st["name"]]
+    return [(arm, *([name] if name else []), filename.format(chunk=chunk))
+            for arm in cfg["arms"] for name in (named or [""]) for chunk in chunks]

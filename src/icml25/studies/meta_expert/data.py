@@ -5,8 +5,10 @@
   100, 71, 51, 36, 26, 18, 13, 9, 6, 5) and an unlabelled set of one of three profiles: ``consistent``
   (⌊300·20^(−c/9)⌋ = 300 … 15), ``uniform`` (30 each) or ``reversed`` (the consistent counts reversed). The test
   set is the balanced 1000 images [R: the paper's long-tailed CIFAR-10/SVHN/STL-10 protocol on a small offline set].
-* Paper: CIFAR-10 (python pickles, read by a restricted unpickler), SVHN (MATLAB v5), STL-10 (raw binary). Their
-  long-tailed subsets follow the same counting rule with the paper's N₁, M₁, γ_l, γ_u.
+* Paper: CIFAR-10 (python pickles, read by a restricted unpickler), SVHN (MATLAB v5), STL-10 (raw binary, resized
+  96 → 32 px as the released configs train on 32 px). Their long-tailed subsets follow the same counting rule with
+  the paper's N₁, M₁, γ_l, γ_u (:func:`paper_lt`); RGB views: USB's flip-crop and RandAugment + cutout, batched
+  (:func:`weak_augment_rgb`, :func:`strong_augment_rgb`).
 * Augmentations [R]: weak = random integer shift of up to ±``shift`` px; strong = weak shift + random affine
   (rotation ±``rotate`` degrees, scale in [1 − ``scale``, 1 + ``scale``]) + one ``cutout``×``cutout`` zero square +
   Gaussian pixel noise N(0, ``noise``²) (a grey-scale stand-in for RandAugment).
@@ -96,8 +98,22 @@ def to_tensor(x: np.ndarray) -> torch.Tensor:
     return t.unsqueeze(1) if t.dim() == 3 else t.permute(0, 3, 1, 2).contiguous()
 
 
-def normalise(x: torch.Tensor) -> torch.Tensor:
-    return (x - MNIST_MEAN) / MNIST_STD
+#: per-channel pixel mean and std in [0, 1] of the paper datasets (USB's constants; STL-10's from 0..255 values)
+RGB_STATS: dict[str, tuple[tuple[float, float, float], tuple[float, float, float]]] = {
+    "cifar10": ((0.4914, 0.4822, 0.4465), (0.2471, 0.2435, 0.2616)),
+    "svhn": ((0.4380, 0.4440, 0.4730), (0.1751, 0.1771, 0.1744)),
+    "stl10": ((112.4 / 255, 109.1 / 255, 98.6 / 255), (68.4 / 255, 66.6 / 255, 68.5 / 255)),
+}
+
+
+def normalise(x: torch.Tensor, dataset: str = "mnist5k") -> torch.Tensor:
+    """(x − mean) / std: MNIST's scalar constants, or the paper dataset's per-channel ones (x (B, 3, H, W))."""
+    if dataset == "mnist5k":
+        return (x - MNIST_MEAN) / MNIST_STD
+    mean, std = RGB_STATS[dataset]
+    m = torch.tensor(mean, dtype=x.dtype, device=x.device).view(1, 3, 1, 1)
+    s = torch.tensor(std, dtype=x.dtype, device=x.device).view(1, 3, 1, 1)
+    return (x - m) / s
 
 
 def _affine(x: torch.Tensor, theta: torch.Tensor, mode: str) -> torch.Tensor:
@@ -140,6 +156,137 @@ def strong_augment(x: torch.Tensor, gen: torch.Generator, shift: int = 2, rotate
         out = out.masked_fill(box.unsqueeze(1), 0.0)
     if noise > 0:
         out = out + noise * torch.randn(out.shape, generator=gen)
+    return out
+
+
+# ------------------------------------------------------------------------- RGB augmentation (paper datasets)
+#
+# USB (the released code's base) augments 32x32 RGB images with weak = RandomHorizontalFlip + RandomCrop(32,
+# padding 4, reflect) and strong = weak + RandAugment(3 ops, random magnitude each) + Cutout (side up to half the
+# image, grey fill). This is a batched torch re-implementation [R]: the ops are applied in a fixed order to the
+# images that drew them (USB draws their order at random), Equalize and Sharpness are left out, cutout fills
+# with 0.5. Every random draw comes from the CPU generator ``gen``; tensors may live on any device.
+
+RA_OPS = ("autocontrast", "brightness", "color", "contrast", "posterize", "solarize", "rotate", "shear_x",
+          "shear_y", "translate_x", "translate_y", "identity")
+
+
+def _u(n: int, gen: torch.Generator, lo: float, hi: float, device) -> torch.Tensor:
+    return (lo + (hi - lo) * torch.rand(n, generator=gen)).to(device)
+
+
+def weak_augment_rgb(x: torch.Tensor, gen: torch.Generator, pad: int = 4, flip: bool = True) -> torch.Tensor:
+    """Random horizontal flip (p = 0.5, if ``flip``) and a random crop of the reflect-padded image; x (B, 3, H, W)."""
+    n, _, h, w = x.shape
+    if flip:
+        mask = (torch.rand(n, generator=gen) < 0.5).to(x.device)
+        x = torch.where(mask.view(-1, 1, 1, 1), x.flip(3), x)
+    if pad == 0:
+        return x
+    xp = F.pad(x, (pad, pad, pad, pad), mode="reflect")
+    oy = torch.randint(0, 2 * pad + 1, (n,), generator=gen).to(x.device)
+    ox = torch.randint(0, 2 * pad + 1, (n,), generator=gen).to(x.device)
+    rows = (oy.view(-1, 1) + torch.arange(h, device=x.device)).view(n, 1, h, 1).expand(n, x.shape[1], h, w + 2 * pad)
+    xp = xp.gather(2, rows)
+    cols = (ox.view(-1, 1) + torch.arange(w, device=x.device)).view(n, 1, 1, w).expand(n, x.shape[1], h, w)
+    return xp.gather(3, cols)
+
+
+def _blend(a: torch.Tensor, b: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
+    """PIL ImageEnhance: b + f (a − b), clipped to [0, 1]; f (B,)."""
+    return (b + f.view(-1, 1, 1, 1) * (a - b)).clamp(0, 1)
+
+
+def _grey(x: torch.Tensor) -> torch.Tensor:
+    return (0.299 * x[:, 0:1] + 0.587 * x[:, 1:2] + 0.114 * x[:, 2:3])
+
+
+def _ra_affine(x: torch.Tensor, op: str, mag: torch.Tensor) -> torch.Tensor:
+    n = x.shape[0]
+    theta = torch.zeros(n, 2, 3, device=x.device)
+    theta[:, 0, 0] = theta[:, 1, 1] = 1.0
+    if op == "rotate":
+        a = mag * math.radians(30.0)
+        theta[:, 0, 0], theta[:, 0, 1], theta[:, 1, 0], theta[:, 1, 1] = a.cos(), -a.sin(), a.sin(), a.cos()
+    elif op == "shear_x":
+        theta[:, 0, 1] = 0.3 * mag
+    elif op == "shear_y":
+        theta[:, 1, 0] = 0.3 * mag
+    elif op == "translate_x":
+        theta[:, 0, 2] = 0.3 * 2 * mag
+    else:  # translate_y
+        theta[:, 1, 2] = 0.3 * 2 * mag
+    grid = F.affine_grid(theta, list(x.shape), align_corners=False)
+    out = F.grid_sample(x, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+    return out + 0.5 * (1 - F.grid_sample(torch.ones_like(x[:, :1]), grid, mode="bilinear",
+                                          padding_mode="zeros", align_corners=False))  # grey fill (USB: 128)
+
+
+def _ra_op(x: torch.Tensor, op: str, mag: torch.Tensor) -> torch.Tensor:
+    """One RandAugment op on every image of x (B, 3, H, W) in [0, 1] with signed magnitude mag (B,) in [−1, 1]."""
+    if op == "identity":
+        return x
+    if op == "autocontrast":
+        lo = x.amin(dim=(2, 3), keepdim=True)
+        hi = x.amax(dim=(2, 3), keepdim=True)
+        return torch.where(hi > lo, (x - lo) / (hi - lo).clamp_min(1e-6), x)
+    if op == "brightness":
+        return _blend(x, torch.zeros_like(x), 1 + 0.9 * mag)
+    if op == "color":
+        return _blend(x, _grey(x).expand_as(x), 1 + 0.9 * mag)
+    if op == "contrast":
+        mean = _grey(x).mean(dim=(1, 2, 3), keepdim=True).expand_as(x)
+        return _blend(x, mean, 1 + 0.9 * mag)
+    if op == "posterize":
+        bits = (8 - (4 * mag.abs()).round()).view(-1, 1, 1, 1)  # 4..8 bits
+        step = 2.0 ** (8 - bits)
+        return torch.floor(x * 255 / step) * step / 255
+    if op == "solarize":
+        thr = (1 - mag.abs()).view(-1, 1, 1, 1)
+        return torch.where(x >= thr, 1 - x, x)
+    return _ra_affine(x, op, mag)
+
+
+def strong_augment_rgb(x: torch.Tensor, gen: torch.Generator, pad: int = 4, flip: bool = True, n_ops: int = 3,
+                       cutout: float = 0.5) -> torch.Tensor:
+    """Weak flip-crop, then ``n_ops`` distinct RandAugment ops per image (magnitude uniform in [0, 1], random sign),
+    then one cutout square of side ⌈U(0, cutout)·W⌉ filled with 0.5; x (B, 3, H, W) in [0, 1]."""
+    x = weak_augment_rgb(x, gen, pad, flip)
+    n, _, h, w = x.shape
+    if n_ops:
+        pick = torch.rand(n, len(RA_OPS), generator=gen).argsort(dim=1)[:, :n_ops]  # distinct ops per image
+        mags = torch.rand(n, len(RA_OPS), generator=gen) * torch.where(
+            torch.rand(n, len(RA_OPS), generator=gen) < 0.5, -1.0, 1.0)
+        chosen = torch.zeros(n, len(RA_OPS), dtype=torch.bool).scatter_(1, pick, True)
+        for k, op in enumerate(RA_OPS):
+            sel = chosen[:, k]
+            if sel.any():
+                idx = torch.nonzero(sel).ravel().to(x.device)
+                x = x.index_copy(0, idx, _ra_op(x.index_select(0, idx), op, mags[sel, k].to(x.device)))
+    if cutout > 0:
+        side = torch.ceil(torch.rand(n, generator=gen) * cutout * w).long()
+        cy = torch.randint(0, h, (n,), generator=gen)
+        cx = torch.randint(0, w, (n,), generator=gen)
+        ys, xs = torch.arange(h).view(1, h, 1), torch.arange(w).view(1, 1, w)
+        lo = (side // 2).view(-1, 1, 1)
+        dy, dx = ys - cy.view(-1, 1, 1) + lo, xs - cx.view(-1, 1, 1) + lo
+        s = side.view(-1, 1, 1)
+        box = ((dy >= 0) & (dy < s) & (dx >= 0) & (dx < s)).unsqueeze(1).to(x.device)
+        x = x.masked_fill(box, 0.5)
+    return x.clamp(0, 1)
+
+
+def resize_area(x: np.ndarray, size: int = 32, chunk: int = 4096) -> np.ndarray:
+    """uint8 images (N, H, W, 3) with H = W = k·size → (N, size, size, 3) by k×k block means, rounded half up (the
+    STL-10 images, 96 → 32 px, as the released configs train on img_size 32 [V]; area resampling [R])."""
+    n, h, w, c = x.shape
+    if h != w or h % size:
+        raise DataError(f"resize_area: images must be square with a side divisible by {size}, got {h}x{w}")
+    k = h // size
+    out = np.empty((n, size, size, c), dtype=np.uint8)
+    for i in range(0, n, chunk):
+        blk = x[i:i + chunk].reshape(-1, size, k, size, k, c).astype(np.uint32).sum(axis=(2, 4))
+        out[i:i + chunk] = ((2 * blk + k * k) // (2 * k * k)).astype(np.uint8)
     return out
 
 
@@ -256,7 +403,13 @@ def paper_lt(dataset: str, raw: dict[str, np.ndarray], seed: int, profile: str, 
     """Long-tailed subsets of a paper dataset (arrays from :func:`read_cifar10`, :func:`read_svhn` or
     :func:`read_stl10`): labelled and unlabelled drawn from the train split by :func:`lt_indices` with
     ``default_rng(seed + 11)``; STL-10 keeps its whole unlabelled set (no labels, y_unl = −1); test = the test
-    split. Same keys as :func:`mnist_lt` (without ``test_idx``)."""
+    split. STL-10's images are read at 96 px and must be resized to 32 px before (:func:`resize_area`; the stage
+    does it once). Same keys as :func:`mnist_lt` (without ``test_idx``).
+
+    The counts are the paper's (§4.1; USB's ``make_imbalance_data``): labelled n_c = ⌊N₁ γ_l^(−c/9)⌋, unlabelled
+    M_c = ⌊M₁ γ_u^(−c/9)⌋ (consistent), M₁ each (uniform, γ_u = 1: ``uniform_per_class`` = M₁ at paper scale), or
+    the consistent counts reversed (γ_u = 1/γ_l); per class the indices are shuffled, the first n_c labelled, the
+    next M_c unlabelled."""
     n_lab = long_tail_counts(n_max, gamma_l, NUM_CLASSES)
     if dataset == "stl10":
         li, _ = lt_indices(raw["y_train"], n_lab, [0] * NUM_CLASSES, seed + 11)

@@ -47,8 +47,12 @@ def _interval_accs(pred: torch.Tensor, y: torch.Tensor, iv: torch.Tensor) -> dic
 @torch.no_grad()
 def evaluate_model(model: torch.nn.Module, x_test: torch.Tensor, y_test: torch.Tensor, spec: Mapping[str, Any],
                    log_prior: torch.Tensor, taus: torch.Tensor, cut1: int, cut2: int,
-                   keep_arrays: bool = False) -> dict[str, Any]:
-    """Metrics of ``model`` (eval mode) on the test images x_test (N, 1, H, W) in [0, 1], labels y_test (N,).
+                   keep_arrays: bool = False, dataset: str = "mnist5k", batch: int | None = None,
+                   device: torch.device | str | None = None) -> dict[str, Any]:
+    """Metrics of ``model`` (eval mode) on the test images x_test, labels y_test (N,): MNIST-5k floats (N, 1, H, W)
+    in [0, 1], or a paper dataset's uint8 (N, H, W, 3) (converted and normalised per chunk). The forward passes
+    take ``batch`` images at a time (None: all at once) on ``device`` (default: the labels' device); in eval mode
+    every sample is independent of the others, so the chunking does not change the result.
 
     Keys: ``top1``, ``acc_head|medium|tail`` (the arm's predictor); with three experts ``e{k}_top1``,
     ``e{k}_head|medium|tail`` (k = 1..3); with the DEA ``w_{interval}_e{k}`` (mean weight of expert k on the test
@@ -56,9 +60,20 @@ def evaluate_model(model: torch.nn.Module, x_test: torch.Tensor, y_test: torch.T
     ``keep_arrays`` the per-sample weights ``w`` (N × 3 list)."""
     was_training = model.training
     model.eval()
-    out = model(D.normalise(x_test), log_prior, taus)
+    device = torch.device(device) if device is not None else y_test.device
+    n = len(y_test)
+    step = n if batch is None else max(1, int(batch))
+    parts: list[dict[str, torch.Tensor]] = []
+    for i in range(0, n, step):
+        xb = x_test[i:i + step]
+        if xb.dtype == torch.uint8:
+            xb = xb.to(device).permute(0, 3, 1, 2).float().div_(255.0)
+        parts.append(model(D.normalise(xb.to(device), dataset), log_prior, taus))
     if was_training:
         model.train()
+    out = {k: torch.cat([p[k] for p in parts], dim=1 if k == "logits" else 0)
+           for k in ("logits", "w") if k in parts[0]}
+    y_test = y_test.to(device)
     z = out["logits"]
     iv = interval_of(y_test, cut1, cut2)
     if spec["predict"] == "aggregate":

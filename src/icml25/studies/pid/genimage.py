@@ -21,6 +21,8 @@ import tarfile
 import zipfile
 from pathlib import Path, PurePosixPath
 
+import numpy as np
+
 from icml25.core.datasets import DataError
 from icml25.core.download import check_recorded
 
@@ -154,3 +156,86 @@ def unpack(archive: str | Path, target: str | Path) -> dict:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return summary
+
+
+# ---------------------------------------------------------------------------------------------- the unpacked tree
+
+#: GenImage subsets (paper scale): config key -> (generator folder of the published release, subset directory =
+#: archive stem). Each archive holds ``<subset>/{train,val}/{ai,nature}/<image>``: ``ai`` the generator's images
+#: (label 1), ``nature`` the ImageNet photos of the same classes (label 0).
+SUBSETS: dict[str, tuple[str, str]] = {
+    "sdv14": ("stable_diffusion_v_1_4", "imagenet_ai_0419_sdv4"),
+    "sdv15": ("stable_diffusion_v_1_5", "imagenet_ai_0424_sdv5"),
+    "midjourney": ("Midjourney", "imagenet_midjourney"),
+    "adm": ("ADM", "imagenet_ai_0508_adm"),
+    "glide": ("glide", "imagenet_glide"),
+    "wukong": ("wukong", "imagenet_ai_0424_wukong"),
+    "vqdm": ("VQDM", "imagenet_ai_0419_vqdm"),
+    "biggan": ("BigGAN", "imagenet_ai_0419_biggan"),
+}
+SPLITS = ("train", "val")
+CLASSES = {"nature": 0, "ai": 1}  #: folder -> label (1 = generated)
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")  #: compared case-insensitively (ImageNet ships ``.JPEG``)
+#: Pillow modes converted to RGB by :func:`load_image` [R]: ImageNet holds a few grey and CMYK JPEGs and some
+#: generators write RGBA or palette PNGs; converting (not dropping) keeps GenImage's file lists intact.
+CONVERTED_MODES = ("L", "LA", "P", "PA", "RGBA", "CMYK", "YCbCr")
+
+
+def archive_name(subset: str) -> str:
+    """Manifest row name (and file name) of a subset's archive: ``<subset directory>.zip``."""
+    return f"{SUBSETS[subset][1]}.zip"
+
+
+def subset_files(unpacked: str | Path, subset: str) -> dict[tuple[str, str], list[Path]]:
+    """The image files of an unpacked subset: {(split, class folder): sorted paths} for split in train/val and class
+    in ai/nature, read from ``unpacked/<subset directory>/<split>/<class>/`` (recursively; other files ignored).
+    A missing or image-less folder raises :class:`icml25.core.datasets.DataError` naming it."""
+    if subset not in SUBSETS:
+        raise DataError(f"GenImage subset {subset!r} unknown; known: {sorted(SUBSETS)}")
+    root = Path(unpacked) / SUBSETS[subset][1]
+    out = {}
+    for split in SPLITS:
+        for cls in CLASSES:
+            d = root / split / cls
+            if not d.is_dir():
+                raise DataError(f"{d}: missing (GenImage layout <subset>/{{train,val}}/{{ai,nature}}/ expected in "
+                                f"the archive of {subset})")
+            files = sorted(p for p in d.rglob("*") if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+            if not files:
+                raise DataError(f"{d}: no image files ({', '.join(IMAGE_SUFFIXES)})")
+            out[(split, cls)] = files
+    return out
+
+
+def load_image(path: str | Path) -> np.ndarray:
+    """A GenImage file as (H, W, 3) uint8 RGB, never resized; the modes of CONVERTED_MODES become RGB [R], other
+    modes (16-bit, float) and undecodable files raise DataError naming the file."""
+    from PIL import Image
+    try:
+        with Image.open(path) as img:
+            img.load()
+            if img.mode not in ("RGB", *CONVERTED_MODES):
+                raise DataError(f"{path}: unsupported image mode {img.mode} (expected 8-bit RGB, grey, palette, "
+                                "RGBA or CMYK)")
+            arr = np.asarray(img if img.mode == "RGB" else img.convert("RGB"))
+    except DataError:
+        raise
+    except Exception as err:  # noqa: BLE001 -- Pillow raises many types for corrupt files
+        raise DataError(f"{path}: cannot decode image ({err})") from None
+    return np.ascontiguousarray(arr, dtype=np.uint8)
+
+
+def crop_or_pad(img: np.ndarray, size: int, rng: np.random.Generator | None = None) -> np.ndarray:
+    """A size x size window of ``img`` (H, W, 3) uint8: zero-padded at the bottom/right first where H or W < size
+    [R] ("pad if smaller"), then cut at a random offset (``rng``: rows then columns) or at the centre (``rng`` None:
+    offset (H - size) // 2). An exact slice: nothing is resampled."""
+    h, w = img.shape[:2]
+    if h < size or w < size:
+        pad = np.zeros((max(h, size), max(w, size), 3), dtype=np.uint8)
+        pad[:h, :w] = img
+        img, (h, w) = pad, pad.shape[:2]
+    if rng is None:
+        y0, x0 = (h - size) // 2, (w - size) // 2
+    else:
+        y0, x0 = int(rng.integers(0, h - size + 1)), int(rng.integers(0, w - size + 1))
+    return np.ascontiguousarray(img[y0:y0 + size, x0:x0 + size])

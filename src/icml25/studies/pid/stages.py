@@ -6,9 +6,13 @@ download   → raw/real/<image files>: the real photos copied out of the scikit-
              verified (sha256 + archive integrity) before they are accepted
 unpack     → paper scale only, one CPU job per archive: interim/genimage/<subset>/ (verified, never outside)
 preprocess → processed/crops.npz (train/test real crops, their fake-A/B/C copies, JPEG round trips of the test
-             sets, source format), interim/ae.pt (the three autoencoder state dicts)
+             sets, source format), interim/ae.pt (the three autoencoder state dicts); paper scale:
+             processed/crops.npz (central crops of 32 real and 32 fake test images, for checks 1-2 and the figure)
+             and processed/genimage_index.npz (the file index: train/val rows of the training subsets, the val
+             split of every test subset), see :mod:`.paper`
 train      → models/{arm}/chunk{k}.pt (detector state dicts per seed), models/{arm}/chunk{k}.json (held-out
-             metrics, per-crop units of claim 3 and curves per seed)
+             metrics, per-crop units of claim 3 and curves per seed); paper scale: ResNet-50 on GenImage files
+             decoded, cropped and transformed on the fly (DataLoader workers), one unit per test image
 evaluate   → claims.json + metrics/eval.json (claims 1-3, the robustness report of claim 4)
 report     → figures/residual_examples.png, figures/acc_by_generator.png
 """
@@ -34,14 +38,6 @@ ARRAYS = ("train_real", "train_fakeA", "test_real", "test_fakeA", "test_fakeB", 
 log = logging.getLogger(f"icml25.{SLUG}")
 
 
-def _paper_only(stage: Stage) -> None:
-    raise SystemExit(
-        f"{SLUG} {stage.name}: the paper scale (GenImage, ResNet-50 on 256x256 crops, about 30-60 A100 GPU-hours) "
-        "needs the GenImage archives (Google Drive / Baidu links in the GenImage-Dataset/GenImage README, placed "
-        "under results/paper/pid/raw/genimage/ and pinned in manifest.csv) and a CUDA GPU, which this project does "
-        "not run: only the offline scales (wheel photos vs autoencoder fakes, TinyDetector on CPU) run here.")
-
-
 def raw_names(images) -> list[str]:
     """File names under raw/real/ of the real images (``<name>.<png|jpg>``)."""
     from .data import REAL_IMAGES
@@ -55,8 +51,9 @@ def genimage_archives() -> dict:
 
 
 def _download_genimage(stage: Stage, run: Any) -> None:
-    """Paper scale: every GenImage archive of manifest.csv from ``--mirror`` (a directory holding the archives
-    fetched by hand from the Google Drive / Baidu links), sha256-checked (or pinned on first use with
+    """Paper scale: every GenImage archive of manifest.csv from ``data.genimage_dir`` (else ``--mirror``: a
+    directory holding the archives fetched by hand from the Google Drive / Baidu links, at their rows'
+    ``mirror_path`` <generator folder>/<subset>.zip), sha256-checked (or pinned on first use with
     ``--trust-unpinned``) and accepted only if :func:`.genimage.archive_check` passes; --out one path per row."""
     from icml25.core.download import all_or_nothing, fetch
 
@@ -65,16 +62,20 @@ def _download_genimage(stage: Stage, run: Any) -> None:
     if len(stage.outputs) != len(entries):
         raise SystemExit(f"{SLUG} download: expected {len(entries)} --out paths (one per manifest row), got "
                          f"{len(stage.outputs)}")
-    if not stage.mirror:
+    where = stage.config.data.genimage_dir or stage.mirror
+    if not where:
         raise SystemExit(f"{SLUG} download: the GenImage archives cannot be fetched over plain https (Google Drive / "
-                         "Baidu links of the GenImage-Dataset/GenImage README); place them in a directory as "
-                         "<mirror_path> of manifest.csv and pass it with --config mirror=<dir>")
+                         "Baidu links of the GenImage-Dataset/GenImage README); place them by hand in a directory "
+                         "as <mirror_path> of manifest.csv (e.g. stable_diffusion_v_1_4/imagenet_ai_0419_sdv4.zip) "
+                         "and set data.genimage_dir (or pass --config mirror=<dir>)")
+    if not Path(where).is_dir() and "://" not in str(where):
+        raise SystemExit(f"{SLUG} download: data.genimage_dir / mirror {where} is not a directory")
     total = 0
     with all_or_nothing(stage.outputs):  # a failure on archive k leaves no pin of archives 1..k-1
         for (name, entry), out in zip(entries.items(), stage.outputs):
             if Path(out).name != name:
                 raise SystemExit(f"{SLUG} download: --out {out} does not match manifest row {name}")
-            fetch(entry, out, stage.mirror, trust_unpinned=stage.trust_unpinned, check=archive_check,
+            fetch(entry, out, where, trust_unpinned=stage.trust_unpinned, check=archive_check,
                   progress=False)
             total += Path(out).stat().st_size
     run.log_metrics({"download/archives": len(entries), "download/bytes": total})
@@ -124,7 +125,8 @@ def preprocess(stage: Stage, run: Any) -> None:
     from .experiment import prepare
     cfg = stage.config
     if cfg.data.dataset != "wheel_photos":
-        _paper_only(stage)
+        _preprocess_genimage(stage, run)
+        return
     torch.set_num_threads(1)
     s = settings_of(cfg)
     data = prepare(s, _paths(stage, [*cfg.data.train_images, *cfg.data.test_images]), keep_models=True)
@@ -138,6 +140,30 @@ def preprocess(stage: Stage, run: Any) -> None:
         run.log_metrics({f"preprocess/ae_{g}_val_psnr": data["ae_psnr"][g]})
     run.log_metrics({"preprocess/train_crops": len(data["train_real"]),
                      "preprocess/test_crops": len(data["test_real"])})
+
+
+def _preprocess_genimage(stage: Stage, run: Any) -> None:
+    """Paper scale: --in the unpacked archives interim/genimage/<subset directory>/ --out crops.npz index.npz: the
+    file index of :func:`.paper.build_index` (with ``crop``, ``jpeg_qualities`` and the ``heldout`` subsets: the
+    test subsets not trained on) and central crops of 32 real and 32 fake test images."""
+    from .genimage import SUBSETS
+    from .paper import build_index, sample_crops
+    cfg = stage.config
+    by_stem = {v[1]: k for k, v in SUBSETS.items()}
+    unknown = [str(p) for p in stage.inputs if p.name not in by_stem]
+    if unknown:
+        raise SystemExit(f"{SLUG} preprocess: --in {unknown} are not unpacked GenImage subsets "
+                         f"({sorted(by_stem)})")
+    unpacked = {by_stem[p.name]: p for p in stage.inputs}
+    d = cfg.data
+    index = build_index(unpacked, d.train_generators, d.test_generators, d.val_frac, d.crop_seed)
+    heldout = [g for g in d.test_generators if g not in d.train_generators]
+    save_npz(stage.output(0), **sample_crops(index, d.crop))
+    save_npz(stage.output(1), **index, crop=np.array(d.crop), jpeg_qualities=np.array(d.jpeg_qualities, int),
+             heldout=np.array(heldout, dtype=str), train_generators=np.array(d.train_generators, dtype=str))
+    role = index["role"]
+    run.log_metrics({"preprocess/train_images": int((role == 0).sum()), "preprocess/val_images": int((role == 1).sum()),
+                     "preprocess/test_images": int((role == 2).sum())})
 
 
 def _train_key(key: str) -> str:
@@ -154,8 +180,10 @@ def train(stage: Stage, run: Any) -> None:
     from .experiment import run as run_experiment
     from .train import ARMS
     cfg, arm = stage.config, stage.arm
-    if cfg.data.dataset != "wheel_photos" or cfg.detector.backbone != "tiny":
-        _paper_only(stage)
+    paper = cfg.data.dataset == "genimage"
+    if paper != (cfg.detector.backbone == "resnet50"):
+        raise SystemExit(f"{SLUG} train: detector.backbone {cfg.detector.backbone} does not fit data.dataset "
+                         f"{cfg.data.dataset} (tiny with wheel_photos, resnet50 with genimage)")
     if arm not in ARMS or arm not in cfg.arms:
         raise SystemExit(f"{SLUG} train: --arm must be one of the config's arms {list(cfg.arms)}, got {arm!r}")
     seeds = stage.seeds or cfg.seeds
@@ -163,22 +191,38 @@ def train(stage: Stage, run: Any) -> None:
     if unknown:
         raise SystemExit(f"{SLUG} train: seeds {unknown} are not in the config's seeds")
     torch.set_num_threads(cfg.detector.threads)
-    data = load_npz(stage.input(0))
     s = settings_of(cfg)
-    s.setdefault("jpeg_qualities", tuple(int(k.rsplit("jpeg", 1)[1]) for k in data if k.startswith("test_real_jpeg")))
+    extra: dict[str, Any] = {}
+    if paper:
+        from .paper import run as run_paper
+        data = load_npz(stage.input(0), required=("image", "label", "role", "group", "groups", "crop", "heldout",
+                                                  "jpeg_qualities"))
+        s["crop"], s["jpeg_qualities"] = int(data["crop"]), tuple(int(q) for q in data["jpeg_qualities"])
+        heldout = [str(g) for g in data["heldout"]]
+        extra = {"groups": [str(g) for g in data["groups"]], "heldout": heldout,
+                 "train_generators": [str(g) for g in data.get("train_generators", [])]}
+        fit = lambda seed: run_paper(data, arm, seed, s, heldout)  # noqa: E731
+    else:
+        data = load_npz(stage.input(0))
+        s.setdefault("jpeg_qualities",
+                     tuple(int(k.rsplit("jpeg", 1)[1]) for k in data if k.startswith("test_real_jpeg")))
+        fit = lambda seed: run_experiment(s, arm, seed, data)  # noqa: E731
     records, states = [], {}
     for seed in seeds:
         with run.seed_run(seed) as srun:
-            res = run_experiment(s, arm, seed, data)
+            res = fit(seed)
             for ep in range(len(res["curves"]["train/bce"])):
                 srun.log_metrics({_train_key(k): v[ep] for k, v in res["curves"].items() if np.isfinite(v[ep])},
                                  step=ep + 1)
             srun.log_metrics({_train_key(k): v for k, v in res["metrics"].items() if np.isfinite(v)})
         states[f"seed{seed}"] = res["model"].state_dict()
-        records.append({"arm": arm, "seed": int(seed), "metrics": res["metrics"], "curves": res["curves"],
-                        "units": res["units"].tolist()})
+        rec = {"arm": arm, "seed": int(seed), "metrics": res["metrics"], "curves": res["curves"],
+               "units": res["units"].tolist()}
+        if "unit_group" in res:
+            rec["unit_group"] = res["unit_group"].tolist()
+        records.append(rec)
         log.info("%s seed %d: held-out acc %.4f", arm, seed, res["metrics"]["test/acc_heldout"])
-    write_json(stage.output(0), {"arm": arm, "seeds": list(seeds), "scale": stage.scale, "runs": records})
+    write_json(stage.output(0), {"arm": arm, "seeds": list(seeds), "scale": stage.scale, "runs": records, **extra})
     with atomic_path(stage.output(1)) as tmp:
         torch.save(states, tmp)
     run.log_model(stage.output(1), to_dict(cfg))
@@ -193,15 +237,26 @@ def evaluate(stage: Stage, run: Any) -> None:
     npz = [p for p in stage.inputs if p.suffix == ".npz"]
     if not chunks or not npz:
         raise SystemExit(f"{SLUG} evaluate: expected --in models/<arm>/chunk<k>.json ... processed/crops.npz")
-    data = load_npz(npz[0], required=("test_real", "test_source", "test_is_jpeg"))
     runs = [r for doc in chunks for r in doc["runs"]]
-    r = cfg.residual
-    claims, summary = evaluate_claims(runs, data["test_real"],
-                                      {"colour_space": r.colour_space, "step": r.step, "bound_steps": r.bound_steps,
-                                       "bound_random": r.bound_random},
-                                      test_source=data["test_source"], test_is_jpeg=data["test_is_jpeg"],
-                                      min_val_auc=cfg.adequacy.min_val_auc, min_diff=cfg.adequacy.min_diff,
-                                      paper_data=cfg.data.dataset == "genimage")
+    r, a = cfg.residual, cfg.adequacy
+    residual = {"colour_space": r.colour_space, "step": r.step, "bound_steps": r.bound_steps,
+                "bound_random": r.bound_random}
+    if cfg.data.dataset == "genimage":
+        from .claims import evaluate_claims_paper
+        data = load_npz(npz[0], required=("test_real",))
+        groups = {tuple(doc.get("groups", ())) for doc in chunks}
+        if len(groups) != 1 or not next(iter(groups)):
+            raise SystemExit(f"{SLUG} evaluate: the chunks disagree on (or lack) their GenImage test subsets: "
+                             f"{sorted(groups)}")
+        claims, summary = evaluate_claims_paper(
+            runs, data["test_real"], residual, groups=list(next(iter(groups))), heldout=chunks[0]["heldout"],
+            train_generators=chunks[0].get("train_generators", []), min_val_auc=a.min_val_auc,
+            min_diff=a.min_diff, paper_acc=a.paper_acc, paper_tolerance=a.paper_tolerance)
+    else:
+        data = load_npz(npz[0], required=("test_real", "test_source", "test_is_jpeg"))
+        claims, summary = evaluate_claims(runs, data["test_real"], residual,
+                                          test_source=data["test_source"], test_is_jpeg=data["test_is_jpeg"],
+                                          min_val_auc=a.min_val_auc, min_diff=a.min_diff, paper_data=False)
     seeds = sorted({x["seed"] for x in runs})
     doc = write_claims(stage.output(0), study=SLUG, scale=stage.scale, data_source=stage.data_source,
                        claims=claims, config_hash=config_hash(cfg), paper=PAPER, seeds=seeds)
@@ -227,7 +282,7 @@ def report(stage: Stage, run: Any) -> None:
     js = [p for p in stage.inputs if p.suffix == ".json"]
     if not npz or not js:
         raise SystemExit(f"{SLUG} report: expected --in processed/crops.npz metrics/eval.json")
-    data = load_npz(npz[0], required=("test_real", "test_fakeB"))
+    data = load_npz(npz[0], required=("test_real",))
     figs = (residual_examples_figure(data, cfg.residual.step, cfg.residual.colour_space),
             acc_by_generator_figure(read_json(js[0])))
     for fig, out in zip(figs, stage.outputs):

@@ -105,6 +105,8 @@ class Train(Section):
     eps: Budget = Field(0.1, description="training budget γ of the adversarial arms (ℓ∞) [R]")
     steps: int = Field(10, ge=1, description="inner PGD steps during training [R]")
     val_steps: int = Field(10, ge=1, description="PGD steps of the per-epoch validation attack (budget eps)")
+    val_batch_size: int | None = Field(None, ge=1, description="validation attack in chunks of this many points "
+                                                               "(GPU memory); null = the whole split at once")
 
 
 class Attack(Section):
@@ -120,6 +122,8 @@ class Attack(Section):
     claim_eps: Budget = Field(0.1, description="budget of claims 1 and 2")
     target: Literal["costliest"] = Field("costliest",
                                          description="targeted agent: the expert with the largest fee [R]")
+    batch_size: int | None = Field(None, ge=1, description="test attacks in chunks of this many points (GPU "
+                                                           "memory); null = the whole test split at once")
 
 
 class Adequacy(Section):
@@ -183,15 +187,77 @@ class Diabetes(Split):
     epochs: int = Field(150, ge=1, description="rejector training epochs [R]")
 
 
-class Paper(Section):
-    """Paper scale (planned on a GPU cluster; its preprocessing and models are not implemented here) [R]."""
+class Cifar10(Split):
+    """CIFAR-10 (paper scale): ResNet-18 main model g, simulated experts, ResNet-18 rejector [R]."""
 
-    cifar10_rejector: Literal["resnet18"] = Field("resnet18", description="CIFAR-10 rejector [R]")
-    california_housing_rejector: Literal["mlp"] = Field("mlp", description="California Housing rejector [R]")
-    voc2007_agents: Literal["faster_rcnn"] = Field("faster_rcnn", description="VOC 2007 multi-task agents [R]")
+    split: tuple[Fraction, Fraction, Fraction, Fraction] = Field(
+        (0.3, 0.4, 0.1, 0.2), description="agents / rejector-train / validation / test of the 60,000 pooled images, "
+                                          "stratified by label [R]")
+    main_weak_classes: tuple[Annotated[int, Field(ge=0, le=9)], ...] = Field(
+        (5, 6, 7, 8, 9), description="classes subsampled when training g [R]")
+    main_weak_keep: float = Field(0.1, ge=0, le=1, description="fraction of those classes kept (g is weak there) [R]")
+    main_width: int = Field(64, ge=1, description="ResNet-18 base width of g (64 = the standard network)")
+    main_epochs: int = Field(30, ge=1, description="g's training epochs (SGD 0.9, cosine, crop + flip) [R]")
+    main_lr: float = Field(0.1, gt=0, allow_inf_nan=False, description="g's initial SGD learning rate [R]")
+    main_batch_size: int = Field(128, ge=2, description="g's minibatch size")
+    expert_classes: tuple[tuple[Annotated[int, Field(ge=0, le=9)], ...],
+                          tuple[Annotated[int, Field(ge=0, le=9)], ...]] = Field(
+        ((5, 6, 7), (7, 8, 9)), description="competence sets of experts 1 and 2 [R]")
+    expert_p: float = Field(0.95, ge=0, le=1, description="probability an expert is right on its set [R]")
+    beta: tuple[Fee, Fee] = Field((0.05, 0.10), description="expert fees, as digits.beta [R]")
+    rejector: Literal["resnet18"] = Field("resnet18", description="rejector architecture [R]")
+    width: int = Field(64, ge=1, description="ResNet-18 base width of the rejector (64 = standard)")
+    epochs: int = Field(100, ge=1, description="rejector training epochs [R]")
+
+
+class CaliforniaHousing(Split):
+    """California Housing (paper scale): ridge agents, MLP rejector [R] (the diabetes construction)."""
+
+    split: tuple[Fraction, Fraction, Fraction, Fraction] = Field(
+        (0.3, 0.4, 0.1, 0.2), description="agents / rejector-train / validation / test, unstratified [R]")
+    main_features: tuple[Literal["MedInc", "HouseAge", "AveRooms", "AveBedrms", "Population", "AveOccup",
+                                 "Latitude", "Longitude"], ...] = Field(
+        ("MedInc", "HouseAge", "AveRooms"), min_length=1, description="features of g (ridge) [R]")
+    ridge_alpha: float = Field(1.0, ge=0, allow_inf_nan=False, description="ridge penalty of g and the experts [R]")
+    beta: tuple[Fee, Fee] = Field((0.05, 0.10), description="expert fees [R]")
+    cost_scale: float = Field(4.0, gt=0, allow_inf_nan=False,
+                              description="c = min(1, (ŷ − y)² / cost_scale) + β on the standardised target [R]")
+    hidden: tuple[Annotated[int, Field(ge=1)], ...] = Field((128, 128), description="rejector MLP widths [R]")
+    epochs: int = Field(100, ge=1, description="rejector training epochs [R]")
+
+
+class Voc2007(Split):
+    """Pascal VOC 2007 (paper scale), multi-task: class + box of each image's largest object [R]."""
+
+    split: tuple[Fraction, Fraction, Fraction, Fraction] = Field(
+        (0.3, 0.4, 0.1, 0.2), description="agents / rejector-train / validation / test of the 9,963 pooled "
+                                          "trainval + test images, unstratified [R]")
+    image_size: int = Field(128, ge=8, description="images resized to image_size² (rejector and g input) [R]")
+    main_width: int = Field(64, ge=1, description="ResNet-18 base width of g (class + box heads; stands in for "
+                                                  "the paper's Faster R-CNN, README) [R]")
+    main_epochs: int = Field(30, ge=1, description="g's training epochs [R]")
+    main_lr: float = Field(0.05, gt=0, allow_inf_nan=False, description="g's initial SGD learning rate [R]")
+    main_batch_size: int = Field(64, ge=2, description="g's minibatch size")
+    box_weight: float = Field(1.0, ge=0, allow_inf_nan=False, description="weight of g's smooth-l1 box loss [R]")
+    expert_classes: tuple[tuple[Annotated[int, Field(ge=0, le=19)], ...],
+                          tuple[Annotated[int, Field(ge=0, le=19)], ...]] = Field(
+        ((2, 7, 9, 11, 12, 16), (0, 1, 3, 5, 6, 13, 18)),
+        description="competence sets of experts 1 (animals) and 2 (vehicles), VOC class indices [R]")
+    expert_p: float = Field(0.9, ge=0, le=1, description="probability an expert is right on its set [R]")
+    expert_box_noise: float = Field(0.05, ge=0, allow_inf_nan=False,
+                                    description="a right expert's box corners jittered by N(0, noise × box size) [R]")
+    beta: tuple[Fee, Fee] = Field((0.05, 0.10), description="expert fees [R]")
     lambda_reg: float = Field(1.0, ge=0, allow_inf_nan=False,
-                              description="multi-task cost c = c_cls + λ·c_reg (VOC) [R]")
-    gpus: int = Field(1, ge=0, description="GPUs per paper-scale train job")
+                              description="multi-task cost c = c_cls + λ·c_reg, c_reg = 1 − IoU [R]")
+    rejector: Literal["resnet18"] = Field("resnet18", description="rejector architecture [R]")
+    width: int = Field(64, ge=1, description="ResNet-18 base width of the rejector")
+    epochs: int = Field(60, ge=1, description="rejector training epochs [R]")
+
+
+class Paper(Section):
+    """Paper scale: cluster resources."""
+
+    gpus: int = Field(1, ge=0, description="GPUs per paper-scale preprocess and train job")
 
 
 class Config(StudyConfig):
@@ -208,7 +274,11 @@ class Config(StudyConfig):
     identities: Identities = Field(Identities(), description="claim-4 random inputs")
     digits: Digits = Field(Digits(), description="digits agents, costs and rejector [R]")
     diabetes: Diabetes = Field(Diabetes(), description="diabetes agents, costs and rejector [R]")
-    paper: Paper = Field(Paper(), description="paper-scale plan [R]")
+    cifar10: Cifar10 = Field(Cifar10(), description="CIFAR-10 agents, costs and rejector (paper scale) [R]")
+    california_housing: CaliforniaHousing = Field(CaliforniaHousing(), description="California Housing agents, "
+                                                  "costs and rejector (paper scale) [R]")
+    voc2007: Voc2007 = Field(Voc2007(), description="VOC 2007 multi-task agents, costs and rejector (paper scale) [R]")
+    paper: Paper = Field(Paper(), description="paper-scale cluster resources")
 
     @model_validator(mode="after")
     def _arms_and_datasets(self):
@@ -221,15 +291,31 @@ class Config(StudyConfig):
         return self
 
 
+#: keys of each dataset section the preprocess stage passes to the preparation (the rest configure the rejector)
+PREP_KEYS: dict[str, tuple[str, ...]] = {
+    "digits": ("split", "main_weak_classes", "main_weak_keep", "main_max_iter", "expert_classes", "expert_p",
+               "beta"),
+    "diabetes": ("split", "main_features", "ridge_alpha", "beta", "cost_scale"),
+    "cifar10": ("split", "main_weak_classes", "main_weak_keep", "main_width", "main_epochs", "main_lr",
+                "main_batch_size", "expert_classes", "expert_p", "beta"),
+    "california_housing": ("split", "main_features", "ridge_alpha", "beta", "cost_scale"),
+    "voc2007": ("split", "image_size", "main_width", "main_epochs", "main_lr", "main_batch_size", "box_weight",
+                "expert_classes", "expert_p", "expert_box_noise", "beta", "lambda_reg"),
+}
+
+
 #: Config keys each stage reads (dotted paths; a section name covers all its keys). The stage sees only these.
 STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "download": ("datasets",),
-    "preprocess": ("seeds", "datasets", "digits.split", "digits.main_weak_classes", "digits.main_weak_keep",
+    "preprocess": ("seeds", "datasets", "device", "digits.split", "digits.main_weak_classes", "digits.main_weak_keep",
                    "digits.main_max_iter", "digits.expert_classes", "digits.expert_p", "digits.beta",
                    "diabetes.split", "diabetes.main_features", "diabetes.ridge_alpha", "diabetes.beta",
-                   "diabetes.cost_scale"),
+                   "diabetes.cost_scale",
+                   *(f"{ds}.{k}" for ds in ("cifar10", "california_housing", "voc2007") for k in PREP_KEYS[ds])),
     "train": ("arms", "seeds", "datasets", "device", "arm_config", "train", "attack", "digits.hidden",
-              "digits.epochs", "diabetes.hidden", "diabetes.epochs"),
+              "digits.epochs", "diabetes.hidden", "diabetes.epochs", "cifar10.rejector", "cifar10.width",
+              "cifar10.epochs", "california_housing.hidden", "california_housing.epochs", "voc2007.rejector",
+              "voc2007.width", "voc2007.epochs", "voc2007.image_size"),
     "evaluate": ("arms", "seeds", "datasets", "attack.eps_grid", "attack.claim_eps", "adequacy",
                  "identities"),
     "report": (),

@@ -1,4 +1,6 @@
-"""Data, agents and costs of the sard study (offline scales): scikit-learn's bundled ``digits`` and ``diabetes``.
+"""Data, agents and costs of the sard study: scikit-learn's bundled ``digits`` and ``diabetes`` (offline scales);
+the paper-scale archives are read by :mod:`.paper_data` and prepared by :mod:`.agents` through the same
+:func:`prepare` and processed-file functions.
 
 The three files ship inside the scikit-learn wheel (``sklearn/datasets/data/``) and are read offline with
 :func:`icml25.core.datasets.packaged_bytes`, checked against the sha256 of the study's ``manifest.csv`` (which
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import json
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -119,8 +122,27 @@ def read_raw(dataset: str, paths: Sequence[str | Path]) -> tuple[np.ndarray, np.
         return parse_digits(raws[0], str(paths[0]))
     if dataset == "diabetes" and len(raws) == 2:
         return parse_diabetes(raws[0], raws[1], (str(paths[0]), str(paths[1])))
-    raise DataError(f"sard data: {dataset} with {len(raws)} raw file(s) has no offline reader (paper-scale "
-                    "datasets are planned, not implemented)")
+    raise DataError(f"sard data: {dataset} with {len(raws)} raw file(s) has no reader here (the paper-scale "
+                    "archives are read by read_paper_raw)")
+
+
+def read_paper_raw(dataset: str, paths: Sequence[str | Path], image_size: int | None = None) -> tuple:
+    """Parse a paper-scale dataset's archive(s) (:mod:`.paper_data`): cifar10 → (x uint8 (N, 3, 32, 32), y);
+    california_housing → (X (N, 8), y in 100,000 $); voc2007 (trainval tar, test tar) → (x uint8 (N, 3, S, S),
+    labels, boxes) with S = ``image_size``."""
+    from . import paper_data as P
+
+    paths = [Path(p) for p in paths]
+    if dataset == "cifar10" and len(paths) == 1:
+        return P.read_cifar10(paths[0])
+    if dataset == "california_housing" and len(paths) == 1:
+        return P.read_california_housing(paths[0])
+    if dataset == "voc2007" and len(paths) == 2:
+        if image_size is None:
+            raise DataError("sard data: voc2007 needs image_size")
+        x, labels, boxes, _ = P.read_voc(paths, int(image_size))
+        return x, labels, boxes
+    raise DataError(f"sard data: no paper-scale reader for {dataset!r} with {len(paths)} file(s)")
 
 
 @lru_cache(maxsize=1)
@@ -259,12 +281,17 @@ def prepare_diabetes(seed: int, cfg: Mapping[str, Any], data: tuple[np.ndarray, 
     return _finish("diabetes", x, y, idx, preds, costs, params, cfg["beta"], None, float(cfg["cost_scale"]))
 
 
+#: task of each dataset: how its costs are computed (classification, regression, multitask = class + box)
+TASKS = {"digits": "classification", "diabetes": "regression", "cifar10": "classification",
+         "california_housing": "regression", "voc2007": "multitask"}
+
+
 def _finish(name: str, x, y, idx, preds, costs, g, beta, clip, cost_scale: float) -> dict[str, Any]:
     if not (np.isfinite(costs).all() and costs.min() >= 0.0 and costs.max() <= 1.0):
         raise DataError(f"{name}: costs must lie in [0, 1], got [{costs.min()}, {costs.max()}]")
     te = idx["test"]
-    task = "classification" if name == "digits" else "regression"
-    if task == "classification":
+    task = TASKS[name]
+    if task in ("classification", "multitask"):
         quality = {f"agent_acc_{j}": float((preds[te, j] == y[te]).mean()) for j in range(preds.shape[1])}
     else:
         quality = {f"agent_mse_{j}": float(((preds[te, j] - y[te]) ** 2).mean()) for j in range(preds.shape[1])}
@@ -275,15 +302,25 @@ def _finish(name: str, x, y, idx, preds, costs, g, beta, clip, cost_scale: float
             "cost_scale": float(cost_scale), "info": info}
 
 
-def prepare(dataset: str, seed: int, settings: Mapping[str, Any],
-            data: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, Any]:
-    """Dispatch to :func:`prepare_digits` / :func:`prepare_diabetes` with ``settings[dataset]``."""
+def prepare(dataset: str, seed: int, settings: Mapping[str, Any], data: tuple | None = None) -> dict[str, Any]:
+    """Dispatch to :func:`prepare_digits` / :func:`prepare_diabetes` with ``settings[dataset]``, or to the
+    paper-scale preparations of :mod:`.agents` (``settings["device"]`` trains their image main models)."""
     if dataset == "digits":
         return prepare_digits(seed, settings["digits"], data)
     if dataset == "diabetes":
         return prepare_diabetes(seed, settings["diabetes"], data)
-    raise DataError(f"sard: dataset {dataset!r} has no offline preparation (offline: {list(DATASETS)}; the "
-                    "paper-scale datasets and their ResNet-18 / Faster R-CNN agents are planned, not implemented)")
+    from . import agents as A
+
+    if data is None:
+        raise DataError(f"sard: dataset {dataset!r} (paper scale) needs its parsed archive (read_paper_raw)")
+    device = str(settings.get("device", "cpu"))
+    if dataset == "cifar10":
+        return A.prepare_cifar10(seed, settings["cifar10"], data, device)
+    if dataset == "california_housing":
+        return A.prepare_california_housing(seed, settings["california_housing"], data)
+    if dataset == "voc2007":
+        return A.prepare_voc2007(seed, settings["voc2007"], data, device)
+    raise DataError(f"sard: unknown dataset {dataset!r} (known: {list(TASKS)})")
 
 
 def main_predict(g: Mapping[str, np.ndarray], x: np.ndarray) -> np.ndarray:
@@ -296,10 +333,18 @@ def main_predict(g: Mapping[str, np.ndarray], x: np.ndarray) -> np.ndarray:
     return s.reshape(len(x), -1)[:, 0] if s.ndim > 1 else s
 
 
-def main_costs_at(prep: Mapping[str, Any], x_new: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """Cost of the main model g re-evaluated at inputs ``x_new`` (n, d) for the examples ``rows`` (n,) — the
-    ``agents_see_perturbation`` threat model. Experts are simulated from (x, y) and keep their clean costs.
+def main_costs_at(prep: Mapping[str, Any], x_new, rows: np.ndarray) -> np.ndarray:
+    """Cost of the main model g re-evaluated at inputs ``x_new`` (n, d) (numpy, or a tensor on any device) for the
+    examples ``rows`` (n,) — the ``agents_see_perturbation`` threat model (an image g: :func:`.agents.net_main_costs`). Experts are simulated from (x, y) and keep their clean costs.
     Returns (n,) in the dtype of ``prep["costs"]``."""
+    if "kind" in prep["g"]:  # an image main model (ResNet-18 record, paper scale)
+        import torch
+
+        from .agents import net_main_costs
+
+        return net_main_costs(prep, x_new if isinstance(x_new, torch.Tensor) else torch.from_numpy(x_new), rows)
+    if not isinstance(x_new, np.ndarray):
+        x_new = x_new.detach().cpu().numpy()
     fee_max = 1.0 + max(prep["beta"])
     y = prep["y"][rows]
     pred = main_predict(prep["g"], x_new)
@@ -316,13 +361,22 @@ _ARRAYS = ("x", "y", "preds", "costs")
 _G = ("coef", "intercept", "classes", "columns")
 
 
-def prepared_arrays(prep: Mapping[str, Any], seed: int) -> dict[str, np.ndarray]:
+def prepared_arrays(prep: Mapping[str, Any], seed: int, shared_x: bool = False) -> dict[str, np.ndarray]:
     """One seed's prepared data as plain npz arrays under ``s<seed>/`` (no pickles): x, y, preds, costs, the split
-    indices ``idx_<split>``, the main model's parameters ``g_<name>``, ``info_keys``/``info_values``."""
+    indices ``idx_<split>``, the main model's parameters ``g_<name>`` (an image g: ``gnet_kind``, ``gnet_spec``
+    and its state dict ``gnet/<param>``), ``box`` (multitask), ``info_keys``/``info_values``. ``shared_x``: x is
+    left out (the same for every seed; stored once as ``x`` by the caller)."""
     p = f"s{seed}/"
-    out = {p + k: np.asarray(prep[k]) for k in _ARRAYS}
+    out = {p + k: np.asarray(prep[k]) for k in _ARRAYS if not (k == "x" and shared_x)}
     out.update({f"{p}idx_{s}": np.asarray(prep["idx"][s]) for s in SPLITS})
-    out.update({f"{p}g_{k}": np.asarray(prep["g"][k]) for k in _G})
+    if "kind" in prep["g"]:  # image main model: its record, the state dict as plain arrays
+        out[p + "gnet_kind"] = np.array(prep["g"]["kind"])
+        out[p + "gnet_spec"] = np.array(json.dumps(prep["g"]["spec"], sort_keys=True))
+        out.update({f"{p}gnet/{k}": np.asarray(v) for k, v in prep["g"]["state"].items()})
+    else:
+        out.update({f"{p}g_{k}": np.asarray(prep["g"][k]) for k in _G})
+    if "box" in prep:
+        out[p + "box"] = np.asarray(prep["box"])
     out[p + "info_keys"] = np.array(sorted(prep["info"]), dtype=str)
     out[p + "info_values"] = np.array([prep["info"][k] for k in sorted(prep["info"])], dtype=np.float64)
     return out
@@ -341,18 +395,30 @@ def prepared_from_arrays(arrays: Mapping[str, np.ndarray], seed: int, where: str
     """Inverse of :func:`prepared_arrays` + :func:`dataset_arrays`: the prep dict of one seed (as returned by
     :func:`prepare`). A missing array raises :class:`DataError` naming it and ``where``."""
     p = f"s{seed}/"
-    need = [p + k for k in _ARRAYS] + [f"{p}idx_{s}" for s in SPLITS] + [f"{p}g_{k}" for k in _G] + \
+    net = p + "gnet_kind" in arrays
+    x_key = "x" if (p + "x" not in arrays and "x" in arrays) else p + "x"  # per seed, or stored once (images)
+    need = [x_key] + [p + k for k in _ARRAYS[1:]] + [f"{p}idx_{s}" for s in SPLITS] + \
+        ([p + "gnet_spec"] if net else [f"{p}g_{k}" for k in _G]) + \
         [p + "info_keys", p + "info_values", "name", "task", "beta", "clip", "cost_scale"]
     missing = [k for k in need if k not in arrays]
     if missing:
         raise DataError(f"{where}: missing array(s) {missing} (seed {seed} not prepared?)")
     clip = arrays["clip"]
-    prep = {k: arrays[p + k] for k in _ARRAYS}
+    prep = {k: arrays[p + k] for k in _ARRAYS[1:]}
+    x = arrays[x_key]
+    if x.dtype == np.uint8:  # images stored as bytes: scaled to [0, 1] and flattened to (n, C·H·W)
+        x = (x.reshape(len(x), -1).astype(np.float32) / np.float32(255.0))
+    prep["x"] = x
     prep.update(name=str(arrays["name"]), task=str(arrays["task"]), beta=[float(b) for b in arrays["beta"]],
                 clip=(float(clip[0]), float(clip[1])) if clip.size else None,
                 cost_scale=float(arrays["cost_scale"]),
-                idx={s: arrays[f"{p}idx_{s}"] for s in SPLITS}, g={k: arrays[f"{p}g_{k}"] for k in _G},
+                idx={s: arrays[f"{p}idx_{s}"] for s in SPLITS},
+                g=({"kind": str(arrays[p + "gnet_kind"]), "spec": json.loads(str(arrays[p + "gnet_spec"])),
+                    "state": {k[len(p + "gnet/"):]: v for k, v in arrays.items() if k.startswith(p + "gnet/")}}
+                   if net else {k: arrays[f"{p}g_{k}"] for k in _G}),
                 info=dict(zip(arrays[p + "info_keys"].tolist(), arrays[p + "info_values"].tolist())))
+    if p + "box" in arrays:
+        prep["box"] = arrays[p + "box"]
     c = prep["costs"]
     if c.ndim != 2 or c.shape[0] != len(prep["x"]) or not (np.isfinite(c).all() and c.min() >= 0 and c.max() <= 1):
         raise DataError(f"{where}: s{seed}/costs must be (n, J+1) in [0, 1], got shape {c.shape}")

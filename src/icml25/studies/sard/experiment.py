@@ -25,7 +25,7 @@ from .config import EVALUATION_ARMS
 from .data import prepare
 from .identities import bayes_allocation, surrogate_bound_gaps
 from .metrics import evaluate_rejector
-from .model import make_rejector
+from .model import build_rejector
 from .train import train_rejector
 
 ARMS = ("clean_l2d", "sard", "sard_ce", "clean_l2d_agents_perturbed")
@@ -54,19 +54,23 @@ def arm_settings(settings: Mapping[str, Any], arm: str) -> dict[str, Any]:
 
 
 def train_and_evaluate(settings: Mapping[str, Any], arm: str, seed: int, prep: Mapping[str, Any],
-                       also: tuple[str, ...] = ()) -> dict[str, Any]:
+                       also: tuple[str, ...] = (), device: str = "cpu") -> dict[str, Any]:
     """Train ``arm``'s rejector on ``prep`` (one dataset and seed, from :func:`.data.prepare`) and evaluate it on
     the test split; then evaluate the same rejector for each evaluation-only arm in ``also``.
 
     Returns ``model`` (the trained network), ``curves`` (per epoch: ``epoch``, ``train_surrogate``,
     ``val_def_loss_clean``, ``val_def_loss_adv``), ``train_seconds`` and ``evals`` {arm: output of
-    :func:`.metrics.evaluate_rejector` plus ``eval_seconds``}."""
+    :func:`.metrics.evaluate_rejector` plus ``eval_seconds``}. ``device``: where the rejector, the data and the
+    attacks live (``cuda`` at paper scale; random streams stay on CPU generators, so they do not depend on it)."""
     arm_cfg = arm_settings(settings, arm)
     ds = settings[prep["name"]]
     idx = prep["idx"]
-    x_t = {s: torch.from_numpy(prep["x"][idx[s]]) for s in ("train", "val")}
-    c_t = {s: torch.from_numpy(prep["costs"][idx[s]]) for s in ("train", "val")}
-    model = make_rejector(prep["x"].shape[1], ds["hidden"], prep["costs"].shape[1], seed)
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("sard: device 'cuda' requested but torch sees no CUDA device (set device: cpu)")
+    x_t = {s: torch.from_numpy(prep["x"][idx[s]]).to(dev) for s in ("train", "val")}
+    c_t = {s: torch.from_numpy(prep["costs"][idx[s]]).to(dev) for s in ("train", "val")}
+    model = build_rejector(ds, prep["x"].shape[1], prep["costs"].shape[1], seed).to(dev)
     t1 = time.perf_counter()
     curves = train_rejector(model, x_t["train"], c_t["train"], x_t["val"], c_t["val"], arm_cfg, settings["train"],
                             int(ds["epochs"]), seed, prep["clip"])
@@ -75,7 +79,8 @@ def train_and_evaluate(settings: Mapping[str, Any], arm: str, seed: int, prep: M
     for name in (arm, *also):
         t3 = time.perf_counter()
         ev = evaluate_rejector(model, prep, settings["attack"], seed,
-                               agents_see_perturbation=bool(arm_settings(settings, name)["agents_see_perturbation"]))
+                               agents_see_perturbation=bool(arm_settings(settings, name)["agents_see_perturbation"]),
+                               device=dev)
         evals[name] = {**ev, "eval_seconds": time.perf_counter() - t3}
     return {"model": model, "curves": curves, "train_seconds": t2 - t1, "evals": evals}
 
@@ -100,7 +105,7 @@ def run(settings: Mapping[str, Any], arm: str, seed: int, dataset: str = "digits
     idx = prep["idx"]
     x_t = {s: torch.from_numpy(prep["x"][idx[s]]) for s in ("train", "val")}
     c_t = {s: torch.from_numpy(prep["costs"][idx[s]]) for s in ("train", "val")}
-    model = make_rejector(prep["x"].shape[1], ds["hidden"], prep["costs"].shape[1], seed)
+    model = build_rejector(ds, prep["x"].shape[1], prep["costs"].shape[1], seed)
     t1 = time.perf_counter()
     key = json.dumps([dataset, seed, ds, settings["train"], {k: arm_cfg.get(k) for k in _TRAIN_KEYS}],
                      sort_keys=True)

@@ -198,7 +198,9 @@ def pgd_iterates(model: Callable[[Tensor], Tensor], x: Tensor, objective: Callab
     if clip is not None:
         lo, hi = lo.clamp(clip[0], clip[1]), hi.clamp(clip[0], clip[1])
     if rand_init:
-        u = torch.rand(x.shape, generator=generator, dtype=x.dtype, device=x.device)
+        # drawn on the generator's device (CPU generators in the pipeline), then moved: same starts on CPU and GPU
+        u = torch.rand(x.shape, generator=generator, dtype=x.dtype,
+                       device=generator.device if generator is not None else x.device).to(x.device)
         x_adv = torch.minimum(torch.maximum(x + (2.0 * u - 1.0) * eps, lo), hi)
     else:
         x_adv = x.clone()

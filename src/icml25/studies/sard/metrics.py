@@ -44,8 +44,24 @@ def _attack(model: nn.Module, x: Tensor, objective: Callable[[Tensor], Tensor], 
     return last.detach(), max(worst, 0.0), bitwise
 
 
+def _chunked_attack(model: nn.Module, x: Tensor, make_objective: Callable[[slice], Callable[[Tensor], Tensor]],
+                    eps: float, steps: int, alpha_factor: float, clip: tuple[float, float] | None, rand_init: bool,
+                    generator: torch.Generator, chunk: int | None) -> tuple[Tensor, float, bool]:
+    """:func:`_attack` over consecutive chunks of at most ``chunk`` points (None: all at once, the offline
+    scales), drawing the random starts of the chunks in order from one generator."""
+    size = len(x) if not chunk else int(chunk)
+    parts, worst, bitwise = [], 0.0, True
+    for i in range(0, len(x), size):
+        s = slice(i, min(i + size, len(x)))
+        x_adv, viol, bw = _attack(model, x[s], make_objective(s), eps, steps, alpha_factor, clip, rand_init,
+                                  generator)
+        parts.append(x_adv)
+        worst, bitwise = max(worst, viol), bitwise and bw
+    return torch.cat(parts), worst, bitwise
+
+
 def evaluate_rejector(model: nn.Module, prep: Mapping[str, Any], attack: Mapping[str, Any], seed: int,
-                      agents_see_perturbation: bool = False) -> dict[str, Any]:
+                      agents_see_perturbation: bool = False, device: str | torch.device = "cpu") -> dict[str, Any]:
     """Evaluate on the test split. Attack starts come from ``torch.Generator(seed + 3)`` (same for every arm).
 
     Returns ``metrics`` (floats: ``def_loss_clean``, ``def_loss_adv_eps{ε}``, ``alloc_rate_{j}`` (clean),
@@ -54,21 +70,27 @@ def evaluate_rejector(model: nn.Module, prep: Mapping[str, Any], attack: Mapping
     ``targeted_success_{t}`` and ``targeted_eligible_{t}`` as 0/1)."""
     model.eval()
     te = prep["idx"]["test"]
-    x = torch.from_numpy(prep["x"][te])
+    x = torch.from_numpy(prep["x"][te]).to(device)
     costs_np = prep["costs"][te].astype(np.float64)
-    costs = torch.from_numpy(prep["costs"][te])
+    costs = torch.from_numpy(prep["costs"][te]).to(device)
     n_agents = costs.shape[1]
     steps, af = int(attack["steps"]), float(attack["alpha_factor"])
     rand_init, clip = bool(attack["rand_init"]), prep["clip"]
+    chunk = attack.get("batch_size")
     gen = torch.Generator().manual_seed(seed + 3)
+
+    def alloc(x_att: Tensor) -> np.ndarray:
+        size = len(x_att) if not chunk else int(chunk)
+        with torch.no_grad():
+            return np.concatenate([allocation(model(x_att[i:i + size])).cpu().numpy()
+                                   for i in range(0, len(x_att), size)])
 
     def hard_loss(x_att: Tensor, perturbed: bool) -> tuple[np.ndarray, np.ndarray]:
         """Per-point deferral loss and allocation at x_att (g's cost re-evaluated there if it sees x′)."""
-        with torch.no_grad():
-            pi = allocation(model(x_att)).numpy()
+        pi = alloc(x_att)
         c = costs_np.copy()
         if perturbed and agents_see_perturbation:
-            c[:, 0] = main_costs_at(prep, x_att.numpy(), te)
+            c[:, 0] = main_costs_at(prep, x_att, te)
         return c[np.arange(len(pi)), pi], pi
 
     loss_clean, pi_clean = hard_loss(x, False)
@@ -80,8 +102,8 @@ def evaluate_rejector(model: nn.Module, prep: Mapping[str, Any], attack: Mapping
     claim_eps = float(attack["claim_eps"])
     eps_grid = [float(e) for e in attack["eps_grid"]]
     for eps in sorted(set(eps_grid) | {claim_eps}):
-        x_adv, viol, bitwise = _attack(model, x, attack_objective("untargeted", costs=costs), eps, steps, af, clip,
-                                       rand_init, gen)
+        x_adv, viol, bitwise = _chunked_attack(model, x, lambda s: attack_objective("untargeted", costs=costs[s]),
+                                               eps, steps, af, clip, rand_init, gen, chunk)
         worst, bitwise_all = max(worst, viol), bitwise_all and bitwise
         loss_adv, pi_adv = hard_loss(x_adv, True)
         metrics[f"def_loss_adv_{eps_key(eps)}"] = float(loss_adv.mean())
@@ -90,11 +112,10 @@ def evaluate_rejector(model: nn.Module, prep: Mapping[str, Any], attack: Mapping
             for j in range(n_agents):
                 metrics[f"adv_alloc_rate_{j}"] = float((pi_adv == j).mean())
     for t in range(n_agents):
-        x_adv, viol, _ = _attack(model, x, attack_objective("targeted", target=t), claim_eps, steps, af, clip,
-                                 rand_init, gen)
+        x_adv, viol, _ = _chunked_attack(model, x, lambda s: attack_objective("targeted", target=t), claim_eps,
+                                         steps, af, clip, rand_init, gen, chunk)
         worst = max(worst, viol)
-        with torch.no_grad():
-            pi_adv = allocation(model(x_adv)).numpy()
+        pi_adv = alloc(x_adv)
         eligible = pi_clean != t
         success = eligible & (pi_adv == t)
         points[f"targeted_eligible_{t}"] = eligible.astype(np.float64)

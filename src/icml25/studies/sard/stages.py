@@ -28,7 +28,7 @@ from icml25.core.download import obtain, read_manifest, verified
 from icml25.core.io import atomic_path, load_npz, read_json, save_figure, save_npz, write_json, write_text
 
 from . import data as D
-from .config import EVALUATION_ARMS, OFFLINE_DATASETS, evaluation_arms_of, trained_arms
+from .config import EVALUATION_ARMS, OFFLINE_DATASETS, PREP_KEYS, evaluation_arms_of, trained_arms
 
 SLUG = "sard"
 PAPER = {"title": "Adversarial Robustness in Two-Stage Learning-to-Defer: Algorithms and Guarantees",
@@ -82,28 +82,45 @@ def preprocess(stage: Stage, run: Any) -> None:
                          f"{list(cfg.datasets)}")
     raw = dict(zip(names, stage.inputs))
     primary = primary_dataset(cfg.datasets)
+    if cfg.device == "cpu" and set(cfg.datasets) & set(IMAGE_DATASETS):
+        import torch
+
+        torch.set_num_threads(1)  # the image main models train here; 2 shared cores
     for ds, out in zip(cfg.datasets, stage.outputs):
-        if ds not in OFFLINE_DATASETS:
-            raise SystemExit(f"{SLUG} preprocess: dataset {ds!r} (paper scale) is planned, not implemented: its "
-                             "agents (ResNet-18 / Faster R-CNN) and rejector need a GPU cluster; the offline "
-                             f"datasets are {list(OFFLINE_DATASETS)}")
-        data = D.read_raw(ds, [verified(raw[n]) for n in D.DATASET_FILES[ds]])
+        files = [verified(raw[n]) for n in D.DATASET_FILES[ds]]
         section = getattr(cfg, ds)
-        settings = {ds: {k: to_dict(getattr(section, k)) for k in _PREP_KEYS[ds]}}
+        if ds in OFFLINE_DATASETS:
+            data = D.read_raw(ds, files)
+        else:  # the paper archives: CIFAR-10 tarball, cal_housing.tgz, the VOC 2007 tars
+            data = D.read_paper_raw(ds, files, getattr(section, "image_size", None))
+        settings = {ds: {k: to_dict(getattr(section, k)) for k in PREP_KEYS[ds]}, "device": cfg.device}
+        images = ds in IMAGE_DATASETS  # x (uint8 images) is the same for every seed: stored once
         arrays: dict[str, np.ndarray] = {}
         for seed in cfg.seeds:
             prep = D.prepare(ds, seed, settings, data)
-            arrays.update(D.prepared_arrays(prep, seed))
+            arrays.update(D.prepared_arrays(prep, seed, shared_x=images))
             if seed == cfg.seeds[0]:
                 run.log_metrics({f"{_prefix('preprocess', ds, primary)}/{k}": v for k, v in prep["info"].items()})
+        if images:
+            arrays["x"] = np.asarray(prep["x"])
         arrays.update(D.dataset_arrays(ds, prep["task"], prep["beta"], prep["clip"], prep["cost_scale"]))
         save_npz(out, **arrays)
         log.info("%s: %d seeds prepared, agents %s", ds, len(cfg.seeds), prep["info"])
 
 
-_PREP_KEYS = {"digits": ("split", "main_weak_classes", "main_weak_keep", "main_max_iter", "expert_classes",
-                         "expert_p", "beta"),
-              "diabetes": ("split", "main_features", "ridge_alpha", "beta", "cost_scale")}
+#: paper-scale datasets whose inputs are images (ResNet-18 rejector; x stored once as uint8)
+IMAGE_DATASETS = ("cifar10", "voc2007")
+
+
+def rejector_settings(cfg: Any, ds: str) -> dict[str, Any]:
+    """The train stage's settings of dataset ``ds``: ``epochs`` and the rejector (``hidden`` of an MLP, or
+    ``rejector`` resnet18 with ``width`` and ``image_shape``)."""
+    section = getattr(cfg, ds)
+    if ds in IMAGE_DATASETS:
+        size = 32 if ds == "cifar10" else int(section.image_size)
+        return {"rejector": section.rejector, "width": int(section.width), "image_shape": [3, size, size],
+                "epochs": int(section.epochs)}
+    return {"hidden": list(section.hidden), "epochs": section.epochs}
 
 
 # -------------------------------------------------------------------------------------------------- train
@@ -127,9 +144,9 @@ def train(stage: Stage, run: Any) -> None:
         raise SystemExit(f"{SLUG} train: --arm must be one of the trained arms {trained_arms(cfg.arms)}, got "
                          f"{arm!r} (evaluation-only arms {sorted(EVALUATION_ARMS)} are scored in their base arm's "
                          "job)")
-    if cfg.device != "cpu":
-        raise SystemExit(f"{SLUG} train: device {cfg.device!r} (paper scale) is planned, not implemented; the "
-                         "offline scales train on the CPU")
+    if cfg.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit(f"{SLUG} train: device 'cuda' (paper scale) but torch sees no CUDA device; run it on a "
+                         "GPU node, or set device: cpu (the rehearsal does)")
     seeds = list(stage.seeds or cfg.seeds)
     unknown = sorted(set(seeds) - set(cfg.seeds))
     if unknown:
@@ -141,8 +158,7 @@ def train(stage: Stage, run: Any) -> None:
     also = tuple(evaluation_arms_of(arm, cfg.arms))
     settings = {"arm_config": to_dict(cfg.arm_config), "train": to_dict(cfg.train), "attack": to_dict(cfg.attack)}
     for ds in cfg.datasets:
-        section = getattr(cfg, ds)
-        settings[ds] = {"hidden": list(section.hidden), "epochs": section.epochs}
+        settings[ds] = rejector_settings(cfg, ds)
     primary = primary_dataset(cfg.datasets)
     states, records, points = {}, [], {}
     for seed in seeds:
@@ -150,7 +166,7 @@ def train(stage: Stage, run: Any) -> None:
             for ds, path in zip(cfg.datasets, stage.inputs):
                 prep = D.prepared_from_arrays(_npz(path), seed, where=str(path))
                 t0 = time.perf_counter()
-                out = train_and_evaluate(settings, arm, seed, prep, also)
+                out = train_and_evaluate(settings, arm, seed, prep, also, device=cfg.device)
                 p = _prefix("train", ds, primary)
                 c = out["curves"]
                 for i, epoch in enumerate(c["epoch"]):
@@ -158,7 +174,7 @@ def train(stage: Stage, run: Any) -> None:
                                       f"{p}/val_def_loss_clean": c["val_def_loss_clean"][i],
                                       f"{p}/val_def_loss_adv": c["val_def_loss_adv"][i]}, step=int(epoch))
                 srun.log_metrics({f"{p}/seconds": out["train_seconds"]}, step=int(c["epoch"][-1]))
-                states[f"{ds}/s{seed}"] = {k: v.detach().clone() for k, v in out["model"].state_dict().items()}
+                states[f"{ds}/s{seed}"] = {k: v.detach().cpu().clone() for k, v in out["model"].state_dict().items()}
                 for name, ev in out["evals"].items():
                     metrics = {**ev["metrics"], **{f"agents/{k}": v for k, v in prep["info"].items()},
                                "train_seconds": out["train_seconds"], "eval_seconds": ev["eval_seconds"]}

@@ -39,16 +39,26 @@ def batch_loss(model: nn.Module, xb: Tensor, cb: Tensor, arm: Mapping[str, Any],
     raise ValueError(f"train: arm loss must be 'clean' or 'adversarial', got {arm['loss']!r}")
 
 
+def _chunks(n: int, size: int | None) -> list[slice]:
+    """Consecutive slices of range(n) of at most ``size`` (None: one slice)."""
+    size = n if not size else int(size)
+    return [slice(i, min(i + size, n)) for i in range(0, max(n, 1), size)]
+
+
 @torch.no_grad()
-def _clean_def_loss(model: nn.Module, x: Tensor, c: Tensor) -> float:
-    return float(deferral_loss(model(x), c).mean())
+def _clean_def_loss(model: nn.Module, x: Tensor, c: Tensor, chunk: int | None = None) -> float:
+    return float(torch.cat([deferral_loss(model(x[s]), c[s]) for s in _chunks(len(x), chunk)]).mean())
 
 
 def _adv_def_loss(model: nn.Module, x: Tensor, c: Tensor, eps: float, steps: int,
-                  clip: tuple[float, float] | None, generator: torch.Generator) -> float:
-    x_adv = pgd_attack(model, x, attack_objective("untargeted", costs=c), eps, steps, clip=clip, generator=generator)
-    with torch.no_grad():
-        return float(deferral_loss(model(x_adv), c).mean())
+                  clip: tuple[float, float] | None, generator: torch.Generator, chunk: int | None = None) -> float:
+    losses = []
+    for s in _chunks(len(x), chunk):
+        x_adv = pgd_attack(model, x[s], attack_objective("untargeted", costs=c[s]), eps, steps, clip=clip,
+                           generator=generator)
+        with torch.no_grad():
+            losses.append(deferral_loss(model(x_adv), c[s]))
+    return float(torch.cat(losses).mean())
 
 
 def train_rejector(model: nn.Module, x_train: Tensor, c_train: Tensor, x_val: Tensor, c_val: Tensor,
@@ -74,7 +84,7 @@ def train_rejector(model: nn.Module, x_train: Tensor, c_train: Tensor, x_val: Te
         perm = torch.randperm(n, generator=g_batch)
         total, count = 0.0, 0
         for start in range(0, n, bs):
-            b = perm[start:start + bs]
+            b = perm[start:start + bs].to(x_train.device)
             loss = batch_loss(model, x_train[b], c_train[b], arm, train, clip, g_pgd, epoch <= warmup)
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -84,7 +94,8 @@ def train_rejector(model: nn.Module, x_train: Tensor, c_train: Tensor, x_val: Te
         model.eval()
         curves["epoch"].append(epoch)
         curves["train_surrogate"].append(total / count)
-        curves["val_def_loss_clean"].append(_clean_def_loss(model, x_val, c_val))
+        chunk = train.get("val_batch_size")
+        curves["val_def_loss_clean"].append(_clean_def_loss(model, x_val, c_val, chunk))
         curves["val_def_loss_adv"].append(_adv_def_loss(model, x_val, c_val, float(train["eps"]),
-                                                        int(train["val_steps"]), clip, g_val))
+                                                        int(train["val_steps"]), clip, g_val, chunk))
     return curves
