@@ -688,7 +688,7 @@ def test_cnn_learner_flat_gradient_and_one_fedecado_round(monkeypatch):
     low): its gradient equals the module's own autograd gradient, and a FedECADO-R round runs on it."""
     from icml25.studies.fedecado import cifar
 
-    def tiny(n_classes):
+    def tiny(n_classes, width=1.0):  # the signature of the paper architectures (width: channel multiplier)
         return torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(4),
                                    torch.nn.Flatten(), torch.nn.Linear(4 * 8 * 8, n_classes))
 
@@ -918,3 +918,87 @@ def test_smoke_pipeline_through_snakemake(smoke_run):
     assert "model/chunk0.pt" in [a.path for a in client.list_artifacts(train["fedavg"].info.run_id, "model")]
     evaluate = next(x for x in runs if x.data.tags.get("stage") == "evaluate" and x.data.tags["run_level"] == "job")
     assert evaluate.data.metrics["verdicts/checks_hold"] == 2.0
+
+
+# ------------------------------------------------------------------------------------- rehearsal (issue 34)
+
+
+def test_rehearsal_cifar_batch_is_a_python2_pickle_read_pixel_exact(tmp_path):
+    """The rehearsal writes CIFAR batches as the real files are (protocol 2, byte strings as BINSTRING, the array
+    through numpy.core.multiarray); a hand-made 2-image batch decodes pixel-exact through the restricted reader
+    (row = 1024 red, 1024 green, 1024 blue values, each plane row-major)."""
+    import pickletools
+
+    from icml25.studies.fedecado import data as FD
+    from icml25.studies.fedecado import rehearsal as R
+
+    data = np.zeros((2, 3072), dtype=np.uint8)
+    data[0, 0] = 200        # image 0, red, pixel (0, 0)
+    data[0, 1024 + 33] = 17  # image 0, green, pixel (1, 1)
+    data[1, 2048 + 1023] = 99  # image 1, blue, pixel (31, 31)
+    blob = R.py2_pickle({b"batch_label": b"training batch 1 of 5", b"labels": [3, 9], b"data": data,
+                         b"filenames": [b"a.png", b"b.png"]})
+    ops = {op.name for op, _, _ in pickletools.genops(blob)}
+    assert "SHORT_BINSTRING" in ops and "BINSTRING" in ops
+    assert b"cnumpy.core.multiarray\n_reconstruct" in blob and b"_codecs" not in blob
+    (tmp_path / "data_batch_1").write_bytes(blob)
+    X, y = FD.read_cifar_batch(tmp_path / "data_batch_1")
+    assert X.shape == (2, 32, 32, 3) and X.dtype == np.uint8
+    np.testing.assert_array_equal(y, [3, 9])
+    assert X[0, 0, 0, 0] == 200 and X[0, 1, 1, 1] == 17 and X[1, 31, 31, 2] == 99 and int(X.sum()) == 316
+
+
+def test_rehearsal_archives_read_through_the_paper_loader(tmp_path):
+    from icml25.studies.fedecado import data as FD
+    from icml25.studies.fedecado import rehearsal as R
+
+    for name, dataset, classes in (("c10.tar.gz", "cifar10", 10), ("c100.tar.gz", "cifar100", 100)):
+        blob = R.cifar10_archive() if dataset == "cifar10" else R.cifar100_archive()
+        assert blob == (R.cifar10_archive() if dataset == "cifar10" else R.cifar100_archive())  # deterministic
+        (tmp_path / name).write_bytes(blob)
+        d = FD.read_cifar_archive(tmp_path / name, dataset)
+        assert d["X_train"].shape == (5 * R.PER_BATCH, 32, 32, 3) and d["X_test"].shape == (R.N_TEST, 32, 32, 3)
+        np.testing.assert_array_equal(d["y_train"], np.arange(5 * R.PER_BATCH) % classes)
+
+
+def test_cnn_width_one_is_the_paper_architecture_and_width_scales_it():
+    """Parameter counts by hand: VGG-11 (config A, no BN, head 512-512-10) has 9,220,480 conv + 530,442 head
+    parameters; at width 1/16 (channels 4, 8, 16, 16, 32 x 4; head 32) 36,280 + 2,442."""
+    from icml25.studies.fedecado import cifar as C
+
+    count = lambda net: sum(p.numel() for p in net.parameters())  # noqa: E731
+    assert count(C.vgg11(10)) == 9_750_922
+    assert count(C.vgg11(10, width=1 / 16)) == 38_722
+    assert count(C.resnet34(100, width=1.0)) == count(C.resnet34(100))
+    with pytest.raises(ValueError, match="image.width"):
+        C.vgg11(10, width=0)
+
+
+def test_rehearsal_cifar_bytes_equal_lfss_at_the_shared_mirror_path():
+    """fedecado and lfss both have a row at ``kriz/cifar-10-python.tar.gz`` (and CIFAR-100's path); a rehearsal of
+    several studies writes one mirror, so their miniatures must be the same bytes (or the first study's rehearsal
+    manifest pins a hash the second overwrites)."""
+    from icml25.studies.fedecado import rehearsal as F
+    from icml25.studies.lfss import rehearsal as L
+
+    assert F.cifar10_archive() == L.cifar10_archive()
+    assert F.cifar100_archive() == L.cifar100_archive()
+
+
+def test_train_settings_carry_the_cnn_width_to_the_learner():
+    """Found by the rehearsal: the train stage's plain settings dropped image.width, so the learner built the full
+    VGG-11 whatever the config said (and image.fast, issue 39's CUDA speed switches, the same way). Both reach
+    cnn_learner now."""
+    from icml25.studies.fedecado import cifar as C
+    from icml25.studies.fedecado.stages import _settings
+
+    raw = merge_scale(load_yaml(YAML), "paper")
+    raw["image"] = {**raw["image"], "width": 0.0625, "device": "cpu"}
+    image = _settings(build(Config, raw))["image"]
+    assert image["width"] == 0.0625
+    assert image["fast"] == to_dict(build(Config, raw).image.fast)  # issue 39's switches (the same gap)
+    rng = np.random.default_rng(0)
+    setup = {"X_train": rng.integers(0, 255, (4, 32, 32, 3), dtype=np.uint8), "y_train": np.arange(4),
+             "X_test": rng.integers(0, 255, (2, 32, 32, 3), dtype=np.uint8), "y_test": np.arange(2)}
+    learner = C.cnn_learner(image, setup, seed=0)
+    assert learner.n_params == 38_722  # VGG-11 at width 1/16 (test_cnn_width_one_is_the_paper_architecture...)

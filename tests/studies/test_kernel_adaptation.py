@@ -620,3 +620,42 @@ def test_pipeline_smoke_through_snakemake(smoke_run):
             ev = c["evidence"]
             assert ev["unit"] == "task-seed pairs" and ev["n"] == 1 and ev["paper_data"] is False
             assert ev["ci_method"]
+
+
+# ------------------------------------------------------------------------------------- rehearsal (issue 34)
+
+
+def test_rehearsal_arff_reads_back_pixel_exact(tmp_path):
+    """The rehearsal's miniature has OpenML's mnist_784 ARFF layout: a hand-made 2-image file written by it reads
+    back through the study's loader with the exact pixels and classes."""
+    from icml25.studies.kernel_adaptation import rehearsal as R
+
+    pixels = np.zeros((2, 784), dtype=np.uint8)
+    pixels[0, 0], pixels[0, 783], pixels[1, 400] = 255, 7, 128
+    path = tmp_path / "mnist_784.arff"
+    path.write_text(R.arff_text(pixels, np.array([0, 3])))
+    lines = path.read_text().splitlines()
+    assert "@relation mnist_784" in lines and lines.count("@data") == 1
+    assert sum(line.startswith("@attribute pixel") for line in lines) == 784
+    assert lines[-1].endswith(",'3'") and lines[-1].startswith("0,")
+    X, y = D.read_mnist_arff(path)
+    np.testing.assert_array_equal(X, pixels.astype(float))
+    np.testing.assert_array_equal(y, [0.0, 3.0])
+
+
+def test_rehearsal_miniature_fits_the_rehearsal_config(tmp_path):
+    """The miniature holds enough images of classes 0 and 3 for the rehearsal's P + P_test, and mnist03 splits it
+    into standardised train/test sets of D = 784 (deterministic bytes on every call)."""
+    from icml25.core.download import read_manifest
+    from icml25.studies.kernel_adaptation import rehearsal as R
+
+    manifest = read_manifest(ka.MANIFEST, rehearsal=False)
+    assert R.write_miniatures(tmp_path / "a", manifest) == ["mnist_784_arff"]
+    R.write_miniatures(tmp_path / "b", manifest)
+    path = tmp_path / "a" / manifest["mnist_784_arff"].mirror_path
+    assert path.read_bytes() == (tmp_path / "b" / manifest["mnist_784_arff"].mirror_path).read_bytes()
+    cfg = load_yaml(Path(__file__).resolve().parents[2] / "config" / "rehearsal" / "kernel_adaptation.yaml")
+    d = D.mnist03(path, cfg["P"], cfg["P_test"], seed=0)
+    assert d["X"].shape == (cfg["P"], 784) and d["X_test"].shape == (cfg["P_test"], 784)
+    assert np.isclose(np.mean(np.sum(d["X"] ** 2, axis=1)), 784)
+    assert set(np.unique(d["y"])) <= {-1.0, 1.0}

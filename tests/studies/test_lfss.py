@@ -28,6 +28,7 @@ from icml25.studies.lfss.model import LFSSNet
 from icml25.studies.lfss.train import lr_at
 
 from icml25.studies.lfss.__main__ import main as stage_cli
+from icml25.studies.lfss import data as D
 from icml25.studies.lfss.config import Config
 
 torch.set_num_threads(1)
@@ -853,3 +854,61 @@ def test_paper_path_trains_resnet18_on_rgb(tmp_path):
         with pytest.raises(RuntimeError, match="train.device=cuda but torch sees no CUDA device"):
             resolve_device("cuda")
     assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+# ------------------------------------------------------------------------------------- rehearsal (issue 34)
+
+
+def test_rehearsal_miniatures_read_through_every_paper_loader(tmp_path):
+    """Every paper source's miniature (CIFAR-10 / CIFAR-100 pickle tarballs, the STL-10 binary tarball, the
+    Tiny-ImageNet zip of JPEGs, the hand-placed ImageNet-10 folders) reads through the study's own loader with the
+    classes it was written with; the bytes are the same on every call."""
+    from icml25.core.download import read_manifest
+    from icml25.studies.lfss import rehearsal as R
+
+    manifest = read_manifest(Path(D.__file__).with_name("manifest.csv"), rehearsal=False)
+    names = R.write_miniatures(tmp_path / "a", manifest)
+    assert names == ["cifar10", "cifar20", "stl10", "tiny_imagenet"]
+    R.write_miniatures(tmp_path / "b", manifest)
+    expect = {"cifar10": ((5 * R.PER_BATCH, 3, 32, 32), np.arange(5 * R.PER_BATCH) % 10),
+              "cifar20": ((5 * R.PER_BATCH, 3, 32, 32), np.arange(5 * R.PER_BATCH) % 100 % 20),
+              "stl10": ((30, 3, 96, 96), np.r_[np.arange(20) % 10, np.arange(10) % 10]),
+              "tiny_imagenet": ((200, 3, 64, 64), np.arange(200))}
+    for name in names:
+        path = tmp_path / "a" / manifest[name].mirror_path
+        assert path.read_bytes() == (tmp_path / "b" / manifest[name].mirror_path).read_bytes()
+        x, y = D.read_raw(path, name)
+        assert x.shape == expect[name][0] and x.dtype == np.uint8, name
+        np.testing.assert_array_equal(y, expect[name][1])
+    R.write_manual(tmp_path / "manual")
+    x, y = D.read_imagenet_folders(tmp_path / "manual", "imagenet10", 96)
+    assert x.shape == (10 * R.IMAGENET_PER_CLASS, 3, 96, 96)
+    np.testing.assert_array_equal(y, np.repeat(np.arange(10), R.IMAGENET_PER_CLASS))
+
+
+def test_rehearsal_stl10_bytes_are_column_major_and_cifar_pickles_python2():
+    """A hand-made STL-10 image: pixel (row 0, col 1) of channel 0 is the file's byte 96 (each channel column-major);
+    the CIFAR batches are protocol-2 pickles with byte strings (no _codecs call) and numpy.core.multiarray."""
+    from icml25.studies.lfss import rehearsal as R
+
+    img = np.zeros((1, 3, 96, 96), dtype=np.uint8)
+    img[0, 0, 0, 1] = 200
+    buf = np.ascontiguousarray(img.transpose(0, 1, 3, 2)).tobytes()  # as stl10_archive writes it
+    assert buf[96] == 200 and buf[1] == 0
+    np.testing.assert_array_equal(D.read_stl10_images(buf), img)
+    blob = R.py2_pickle({b"data": np.zeros((1, 3072), np.uint8), b"labels": [4]})
+    assert b"_codecs" not in blob and b"cnumpy.core.multiarray\n_reconstruct" in blob
+    x, y = D.read_cifar_batch("mem", fh=__import__("io").BytesIO(blob))
+    assert x.shape == (1, 3, 32, 32) and list(y) == [4]
+
+
+def test_resnet_width_one_is_the_paper_backbone():
+    """ResNet-18 with the CIFAR stem and no classifier: torchvision's 11,689,512 parameters minus the 1000-way fc
+    (513,000) and with a 3x3 instead of a 7x7 stem (1,728 instead of 9,408) = 11,168,832; width scales it."""
+    from icml25.studies.lfss import model as Mo
+
+    count = lambda net: sum(p.numel() for p in net.parameters())  # noqa: E731
+    assert count(Mo.resnet("resnet18", 3, "cifar")) == 11_168_832
+    small, feat = Mo.encoder("resnet18", in_channels=3, width=1 / 16)
+    assert feat == 32 and count(small) < count(Mo.resnet("resnet18", 3, "cifar")) / 100
+    assert Mo.encoder("resnet50", in_channels=3)[1] == 2048

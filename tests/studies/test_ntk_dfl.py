@@ -824,3 +824,49 @@ def test_smoke_pipeline_through_snakemake(smoke_run):
     assert "train/t_star_mean" in train["ntk_dfl"].data.metrics and "train/loss" in train["dpsgd"].data.metrics
     evaluate = next(x for x in runs if x.data.tags.get("stage") == "evaluate" and x.data.tags["run_level"] == "job")
     assert evaluate.data.metrics["verdicts/checks_hold"] == 2.0
+
+
+# ------------------------------------------------------------------------------------- rehearsal (issue 34)
+
+
+def test_manifest_carries_the_publishers_md5():
+    """Issue 34 item 3: the publishers' md5s (torchvision's and Zalando's published values) are in the manifest's
+    md5 column, which the prepare stage checks (the paper rehearsal replaces them with the miniatures' md5; a
+    constant in the code could not follow and failed the rehearsal)."""
+    from icml25.core.download import read_manifest
+
+    published = {"fmnist/train-images-idx3-ubyte.gz": "8d4fb7e6c68d591d4c3dfef9ec88bf0d",
+                 "fmnist/train-labels-idx1-ubyte.gz": "25c81989df183df01b3e8a0aad5dffbe",
+                 "fmnist/t10k-images-idx3-ubyte.gz": "bef4ecab320f06d8554ea6380940ec79",
+                 "fmnist/t10k-labels-idx1-ubyte.gz": "bb300cfdad3c16e7a12a480ee83cd310",
+                 "mnist/train-images-idx3-ubyte.gz": "f68b3c2dcbeaaa9fbdd348bbdeb94873",
+                 "mnist/train-labels-idx1-ubyte.gz": "d53e105ee54ea40749a09fcbcd1e9432",
+                 "mnist/t10k-images-idx3-ubyte.gz": "9fb629c4189551a2d022fa330f9573f3",
+                 "mnist/t10k-labels-idx1-ubyte.gz": "ec29112dd5afa0611ce80d1b7f02629c"}
+    manifest = read_manifest(Path(D.__file__).with_name("manifest.csv"), rehearsal=False)
+    assert {k: e.md5 for k, e in manifest.items()} == published
+    assert not hasattr(D, "IDX_MD5")
+
+
+def test_rehearsal_idx_files_read_back_exactly(tmp_path):
+    """The rehearsal's IDX encoding: big-endian magic 2051/2049 and dimensions, then the uint8 body; a hand-made
+    2-image file round-trips exactly through read_idx, and the eight miniatures are deterministic and read as a
+    dataset of 300 + 100 images."""
+    from icml25.core.download import read_manifest
+    from icml25.studies.ntk_dfl import rehearsal as R
+
+    imgs = np.zeros((2, 28, 28), dtype=np.uint8)
+    imgs[0, 0, 0], imgs[1, 27, 27] = 255, 9
+    raw = R.idx_bytes(imgs)
+    assert raw[:16] == bytes([0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 28, 0, 0, 0, 28]) and len(raw) == 16 + 2 * 784
+    assert R.idx_bytes(np.array([7, 1], dtype=np.uint8)) == bytes([0, 0, 8, 1, 0, 0, 0, 2, 7, 1])
+    (tmp_path / "x.gz").write_bytes(R.gz(raw, "x"))
+    np.testing.assert_array_equal(D.read_idx(tmp_path / "x.gz"), imgs)
+    manifest = read_manifest(Path(D.__file__).with_name("manifest.csv"), rehearsal=False)
+    names = R.write_miniatures(tmp_path / "a", manifest)
+    assert names == list(manifest) and R.write_miniatures(tmp_path / "b", manifest) == names
+    paths = [tmp_path / "a" / manifest[n].mirror_path for n in names[:4]]
+    assert all(p.read_bytes() == (tmp_path / "b" / manifest[n].mirror_path).read_bytes() for p, n in zip(paths, names))
+    split = D.read_idx_dataset(paths)
+    assert split["X_train"].shape == (R.N_TRAIN, 784) and split["X_test"].shape == (R.N_TEST, 784)
+    np.testing.assert_array_equal(np.bincount(split["y_train"]), [R.N_TRAIN // 10] * 10)

@@ -23,18 +23,29 @@ from icml25.core.speed import autocast, prepare_input, prepare_model
 VGG11_CFG = (64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M")
 
 
-def vgg11(n_classes: int = 10) -> nn.Module:
-    """VGG-11 for 32×32 inputs [R: no BatchNorm, head 512-512-n_classes without dropout]."""
+def scaled(channels: int, width: float) -> int:
+    """``channels`` × ``width`` rounded, at least 2 (``width`` 1 = the paper's architecture; the rehearsal runs the
+    same classes at a fraction of the width on CPU)."""
+    if not width > 0:
+        raise ValueError(f"image.width: must be positive, got {width}")
+    return max(2, int(round(channels * width)))
+
+
+def vgg11(n_classes: int = 10, width: float = 1.0) -> nn.Module:
+    """VGG-11 for 32×32 inputs [R: no BatchNorm, head 512-512-n_classes without dropout]; every convolution and
+    head layer has ``scaled(c, width)`` channels (width 1: 64 ... 512)."""
     layers: list[nn.Module] = []
     c_in = 3
     for v in VGG11_CFG:
         if v == "M":
             layers.append(nn.MaxPool2d(2))
         else:
-            layers += [nn.Conv2d(c_in, int(v), 3, padding=1), nn.ReLU(inplace=True)]
-            c_in = int(v)
-    return nn.Sequential(*layers, nn.Flatten(), nn.Linear(512, 512), nn.ReLU(inplace=True), nn.Linear(512, 512),
-                         nn.ReLU(inplace=True), nn.Linear(512, n_classes))
+            c_out = scaled(int(v), width)
+            layers += [nn.Conv2d(c_in, c_out, 3, padding=1), nn.ReLU(inplace=True)]
+            c_in = c_out
+    h = scaled(512, width)
+    return nn.Sequential(*layers, nn.Flatten(), nn.Linear(c_in, h), nn.ReLU(inplace=True), nn.Linear(h, h),
+                         nn.ReLU(inplace=True), nn.Linear(h, n_classes))
 
 
 def _norm(channels: int) -> nn.Module:
@@ -56,16 +67,18 @@ class _Block(nn.Module):
         return torch.relu(self.n2(self.conv2(out)) + self.short(x))
 
 
-def resnet34(n_classes: int = 100) -> nn.Module:
-    """ResNet-34 for 32×32 inputs: 3×3 stem, stages of 3-4-6-3 basic blocks (64-128-256-512 channels), global
-    average pool, linear head [R: GroupNorm with min(32, C/2) groups instead of BatchNorm]."""
-    layers: list[nn.Module] = [nn.Conv2d(3, 64, 3, 1, 1, bias=False), _norm(64), nn.ReLU(inplace=True)]
-    c_in = 64
-    for c_out, n, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
+def resnet34(n_classes: int = 100, width: float = 1.0) -> nn.Module:
+    """ResNet-34 for 32×32 inputs: 3×3 stem, stages of 3-4-6-3 basic blocks (64-128-256-512 channels × ``width``),
+    global average pool, linear head [R: GroupNorm with min(32, C/2) groups instead of BatchNorm]."""
+    stem = scaled(64, width)
+    layers: list[nn.Module] = [nn.Conv2d(3, stem, 3, 1, 1, bias=False), _norm(stem), nn.ReLU(inplace=True)]
+    c_in = stem
+    for c, n, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
+        c_out = scaled(c, width)
         for k in range(n):
             layers.append(_Block(c_in, c_out, stride if k == 0 else 1))
             c_in = c_out
-    return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, n_classes))
+    return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c_in, n_classes))
 
 
 ARCHITECTURES = {"vgg11": vgg11, "resnet34": resnet34}
@@ -82,7 +95,7 @@ class CnnLearner:
 
     def __init__(self, arch: str, X_train: np.ndarray, y_train: np.ndarray, X_test: np.ndarray, y_test: np.ndarray,
                  n_classes: int, *, device: str = "cpu", augment: bool = False, seed: int = 0,
-                 n_train_eval: int = 5000, eval_batch: int = 1000, fast: Any = None) -> None:
+                 n_train_eval: int = 5000, eval_batch: int = 1000, width: float = 1.0, fast: Any = None) -> None:
         if arch not in ARCHITECTURES:
             raise ValueError(f"CnnLearner: arch must be one of {sorted(ARCHITECTURES)}, got {arch!r}")
         if device == "cuda" and not torch.cuda.is_available():
@@ -103,7 +116,8 @@ class CnnLearner:
         self.eval_idx = torch.as_tensor(np.sort(gen.choice(len(y_train), size=n_eval, replace=False)),
                                         device=self.device)
         self.aug_gen = torch.Generator(device="cpu").manual_seed(int(seed) + 5000)
-        self.net = ARCHITECTURES[arch](self.n_classes).to(self.device)
+        self.width = float(width)
+        self.net = ARCHITECTURES[arch](self.n_classes, self.width).to(self.device)
         self.fast = fast  # issue 39: channels_last / bf16 autocast / compile of the minibatch step, CUDA only
         self.net = prepare_model(self.net, fast, self.device)
         self.shapes = [(name, p.shape, p.numel()) for name, p in self.net.named_parameters()]
@@ -117,7 +131,7 @@ class CnnLearner:
         """θ₀ (P,): PyTorch's default initialisation of the architecture under torch.manual_seed(seed)."""
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(seed))
-            net = ARCHITECTURES[self.arch](self.n_classes)
+            net = ARCHITECTURES[self.arch](self.n_classes, self.width)
         return torch.cat([p.detach().reshape(-1) for p in net.parameters()]).to(self.device)
 
     def _params(self, theta: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -198,4 +212,4 @@ def cnn_learner(image: Any, setup: dict[str, Any], seed: int) -> CnnLearner:
 
     return CnnLearner(image["model"], setup["X_train"], setup["y_train"], setup["X_test"], setup["y_test"],
                       CIFAR_CLASSES[image["dataset"]], device=image["device"], augment=image["augment"], seed=seed,
-                      fast=image.get("fast"))
+                      width=image.get("width", 1.0), fast=image.get("fast"))

@@ -77,6 +77,8 @@ class Image(Section):
     dataset: Dataset = Field("mnist5k", description="mnist5k (offline, CPU) | cifar10 | cifar100 (paper, GPU)")
     model: Literal["mlp", "vgg11", "resnet34"] = Field(
         "mlp", description="mlp (PCA features -> hidden -> 10; MNIST-5k) | vgg11 (CIFAR-10) | resnet34 (CIFAR-100) [V]")
+    width: float = Field(1.0, gt=0, le=1, description="channel multiplier of vgg11 / resnet34 (1: the paper's "
+                                                      "architecture; the rehearsal runs a fraction on CPU)")
     n_train: int | None = Field(None, ge=10, description="training images used (seeded subsample); null: all")
     pca_dim: int = Field(64, ge=1, le=784, description="PCA components of the MNIST features (input of the MLP)")
     hidden: int = Field(128, ge=1, description="hidden width of the MLP")
@@ -184,7 +186,7 @@ STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "train": ("arms", "seeds", "quad", "fedecado", "client_lte", "image.seeds", "image.dataset", "image.model",
               "image.pca_dim", "image.hidden", "image.n_clients", "image.participation", "image.rounds",
               "image.batch_size", "image.prox_mu", "image.fedexp_eps", "image.server_lr", "image.feddecorr_beta",
-              "image.fedrs_alpha", "image.augment",
+              "image.fedrs_alpha", "image.augment", "image.width",
               "image.device", "image.fast"),
     "evaluate": ("image.dataset", "image.server_lr", "bootstrap_resamples", "adequacy"),
     "report": (),

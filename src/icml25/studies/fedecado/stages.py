@@ -132,7 +132,7 @@ def _settings(cfg: Any) -> dict[str, Any]:
     image = {k: getattr(im, k) for k in ("seeds", "dataset", "model", "pca_dim", "hidden", "n_clients",
                                          "participation", "rounds", "batch_size", "prox_mu", "fedexp_eps", "server_lr",
                                          "feddecorr_beta", "fedrs_alpha",
-                                         "augment", "device")}
+                                         "augment", "device", "width", "fast")}
     return {"quad": to_dict(cfg.quad), "image": to_dict(image), "fedecado": to_dict(cfg.fedecado),
             "client_lte": to_dict(cfg.client_lte)}
 

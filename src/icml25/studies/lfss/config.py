@@ -67,6 +67,8 @@ class Model(Section):
                              "stride-2 conv + max-pool [R: not stated for the ImageNet subsets]")
     channels: tuple[int, ...] = Field((16, 32), min_length=1, description="small_cnn conv widths (3x3 conv, BN, "
                                                                           "ReLU, 2x2 max-pool each) [R]")
+    width: float = Field(1.0, gt=0, le=1, description="ResNet channel multiplier (1: the paper's ResNet; the "
+                                                      "rehearsal runs a fraction of it on CPU)")
     hidden: int = Field(256, ge=1, description="h: hidden width of projector and predictor (paper 4096)")
     dim: int = Field(64, ge=1, description="D: projector/predictor output width (paper 256)")
 

@@ -87,27 +87,37 @@ RESNETS: dict[str, tuple[type[nn.Module], tuple[int, int, int, int]]] = {
     "resnet50": (Bottleneck, (3, 4, 6, 3))}
 
 
-def resnet(name: str = "resnet18", in_channels: int = 3, stem: str = "cifar") -> nn.Sequential:
+def scaled(channels: int, width: float) -> int:
+    """``channels`` x ``width`` rounded, at least 1 (``model.width`` 1 = the paper's ResNet; the rehearsal runs the
+    same class at a fraction of the width on CPU)."""
+    if not width > 0:
+        raise ValueError(f"lfss: model.width must be positive, got {width}")
+    return max(1, int(round(channels * width)))
+
+
+def resnet(name: str = "resnet18", in_channels: int = 3, stem: str = "cifar", width: float = 1.0) -> nn.Sequential:
     """ResNet encoder without the classifier: ``(B, in_channels, H, W) -> (B, 512)`` (18, 34) or ``(B, 2048)``
     (50) after global average pooling. ``stem``: ``cifar`` (3x3 conv, stride 1, no max-pool; for 32/96 px inputs)
     or ``imagenet`` (7x7 conv stride 2 + 3x3 max-pool stride 2). Convolutions start from Kaiming-normal weights
-    (fan-out, ReLU gain), BatchNorm from weight 1 and bias 0."""
+    (fan-out, ReLU gain), BatchNorm from weight 1 and bias 0. ``width`` scales every stage's channels (64, 128,
+    256, 512) x width; the feature width is then :func:`resnet_features`."""
     if name not in RESNETS:
         raise ValueError(f"lfss: unknown ResNet {name!r}; known: {sorted(RESNETS)}")
     block, depths = RESNETS[name]
+    c0 = scaled(64, width)
     if stem == "cifar":
-        layers: list[nn.Module] = [nn.Conv2d(in_channels, 64, 3, 1, 1, bias=False), nn.BatchNorm2d(64),
+        layers: list[nn.Module] = [nn.Conv2d(in_channels, c0, 3, 1, 1, bias=False), nn.BatchNorm2d(c0),
                                    nn.ReLU(inplace=True)]
     elif stem == "imagenet":
-        layers = [nn.Conv2d(in_channels, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(inplace=True),
+        layers = [nn.Conv2d(in_channels, c0, 7, 2, 3, bias=False), nn.BatchNorm2d(c0), nn.ReLU(inplace=True),
                   nn.MaxPool2d(3, 2, 1)]
     else:
         raise ValueError(f"lfss: model.stem must be cifar or imagenet, got {stem!r}")
-    c_in = 64
-    for i, (width, depth) in enumerate(zip((64, 128, 256, 512), depths)):
+    c_in = c0
+    for i, (planes, depth) in enumerate(zip((64, 128, 256, 512), depths)):
         for j in range(depth):
-            layers.append(block(c_in, width, 2 if (i > 0 and j == 0) else 1))
-            c_in = width * block.expansion
+            layers.append(block(c_in, scaled(planes, width), 2 if (i > 0 and j == 0) else 1))
+            c_in = scaled(planes, width) * block.expansion
     layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten()]
     net = nn.Sequential(*layers)
     for m in net.modules():
@@ -119,13 +129,18 @@ def resnet(name: str = "resnet18", in_channels: int = 3, stem: str = "cifar") ->
     return net
 
 
+def resnet_features(name: str, width: float = 1.0) -> int:
+    """Feature width of :func:`resnet`: 512 (18, 34) or 2048 (50) at width 1."""
+    return scaled(512, width) * RESNETS[name][0].expansion
+
+
 def encoder(backbone: str = "small_cnn", channels: Sequence[int] = (16, 32), in_channels: int = 1,
-            stem: str = "cifar") -> tuple[nn.Module, int]:
-    """The encoder g named by ``model.backbone`` and its feature width."""
+            stem: str = "cifar", width: float = 1.0) -> tuple[nn.Module, int]:
+    """The encoder g named by ``model.backbone`` and its feature width (``width``: ResNet channel multiplier)."""
     if backbone == "small_cnn":
         return small_cnn(channels, in_channels), int(channels[-1])
-    net = resnet(backbone, in_channels, stem)
-    return net, 512 * RESNETS[backbone][0].expansion
+    net = resnet(backbone, in_channels, stem, width)
+    return net, resnet_features(backbone, width)
 
 
 def mlp_head(d_in: int, hidden: int, d_out: int) -> nn.Sequential:
@@ -144,9 +159,9 @@ class LFSSNet(nn.Module):
     """
 
     def __init__(self, channels: Sequence[int] = (16, 32), hidden: int = 256, dim: int = 64, in_channels: int = 1,
-                 backbone: str = "small_cnn", stem: str = "cifar"):
+                 backbone: str = "small_cnn", stem: str = "cifar", resnet_width: float = 1.0):
         super().__init__()
-        self.encoder_q, width = encoder(backbone, channels, in_channels, stem)
+        self.encoder_q, width = encoder(backbone, channels, in_channels, stem, resnet_width)
         self.projector_q = mlp_head(width, hidden, dim)
         self.predictor = mlp_head(dim, hidden, dim)
         for m in self.predictor.modules():

@@ -122,7 +122,8 @@ def _train_arm(x: np.ndarray, y: np.ndarray, settings: Mapping[str, Any], arm: s
         raise ValueError(f"lfss: {n} images < batch_size {bs} with drop_last")
     spe = n // bs if tr["drop_last"] else math.ceil(n / bs)
     net = LFSSNet(mo["channels"], mo["hidden"], mo["dim"], in_channels=xt.shape[1],
-                  backbone=mo.get("backbone", "small_cnn"), stem=mo.get("stem", "cifar")).to(device).train()
+                  backbone=mo.get("backbone", "small_cnn"), stem=mo.get("stem", "cifar"),
+                  resnet_width=mo.get("width", 1.0)).to(device).train()
     fast = tr.get("fast")  # issue 39: channels_last / bf16 autocast / compile, on CUDA only (core.speed)
     net = prepare_model(net, fast, device, compile_part=net.encoder_q)
     opt = torch.optim.SGD(_param_groups(net, tr["weight_decay"], tr["wd_bias_bn"]), lr=tr["lr"],

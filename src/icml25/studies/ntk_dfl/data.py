@@ -6,8 +6,8 @@
 * :func:`features`: the small-scale inputs: a stratified train subset, PCA fitted on it (numpy SVD), z-scored.
 * :func:`per_client_partition`: equal-size clients with Dirichlet class mixes (the paper-scale option [R]).
 * :func:`round_graph`: the time-varying peer graph of round r, reproducible from (seed, r).
-* :func:`read_idx` / :func:`read_idx_dataset`: the IDX files of (Fashion-)MNIST at paper scale (md5 constants
-  below; sha256 pinned in ``manifest.csv``).
+* :func:`read_idx` / :func:`read_idx_dataset`: the IDX files of (Fashion-)MNIST at paper scale (sha256 and the
+  publisher's md5 pinned in ``manifest.csv``).
 
 The paper (Thompson et al., "NTK-DFL: Enhancing Decentralized Federated Learning in Heterogeneous Settings via
 Neural Tangent Kernel", ICML 2025, https://arxiv.org/abs/2410.01922) uses Fashion-MNIST, MNIST and FEMNIST with
@@ -30,19 +30,10 @@ __all__ = ["DataError", "dirichlet_partition", "load_mnist5k", "mnist5k_split", 
 
 N_CLASSES = 10
 
-# Paper-scale IDX files: md5 as published by the dataset hosts (the sha256 of each is pinned in manifest.csv).
+# Paper-scale IDX files: the sha256 and the publisher's md5 of each are pinned in manifest.csv (columns sha256, md5;
+# a rehearsal's manifest carries the miniatures' hashes in both, so the md5 is read from the manifest, not kept here).
 IDX_FILES = ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
              "t10k-labels-idx1-ubyte.gz")
-IDX_MD5 = {
-    "fmnist/train-images-idx3-ubyte.gz": "8d4fb7e6c68d591d4c3dfef9ec88bf0d",
-    "fmnist/train-labels-idx1-ubyte.gz": "25c81989df183df01b3e8a0aad5dffbe",
-    "fmnist/t10k-images-idx3-ubyte.gz": "bef4ecab320f06d8554ea6380940ec79",
-    "fmnist/t10k-labels-idx1-ubyte.gz": "bb300cfdad3c16e7a12a480ee83cd310",
-    "mnist/train-images-idx3-ubyte.gz": "f68b3c2dcbeaaa9fbdd348bbdeb94873",
-    "mnist/train-labels-idx1-ubyte.gz": "d53e105ee54ea40749a09fcbcd1e9432",
-    "mnist/t10k-images-idx3-ubyte.gz": "9fb629c4189551a2d022fa330f9573f3",
-    "mnist/t10k-labels-idx1-ubyte.gz": "ec29112dd5afa0611ce80d1b7f02629c",
-}
 IDX_MAGIC = {2051: 3, 2049: 1}  # magic -> number of dimensions (images, labels)
 
 TOPOLOGIES = ("regular", "erdos_renyi", "random_ring", "static")

@@ -62,7 +62,7 @@ def prepare(stage: Stage, run: Any) -> None:
         with all_or_nothing(raw):  # no orphan pins when file k fails
             for path, name in zip(raw, names):
                 fetch(manifest[name], path, stage.mirror, trust_unpinned=stage.trust_unpinned)
-                D.read_idx(path, D.IDX_MD5[name])  # the publisher's md5 and the IDX header, before anything uses it
+                D.read_idx(path, manifest[name].md5 or None)  # the publisher's md5 (manifest) and the IDX header
         run.log_metric("prepare/bytes", sum(p.stat().st_size for p in raw))
         run.log_artifact(MANIFEST)
     topologies = sorted({arm_topology(a, cfg.topology) for a in cfg.arms})
