@@ -44,11 +44,33 @@ def test_mirror_is_deterministic_and_manifest_differs_only_in_hashes(slug, tmp_p
         if r_real["name"] in names:
             assert same >= set(r_real) - {"sha256", "size", "md5"}, r_real["name"]
             assert r_reh["sha256"] != r_real["sha256"]
-            path = a / r_reh["mirror_path"]
-            assert (b / r_reh["mirror_path"]).read_bytes() == path.read_bytes()  # same bytes on every call
+            path = R.files_dir(a, slug) / r_reh["mirror_path"]
+            assert (R.files_dir(b, slug) / r_reh["mirror_path"]).read_bytes() == path.read_bytes()  # same bytes on every call
             assert int(r_reh["size"]) == path.stat().st_size
         else:
             assert r_reh == r_real  # rows the rehearsal does not use keep their real hashes
+
+
+@pytest.mark.rehearsal
+def test_studies_rehearsing_one_url_keep_their_own_miniatures(tmp_path):
+    """CIFAR-10 and MNIST are rehearsed by several studies with different miniatures: each study has its own mirror
+    (files/<slug>/), so a rehearsal of several studies at once verifies every file against its own study's hash."""
+    from icml25.core.download import sha256_file
+
+    both = [s for s in ("ntk_dfl", "coalition_attribution") if s in REHEARSED]
+    if len(both) < 2:
+        pytest.skip("needs the ntk_dfl and coalition_attribution rehearsals")
+    written = R.build_mirror(both, tmp_path)
+    urls = {s: {r["name"]: r for r in _rows(tmp_path / "manifests" / s / "manifest.csv")} for s in both}
+    paths = {s: {urls[s][n]["mirror_path"] for n in written[s]} for s in both}
+    common = paths["ntk_dfl"] & paths["coalition_attribution"]
+    assert common, "the two studies no longer rehearse a common file"
+    assert any((R.files_dir(tmp_path, "ntk_dfl") / m).read_bytes() != (R.files_dir(tmp_path, "coalition_attribution")
+                                                                      / m).read_bytes() for m in common)
+    for slug in both:
+        for name in written[slug]:
+            row = urls[slug][name]
+            assert sha256_file(R.files_dir(tmp_path, slug) / row["mirror_path"]) == row["sha256"], (slug, name)
 
 
 def test_manifest_override_only_in_a_rehearsal_job(tmp_path, monkeypatch):

@@ -827,7 +827,7 @@ def test_rehearsal_miniatures_pass_the_real_loader(tmp_path):
     R.build_mirror(["cat_iv"], tmp_path)
     entries = read_manifest(R.package_dir("cat_iv") / "manifest.csv", rehearsal=False)
     for name in ("card", "mroz"):
-        frame = D.read_raw(tmp_path / entries[name].mirror_path, name)
+        frame = D.read_raw(R.files_dir(tmp_path, "cat_iv") / entries[name].mirror_path, name)
         assert frame.shape == D.RAW_SHAPES[name]
         arrays = D.real_arrays(frame, name)
         assert arrays["X"].size > 100 and arrays["Z"].shape[1] == len(arrays["candidates"])

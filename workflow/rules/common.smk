@@ -76,7 +76,7 @@ def stage_cmd(slug, stage):
         REHEARSAL
     ):  # every file through the download path, from the miniatures' mirror, with their hashes
         data_source = "remote"
-        mirror = f" --mirror {q(REHEARSAL_DIR)} --rehearsal {q(REHEARSAL_DIR)}"
+        mirror = f" --mirror {q(str(Path(REHEARSAL_DIR, 'files', slug)))} --rehearsal {q(REHEARSAL_DIR)}"
     else:
         mirror = f" --mirror {q(config['mirror'])}" if config.get("mirror") else ""
     mirror += " --trust-unpinned" if config.get("trust_unpinned") else ""

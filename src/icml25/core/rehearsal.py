@@ -21,10 +21,11 @@ What a study provides:
 * ``config/rehearsal/<slug>.yaml``: overrides applied on top of the paper scale (few seeds, small widths, few
   steps, ``device: cpu``), validated by the study's ``Config`` like any scale.
 
-What core does: :func:`build_mirror` (the Snakefile's ``onstart`` when ``rehearsal=true``) writes the miniatures
-under ``results/rehearsal/mirror/`` and, per study, a copy of its ``manifest.csv`` in which only the ``sha256``,
+What core does: :func:`build_mirror` (the Snakefile's ``onstart`` when ``rehearsal=true``) writes each study's
+miniatures in a mirror of its own, ``results/rehearsal/mirror/files/<slug>/`` (two studies may rehearse the same
+URL with different miniatures), and, per study, a copy of its ``manifest.csv`` in which only the ``sha256``,
 ``size`` (and ``md5``) of the miniature rows differ; jobs get ``--rehearsal <that dir>`` and ``--mirror <that
-dir>`` and ``--data-source remote``, and :func:`manifest_override` makes ``core.download.read_manifest`` read the
+dir>/files/<slug>`` and ``--data-source remote``, and :func:`manifest_override` makes ``core.download.read_manifest`` read the
 rehearsal manifest, so every file is fetched and hash-checked exactly as on the cluster. Results go to
 ``results/rehearsal/`` (never mixed with ``results/paper/``); claims.json keeps ``scale: paper``, says
 ``rehearsal: true`` and has no claim decided on the paper's data (``core.claims.mark_rehearsal``).
@@ -74,13 +75,19 @@ def manifest_dir(rehearsal_dir: str | Path) -> Path:
     return Path(rehearsal_dir) / "manifests"
 
 
+def files_dir(rehearsal_dir: str | Path, slug: str) -> Path:
+    """A study's own mirror, ``<rehearsal_dir>/files/<slug>/`` (its miniatures at their ``mirror_path``): one per
+    study, because two studies may rehearse the same URL (CIFAR-10, MNIST) with different miniatures."""
+    return Path(rehearsal_dir) / "files" / slug
+
+
 def manual_dir(rehearsal_dir: str | Path, slug: str) -> Path:
     """Where a study's ``write_manual`` puts its hand-placed miniatures: ``<rehearsal_dir>/manual/<slug>/``."""
     return Path(rehearsal_dir) / "manual" / slug
 
 
 def build_mirror(slugs: Sequence[str], out: str | Path) -> dict[str, list[str]]:
-    """Write every selected study's miniatures under ``out`` (the mirror layout: ``out/<mirror_path>``) and its
+    """Write every selected study's miniatures in its own mirror (``files_dir(out, slug) / <mirror_path>``) and its
     rehearsal manifest at ``out/manifests/<slug>/manifest.csv``; return ``{slug: rows written}``. Idempotent:
     deterministic writers give the same bytes, so a second call changes nothing."""
     from .download import read_manifest
@@ -91,14 +98,15 @@ def build_mirror(slugs: Sequence[str], out: str | Path) -> dict[str, list[str]]:
         module = importlib.import_module(f"icml25.studies.{slug}.rehearsal")
         manifest_path = package_dir(slug) / "manifest.csv"
         entries = read_manifest(manifest_path, rehearsal=False)
-        names = list(module.write_miniatures(out, entries))
+        files = files_dir(out, slug)
+        names = list(module.write_miniatures(files, entries))
         if hasattr(module, "write_manual"):
             module.write_manual(manual_dir(out, slug))
         unknown = sorted(set(names) - set(entries))
         if unknown:
             raise RehearsalError(f"{slug} rehearsal: wrote rows {unknown} that are not in its manifest.csv")
         written[slug] = names
-        _write_manifest(manifest_path, out, names, manifest_dir(out) / slug / "manifest.csv")
+        _write_manifest(manifest_path, files, names, manifest_dir(out) / slug / "manifest.csv")
     return written
 
 
