@@ -127,6 +127,27 @@ def _augment(xb: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     return out
 
 
+def sgd_cosine(model: nn.Module, settings: Mapping[str, Any], steps: int
+               ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+    """The training's optimizer [R]: SGD (momentum 0.9, ``settings`` lr and weight_decay) with a cosine learning
+    rate per step over ``steps`` steps."""
+    opt = torch.optim.SGD(model.parameters(), lr=settings["lr"], momentum=0.9,
+                          weight_decay=settings["weight_decay"])
+    return opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.5 * (1 + math.cos(math.pi * s / steps)))
+
+
+def classifier_step(model: nn.Module, opt: torch.optim.Optimizer, sched: Any, xb: torch.Tensor,
+                    yb: torch.Tensor) -> torch.Tensor:
+    """One training step: cross-entropy of ``model(xb)`` (B, C, 32, 32) against ``yb`` (B,), backward, optimizer
+    and scheduler step. Returns the (detached) mean loss."""
+    loss = F.cross_entropy(model(xb), yb)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    sched.step()
+    return loss.detach()
+
+
 def train_classifier(model: nn.Module, x: np.ndarray, y: np.ndarray, settings: Mapping[str, Any], seed: int,
                      device: str = "cpu", log=None) -> dict[str, Any]:
     """Train on normalised images x (N, C, 32, 32) float32, labels y (N,) with SGD (momentum 0.9) and a cosine
@@ -134,11 +155,8 @@ def train_classifier(model: nn.Module, x: np.ndarray, y: np.ndarray, settings: M
     (mean loss per epoch)."""
     gen = torch.Generator().manual_seed(seed)
     model.to(device).train()
-    opt = torch.optim.SGD(model.parameters(), lr=settings["lr"], momentum=0.9,
-                          weight_decay=settings["weight_decay"])
     n, bs = len(x), int(settings["batch_size"])
-    steps = max(1, settings["epochs"] * math.ceil(n / bs))
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.5 * (1 + math.cos(math.pi * s / steps)))
+    opt, sched = sgd_cosine(model, settings, max(1, settings["epochs"] * math.ceil(n / bs)))
     xt, yt = torch.from_numpy(x), torch.from_numpy(np.asarray(y, dtype=np.int64))
     curve = []
     for epoch in range(settings["epochs"]):
@@ -149,12 +167,7 @@ def train_classifier(model: nn.Module, x: np.ndarray, y: np.ndarray, settings: M
             xb = xt[idx]
             if settings["augment"]:
                 xb = _augment(xb, gen)
-            xb, yb = xb.to(device), yt[idx].to(device)
-            loss = F.cross_entropy(model(xb), yb)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            sched.step()
+            loss = classifier_step(model, opt, sched, xb.to(device), yt[idx].to(device))
             total += float(loss) * len(idx)
         curve.append(total / n)
         if log is not None:

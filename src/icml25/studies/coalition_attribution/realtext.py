@@ -111,6 +111,31 @@ def _batches(tok, sentences: Sequence[str], max_length: int, device: str):
     return {k: v.to(device) for k, v in enc.items()}
 
 
+def adamw_warmup_linear(model, settings: Mapping[str, Any], steps: int):
+    """The fine-tuning's optimizer [R]: AdamW (``settings`` lr, weight decay 0.01) on the ``settings`` trainable
+    parameters, linear warm-up over the first 10 % of ``steps`` and linear decay to 0. -> (optimizer, scheduler)."""
+    import torch
+
+    params = trainable_parameters(model, settings["trainable"])
+    opt = torch.optim.AdamW(params, lr=settings["lr"], weight_decay=0.01)
+    warm = max(1, int(0.1 * steps))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min((s + 1) / warm, max(0.0, (steps - s) / (steps - warm + 1e-9))))
+    return opt, sched
+
+
+def fine_tune_step(model, opt, sched, enc: Mapping[str, Any], y):
+    """One fine-tuning step: cross-entropy of ``model(**enc).logits`` (B, C) against ``y`` (B,), backward,
+    optimizer and scheduler step. Returns the (detached) mean loss."""
+    import torch
+
+    loss = torch.nn.functional.cross_entropy(model(**enc).logits.float(), y)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    sched.step()
+    return loss.detach()
+
+
 def fine_tune(model, tok, sentences: Sequence[str], labels: np.ndarray, settings: Mapping[str, Any], seed: int,
               device: str = "cpu", log=None) -> dict[str, Any]:
     """Fine-tune on (sentences, labels) [R]: AdamW (weight decay 0.01), linear warm-up (10 % of the steps) and
@@ -119,12 +144,8 @@ def fine_tune(model, tok, sentences: Sequence[str], labels: np.ndarray, settings
 
     gen = torch.Generator().manual_seed(seed)
     model.to(device).train()
-    params = trainable_parameters(model, settings["trainable"])
-    opt = torch.optim.AdamW(params, lr=settings["lr"], weight_decay=0.01)
     n, bs = len(sentences), int(settings["batch_size"])
-    steps = max(1, settings["epochs"] * math.ceil(n / bs))
-    warm = max(1, int(0.1 * steps))
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min((s + 1) / warm, max(0.0, (steps - s) / (steps - warm + 1e-9))))
+    opt, sched = adamw_warmup_linear(model, settings, max(1, settings["epochs"] * math.ceil(n / bs)))
     y = torch.as_tensor(np.asarray(labels, dtype=np.int64))
     curve = []
     for epoch in range(settings["epochs"]):
@@ -133,11 +154,7 @@ def fine_tune(model, tok, sentences: Sequence[str], labels: np.ndarray, settings
         for k in range(0, n, bs):
             idx = perm[k:k + bs]
             enc = _batches(tok, [sentences[i] for i in idx], settings["max_length"], device)
-            loss = torch.nn.functional.cross_entropy(model(**enc).logits.float(), y[idx].to(device))
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            sched.step()
+            loss = fine_tune_step(model, opt, sched, enc, y[idx].to(device))
             total += float(loss) * len(idx)
         curve.append(total / n)
         if log is not None:

@@ -329,6 +329,26 @@ def prepare_for_roste(model: nn.Module, rotations: Mapping[str, bool] | str, qcf
 # ------------------------------------------------------------------------------------------------ fine-tuning
 
 
+def sft_optimizer(model: nn.Module, lr: float, weight_decay: float, steps: int) -> tuple[torch.optim.Optimizer, Any]:
+    """The fine-tuning's AdamW on the trainable (latent) weights and its cosine decay to 0 over ``steps`` steps."""
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=weight_decay)
+    return opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda k: 0.5 * (1 + math.cos(math.pi * min(k, steps) / steps)))
+
+
+def sft_step(model: nn.Module, opt: torch.optim.Optimizer, sched: Any, batch: Mapping[str, Tensor],
+             dev: torch.device, autocast: torch.dtype | None = None) -> Tensor:
+    """One STE fine-tuning step of :func:`sft_steps`: the causal-LM loss of ``batch`` (``input_ids``, ``labels``
+    (B, T), moved to ``dev``) under ``autocast`` (or none), backward, optimizer and scheduler step. Returns the
+    detached loss."""
+    with torch.autocast(dev.type, dtype=autocast, enabled=autocast is not None):
+        loss = model(input_ids=batch["input_ids"].to(dev), labels=batch["labels"].to(dev), use_cache=False).loss
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    sched.step()
+    return loss.detach()
+
+
 def sft_steps(model: nn.Module, batches: Iterable[Mapping[str, Tensor]], lr: float, weight_decay: float = 0.0,
               steps: int | None = None, on_step: Callable[[int, float], None] | None = None,
               autocast: torch.dtype | None = None) -> list[float]:
@@ -341,19 +361,12 @@ def sft_steps(model: nn.Module, batches: Iterable[Mapping[str, Tensor]], lr: flo
     batches = list(batches)
     n = steps or len(batches)
     dev = next(model.parameters()).device
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=weight_decay)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: 0.5 * (1 + math.cos(math.pi * min(k, n) / n)))
+    opt, sched = sft_optimizer(model, lr, weight_decay, n)
     model.train()
     losses = []
     for k in range(n):
-        b = batches[k % len(batches)]
-        with torch.autocast(dev.type, dtype=autocast, enabled=autocast is not None):
-            loss = model(input_ids=b["input_ids"].to(dev), labels=b["labels"].to(dev), use_cache=False).loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        sched.step()
-        losses.append(float(loss.detach()))
+        loss = sft_step(model, opt, sched, batches[k % len(batches)], dev, autocast)
+        losses.append(float(loss))
         if on_step is not None:
             on_step(k, losses[-1])
     model.eval()
@@ -362,4 +375,4 @@ def sft_steps(model: nn.Module, batches: Iterable[Mapping[str, Tensor]], lr: flo
 
 __all__ = ["REVISIONS", "UNPINNED", "EXTRA", "QuantLinear", "roste_attention", "register_attention",
            "resolve_revision", "load_causal_lm", "load_tokenizer", "untie", "slot_dims", "resolve_choices",
-           "fold_and_rotate", "prepare_for_roste", "sft_steps", "transformers_available"]
+           "fold_and_rotate", "prepare_for_roste", "sft_optimizer", "sft_step", "sft_steps", "transformers_available"]
