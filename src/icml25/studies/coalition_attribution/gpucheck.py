@@ -43,6 +43,24 @@ BERT_TINY = dict(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attent
                  max_position_embeddings=64, type_vocab_size=2)
 
 
+class Interleave:
+    """Which experiment the next call runs: each once first, then the one furthest behind its share ``counts[i] /
+    sum(counts)`` (ties: the first). After k calls experiment i has run k × share_i times to within the number of
+    experiments (the first round puts the small ones ahead; once k × share_i >= 1 for all, to within 1)."""
+
+    def __init__(self, counts: list[int]) -> None:
+        if not counts or min(counts) < 1:
+            raise ValueError(f"Interleave: counts must be positive, got {counts}")
+        self.share = np.asarray(counts, dtype=float) / sum(counts)
+        self.done = np.zeros(len(counts))
+
+    def __call__(self) -> int:
+        k = int(self.done.sum())
+        i = k if k < len(self.share) else int(np.argmax((k + 1) * self.share - self.done))
+        self.done[i] += 1
+        return i
+
+
 def _image(name: str, s: dict[str, Any], paper: bool, steps: int, device: torch.device,
            gen: torch.Generator) -> tuple[nn.Module, Any]:
     cifar = name == "cifar10_resnet20"
@@ -98,15 +116,10 @@ def build(config: Any, shapes: str, device: torch.device) -> Bench:
         steps.append(step)
         labels.append(f"{type(model).__name__}")
     total = sum(counts.values())
-    share = np.array([counts[n] / total for n in names])
-    done = np.zeros(len(names))
-    k = [0]
+    pick = Interleave([counts[n] for n in names])
 
     def step() -> None:
-        i = k[0] if k[0] < len(names) else int(np.argmax((k[0] + 1) * share - done))
-        steps[i]()
-        done[i] += 1
-        k[0] += 1
+        steps[pick()]()
 
     return Bench(model=" + ".join(labels) + f" ({'paper' if paper else 'tiny'} sizes, interleaved)",
                  module=nn.ModuleList(models), step=step, steps_per_run=total, runs=1,

@@ -76,6 +76,6 @@ def build(config: Any, shapes: str, device: torch.device) -> Bench:
     return Bench(model=f"Qwen2ForCausalLM({'Qwen2.5-0.5B' if shapes == 'paper' else 'tiny'} sizes, random init; "
                        f"W{q.w_bits}A{q.a_bits}KV{q.kv_bits}, all rotations; batch {batch} x {seq} tokens)",
                  module=model, step=step, steps_per_run=steps_per_run, runs=runs,
-                 note=f"{p.epochs} epoch x ceil({rows:,} rows / batch {p.batch}) steps of {SEQ_LEN} tokens [R]; "
+                 note=f"{p.epochs} epoch x ceil({rows:,} rows / batch {p.batch}) steps (paper shapes: {SEQ_LEN} tokens [R]); "
                       f"{len(trained)} trained arms {trained} x {len(config.seeds)} seeds, each counted at the "
                       f"all-rotations W4A4KV4 step; latent {p.dtype}, autocast {p.autocast}")
