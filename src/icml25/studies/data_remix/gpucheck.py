@@ -1,15 +1,17 @@
 """gpu-check builder of data_remix (issue 39; :mod:`icml25.core.gpucheck`): one paper train step of the ``joint``
 arm with the study's own model — :func:`~.train.build_model` with ``encoder: resnet18`` (two ResNet-18 from scratch,
 :func:`~.model.resnet18_fusion`, ``train.resnet_width``, ``train.resnet_init``) — as :func:`~.train.train_arm`
-performs it: :func:`~.method.masked_forward` in mode "av", :func:`~.train.joint_loss` (α, β), Adam with
-``train.weight_decay`` at :func:`~.train.arm_lr`, on a batch of ``train.batch_size`` clips at Kinetics-Sounds'
-paper input shapes: log-spectrograms (257, 454) (:mod:`.audio`: 16 kHz x 10 s, n_fft 512, hop 353) and 2 uint8
-frames 3x224x224 (normalised inside the encoder). Kinetics-Sounds has 3.5x CREMA-D's training clips and the longer
-spectrogram (CREMA-D: (257, 188)), so CREMA-D's steps, counted at this step, are over-estimated (the visual half,
-the same frames, dominates). Remix's reassembled batches run both encoders too (:func:`~.method.masked_forward`
-zeroes a feature, not a pass), so every arm is counted at this step. Not in the step: the per-epoch assignment pass
-of the Remix arms (a no-grad forward of the training set), test accuracies, probes. Steps per run: ``train.epochs``
-x ceil(training clips / batch) summed over the paper datasets; runs: arms x seeds.
+performs it: :func:`~.train.train_step` in mode "av" (:func:`~.method.masked_forward`, :func:`~.train.joint_loss`
+with α, β) and :func:`~.train.make_optimizer` (Adam, ``train.weight_decay``, the joint arm's lr), on a batch of
+``train.batch_size`` clips at Kinetics-Sounds' paper input shapes: log-spectrograms (257, 454) (:mod:`.audio`:
+16 kHz x 10 s, n_fft 512, hop 353) and 2 uint8 frames 3x224x224 (normalised inside the encoder).
+
+Kinetics-Sounds has 3.5x CREMA-D's training clips; CREMA-D's steps are counted at this step too, an over-estimate
+(its spectrogram is (257, 188), the frames are the same). Remix's reassembled batches run both encoders
+(:func:`~.method.masked_forward` zeroes a feature, not a pass), so every arm is counted at this step. Not in the
+step: the per-epoch assignment pass of the Remix arms (a no-grad forward of the training set), test accuracies,
+probes. Steps per run: ``train.epochs`` x ceil(training clips / batch) summed over the paper datasets; runs:
+arms x seeds.
 """
 from __future__ import annotations
 
@@ -22,8 +24,7 @@ import torch
 from icml25.core.config import to_dict
 from icml25.core.gpucheck import Bench
 
-from .method import masked_forward
-from .train import arm_lr, build_model, joint_loss
+from .train import build_model, make_optimizer, train_step
 
 #: training clips of the OGM-GE split lists: CREMA-D exact (README "Data"); Kinetics-Sounds ≈ 23.6 k (README
 #: "Data": from the lists' sizes; YouTube clips that cannot be fetched reduce it)
@@ -46,19 +47,16 @@ def build(config: Any, shapes: str, device: torch.device) -> Bench:
         train = {**train, "resnet_width": 2}
     labels = {"y": np.array([ks["n_classes"] - 1])}
     model = build_model({"train": labels, "test": labels}, train, seed=0).train()
-    opt = torch.optim.Adam(model.parameters(), lr=arm_lr("joint", train), betas=(0.9, 0.999), eps=1e-8,
-                           foreach=True, weight_decay=float(train["weight_decay"]))  # as train.train_arm
+    opt = make_optimizer(model, "joint", train)
     gen = torch.Generator().manual_seed(0)
     x_a = torch.randn(batch, f, t, generator=gen).to(device)
     x_v = torch.randint(0, 256, (batch, frames, 3, side, side), dtype=torch.uint8, generator=gen).to(device)
     y = (torch.arange(batch) % ks["n_classes"]).to(device)
     alpha, beta = float(train["alpha"]), float(train["beta"])
+    gammas = {"v": float(train["gamma1"]), "a": float(train["gamma2"])}
 
-    def step() -> None:  # the inner loop of train.train_arm, mode "av"
-        opt.zero_grad(set_to_none=True)
-        loss = joint_loss(masked_forward(model, x_a, x_v, "av"), y, alpha, beta)
-        loss.backward()
-        opt.step()
+    def step() -> None:
+        train_step(model, opt, x_a, x_v, y, "av", alpha, beta, gammas)
 
     bs, epochs = int(cfg["train"]["batch_size"]), int(cfg["train"]["epochs"])
     per_epoch = {ds: math.ceil(TRAIN_CLIPS[ds] / bs) for ds in cfg["datasets"]}

@@ -14,18 +14,20 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import torch
 
 from icml25.core.config import to_dict
 from icml25.core.gpucheck import Bench
 
 from .config import trained_arms
+from .data import split_indices
 from .experiment import arm_settings
 from .model import build_rejector
 from .stages import rejector_settings
 from .train import batch_loss
 
-CIFAR10_IMAGES = 60_000  #: train + test batches pooled (:mod:`.agents`, ``prepare_cifar10``)
+CIFAR10_PER_CLASS = 6_000  #: images per class, train + test batches pooled (:mod:`.agents`, ``prepare_cifar10``)
 N_AGENTS = 3  #: g and two experts (``cifar10.expert_classes``)
 
 
@@ -53,7 +55,8 @@ def build(config: Any, shapes: str, device: torch.device) -> Bench:
         loss.backward()
         opt.step()
 
-    n_train = round(CIFAR10_IMAGES * settings["cifar10"]["split"][1])
+    labels = np.repeat(np.arange(10), CIFAR10_PER_CLASS)  # the stratified split's sizes (seed-independent)
+    n_train = len(split_indices(len(labels), settings["cifar10"]["split"], 0, stratify=labels)["train"])
     per_epoch = math.ceil(n_train / int(settings["train"]["batch_size"]))
     arms = trained_arms(settings["arms"])
     return Bench(model=f"ResNet18 rejector (width {spec['width']}, {spec['image_shape']}; SARD PGD-{train['steps']} "
