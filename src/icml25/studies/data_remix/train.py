@@ -126,6 +126,26 @@ def build_model(data: Mapping, cfg: Mapping[str, Any], seed: int) -> FusionNet:
     return model.to(cfg.get("device", "cpu"))
 
 
+def make_optimizer(model: nn.Module, arm: str, cfg: Mapping[str, Any]) -> torch.optim.Optimizer:
+    """The released optimiser [V]: Adam(β = (0.9, 0.999), ε = 1e-8, ``weight_decay``) at :func:`arm_lr`."""
+    return torch.optim.Adam(model.parameters(), lr=arm_lr(arm, cfg), betas=(0.9, 0.999), eps=1e-8, foreach=True,
+                            weight_decay=float(cfg["weight_decay"]))
+
+
+def train_step(model: nn.Module, opt: torch.optim.Optimizer, x_a: torch.Tensor, x_v: torch.Tensor, y: torch.Tensor,
+               mode: str, alpha: float, beta: float, gammas: Mapping[str, float]) -> tuple[torch.Tensor, float | None]:
+    """One batch of :func:`train_arm` (inputs on the model's device): :func:`..method.masked_forward` in ``mode``,
+    :func:`joint_loss` (mode "av", α, β) or :func:`unimodal_loss` (γ of the mode), backward, optimiser step.
+    Returns (loss, :func:`..method.masked_grad_max` after backward for a unimodal batch, else None)."""
+    opt.zero_grad(set_to_none=True)
+    out = masked_forward(model, x_a, x_v, mode)
+    loss = joint_loss(out, y, alpha, beta) if mode == "av" else unimodal_loss(out, y, mode, gammas[mode])
+    loss.backward()
+    gmax = masked_grad_max(model, mode) if mode != "av" else None
+    opt.step()
+    return loss, gmax
+
+
 def routing_fractions(assign: np.ndarray, z: np.ndarray | None) -> dict[str, float]:
     """Fraction of audio-corrupt (z = 1) rows routed to D_a and of visual-corrupt (z = 2) rows routed to D_v."""
     if z is None:
@@ -149,8 +169,7 @@ def train_arm(data: Mapping, arm: str, cfg: Mapping[str, Any], seed: int) -> dic
         raise ValueError(f"train_arm: unknown arm {arm!r} (known: {ARMS})")
     tr, te = data["train"], data["test"]
     model = build_model(data, cfg, seed)
-    opt = torch.optim.Adam(model.parameters(), lr=arm_lr(arm, cfg), betas=(0.9, 0.999), eps=1e-8, foreach=True,
-                           weight_decay=float(cfg["weight_decay"]))
+    opt = make_optimizer(model, arm, cfg)
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=int(cfg["lr_step"]), gamma=float(cfg["lr_gamma"]))
     x_a, x_v, y = _t(tr["x_a"]), _t(tr["x_v"]), _t(tr["y"])
     dev, eval_batch = _device(model), int(cfg.get("eval_batch", 4096))
@@ -178,14 +197,10 @@ def train_arm(data: Mapping, arm: str, cfg: Mapping[str, Any], seed: int) -> dic
         losses, n_seen, gmax = [], 0, 0.0
         for mode, idx in batches:
             ti = torch.from_numpy(idx)
-            opt.zero_grad(set_to_none=True)
-            yb = y[ti].to(dev)
-            out = masked_forward(model, x_a[ti].to(dev), x_v[ti].to(dev), mode)
-            loss = joint_loss(out, yb, alpha, beta) if mode == "av" else unimodal_loss(out, yb, mode, gammas[mode])
-            loss.backward()
-            if mode != "av":
-                gmax = max(gmax, masked_grad_max(model, mode))
-            opt.step()
+            loss, g = train_step(model, opt, x_a[ti].to(dev), x_v[ti].to(dev), y[ti].to(dev), mode, alpha, beta,
+                                 gammas)
+            if g is not None:
+                gmax = max(gmax, g)
             losses.append(float(loss.detach()) * len(idx))
             n_seen += len(idx)
         sched.step()

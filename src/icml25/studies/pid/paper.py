@@ -135,6 +135,22 @@ def score(model: nn.Module, ds: CropDataset, batch: int, workers: int, device: s
     return np.concatenate(out) if out else np.zeros(0)
 
 
+def make_optimizer(model: nn.Module, s: Mapping) -> torch.optim.Optimizer:
+    """The detector's optimiser: Adam at ``det_lr`` (torch's other defaults) [R]."""
+    return torch.optim.Adam(model.parameters(), lr=s["det_lr"])
+
+
+def train_step(model: nn.Module, opt: torch.optim.Optimizer, lossf: nn.Module, x: torch.Tensor,
+               y: torch.Tensor) -> torch.Tensor:
+    """One training step of :func:`train_resnet` on a batch x (B, 3, H, W), y (B,) float labels on the model's
+    device: ``lossf(model(x), y)`` (BCE with logits), backward, optimiser step. Returns the batch loss."""
+    loss = lossf(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    return loss
+
+
 def train_resnet(index: Mapping[str, np.ndarray], arm: str, seed: int, s: Mapping) -> tuple[nn.Module, dict]:
     """Train :class:`.resnet.ResNet50` (width ``det_width``) with BCE + Adam (``det_lr``, ``batch``,
     ``det_epochs``) on the index's training rows; ``val/acc`` (logit 0) on its validation rows after each epoch.
@@ -149,7 +165,7 @@ def train_resnet(index: Mapping[str, np.ndarray], arm: str, seed: int, s: Mappin
     ds = CropDataset(index["image"][tr], index["label"][tr], arm, s["crop"], train=True, seed=seed, **kw)
     val_ds = CropDataset(index["image"][va], index["label"][va], arm, s["crop"], train=False, **kw)
     model = ResNet50(width=s["det_width"]).to(dev)
-    opt = torch.optim.Adam(model.parameters(), lr=s["det_lr"])
+    opt = make_optimizer(model, s)
     lossf = nn.BCEWithLogitsLoss()
     curves: dict[str, list[float]] = {"train/bce": [], "val/acc": []}
     for epoch in range(s["det_epochs"]):
@@ -158,10 +174,7 @@ def train_resnet(index: Mapping[str, np.ndarray], arm: str, seed: int, s: Mappin
         tot, n = 0.0, 0
         for x, y in _loader(ds, s["batch"], s["det_workers"], shuffle=True, seed=seed * 1000 + epoch):
             x, y = x.to(dev), y.to(dev)
-            loss = lossf(model(x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+            loss = train_step(model, opt, lossf, x, y)
             tot, n = tot + loss.item() * len(y), n + len(y)
         curves["train/bce"].append(tot / max(n, 1))
         if len(val_ds):
