@@ -129,7 +129,10 @@ def test_pid_genimage_download_failing_on_archive_2_leaves_no_orphan_pins(tmp_pa
     manifest.write_text("\n".join(rows) + "\n")
     monkeypatch.setattr(stages, "MANIFEST", manifest)
     outs = tuple(tmp_path / "raw" / n for n in ["a.zip", "b.zip", "c.zip"])
-    stage = Stage(slug="pid", name="download", config=None, scale="paper", data_source="remote",
+    from types import SimpleNamespace
+
+    config = SimpleNamespace(data=SimpleNamespace(genimage_dir=None))  # no hand-placed directory: the mirror
+    stage = Stage(slug="pid", name="download", config=config, scale="paper", data_source="remote",
                   mirror=str(mirror), inputs=(), outputs=outs, trust_unpinned=True)
     with pytest.raises(DownloadError, match="b.zip"):
         stages._download_genimage(stage, None)

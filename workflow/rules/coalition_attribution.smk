@@ -110,7 +110,11 @@ rule coalition_attribution__train_real:
     resources:
         mem_mb=64000,
         runtime=480,
-        gpu=gpus("coalition_attribution", "train_real", cfg("coalition_attribution")["real"]["gpus"]),
+        gpu=gpus(
+            "coalition_attribution",
+            "train_real",
+            cfg("coalition_attribution")["real"]["gpus"],
+        ),
     params:
         **stage_params("coalition_attribution", "train_real"),
     shell:
@@ -125,7 +129,10 @@ rule coalition_attribution__evaluate:
             arm=cfg("coalition_attribution")["arms"],
             chunk=seed_chunks("coalition_attribution"),
         ),
-        real=[res("coalition_attribution", "models", "real", f"{e}.json") for e in CA_REAL],
+        real=[
+            res("coalition_attribution", "models", "real", f"{e}.json")
+            for e in CA_REAL
+        ],
     output:
         claims=res("coalition_attribution", "claims.json"),
         metrics=res("coalition_attribution", "metrics", "eval.json"),
@@ -143,7 +150,8 @@ rule coalition_attribution__evaluate:
     params:
         **stage_params("coalition_attribution", "evaluate"),
     shell:
-        stage_cmd("coalition_attribution", "evaluate") + " --in {input.models} {input.real}"
+        stage_cmd("coalition_attribution", "evaluate")
+        + " --in {input.models} {input.real}"
         " --out {output.claims} {output.metrics} {output.coalitions} > {log} 2>&1"
 
 

@@ -127,7 +127,9 @@ rule pid__train:
     resources:
         mem_mb=64000 if _PID_PAPER else 3000,
         runtime=(  # minutes; paper: ~1 A100-h per ResNet-50 run (README), 3 h allowed per seed
-            180 * (_PID_CFG["seeds_per_job"] or len(_PID_CFG["seeds"])) if _PID_PAPER else 30
+            180 * (_PID_CFG["seeds_per_job"] or len(_PID_CFG["seeds"]))
+            if _PID_PAPER
+            else 30
         ),
         gpu=1 if _PID_PAPER else 0,
     params:
