@@ -974,17 +974,6 @@ def test_cnn_width_one_is_the_paper_architecture_and_width_scales_it():
         C.vgg11(10, width=0)
 
 
-def test_rehearsal_cifar_bytes_equal_lfss_at_the_shared_mirror_path():
-    """fedecado and lfss both have a row at ``kriz/cifar-10-python.tar.gz`` (and CIFAR-100's path); a rehearsal of
-    several studies writes one mirror, so their miniatures must be the same bytes (or the first study's rehearsal
-    manifest pins a hash the second overwrites)."""
-    from icml25.studies.fedecado import rehearsal as F
-    from icml25.studies.lfss import rehearsal as L
-
-    assert F.cifar10_archive() == L.cifar10_archive()
-    assert F.cifar100_archive() == L.cifar100_archive()
-
-
 def test_train_settings_carry_the_cnn_width_to_the_learner():
     """Found by the rehearsal: the train stage's plain settings dropped image.width, so the learner built the full
     VGG-11 whatever the config said (and image.fast, issue 39's CUDA speed switches, the same way). Both reach
