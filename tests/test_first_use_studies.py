@@ -31,9 +31,17 @@ def _arff(rows: int) -> bytes:
 
 
 def test_kernel_adaptation_refuses_to_pin_an_arff_cut_at_a_row_boundary(tmp_path, monkeypatch):
+    """The ARFF row is pinned now (issue 35: the sha256 and size published for OpenML file 52667), so the test
+    unpins it to exercise the first-use path a re-hosted or re-released file would take."""
+    import dataclasses
+
+    from icml25.core.download import read_manifest
+    from icml25.studies.kernel_adaptation import MANIFEST
     from icml25.studies.kernel_adaptation import data as D
     from icml25.studies.kernel_adaptation import stages
 
+    manifest = {k: dataclasses.replace(e, sha256="", size=None) for k, e in read_manifest(MANIFEST).items()}
+    monkeypatch.setattr(stages, "read_manifest", lambda path, **kw: manifest)
     monkeypatch.setattr(D, "MNIST784_ROWS", 40)  # the real file has 70,000; a 40-row miniature here
     mirror = tmp_path / "mirror" / "openml"
     mirror.mkdir(parents=True)

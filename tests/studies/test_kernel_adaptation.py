@@ -472,7 +472,7 @@ def test_smoke_grid_runs_every_arm_and_verdict_within_20s():
 
 # ------------------------------------------------------------------------------------------- config, pipeline
 SPEC_ENTRIES = {"c1_adaptive_beats_nngp": "claim", "c2_directional": "claim", "c3a_rescaling_theory": "claim",
-                "c3b_rescaling_langevin": "claim", "c4_exact": "check"}
+                "c3b_rescaling_langevin": "claim", "c4_exact": "check", "c5_width_trend": "claim"}
 
 
 def test_config_scales_and_cross_key_rules():
@@ -659,3 +659,86 @@ def test_rehearsal_miniature_fits_the_rehearsal_config(tmp_path):
     assert d["X"].shape == (cfg["P"], 784) and d["X_test"].shape == (cfg["P_test"], 784)
     assert np.isclose(np.mean(np.sum(d["X"] ** 2, axis=1)), 784)
     assert set(np.unique(d["y"])) <= {-1.0, 1.0}
+
+
+# ------------------------------------------------------------------------------------- the width sweep (c5)
+
+
+def test_width_slope_recovers_a_power_law_exactly():
+    """|eps_AD - eps_L| = 0.3 N^-0.5 (either sign of the difference) has slope -0.5 on log-log axes; a zero gap has
+    no slope."""
+    widths = [50, 200, 1000, 2000]
+    gap = 0.3 * np.asarray(widths, float) ** -0.5
+    eps_L = np.array([0.9, 0.8, 0.7, 0.6])
+    eps_AD = eps_L + gap * np.array([1, -1, 1, -1])
+    assert E.width_slope(widths, eps_AD, eps_L) == pytest.approx(-0.5, abs=1e-12)
+    # hand-computed two-point slope: log(0.1/0.4) / log(4/1) = -1
+    assert E.width_slope([1, 4], [0.5, 0.6], [0.1, 0.5]) == pytest.approx(-1.0, abs=1e-12)
+    assert np.isnan(E.width_slope([1, 4], [0.5, 0.6], [0.5, 0.5]))
+    with pytest.raises(ValueError, match="need >= 2 widths"):
+        E.width_slope([1], [0.5], [0.4])
+
+
+def test_claim5_verdicts_and_boundaries():
+    rep, notrep, st = E.claim5_width_trend([-0.5, -0.4, -0.6, -0.45])
+    assert rep and not notrep and st["n_negative"] == 4 and st["ci_high"] < 0
+    # t interval by hand: mean -0.4875, sd 0.085391, t_{0.975,3} = 3.182446 -> half-width 0.135875
+    assert st["mean_slope"] == pytest.approx(-0.4875) and st["ci_high"] == pytest.approx(-0.4875 + 0.135875, abs=1e-5)
+    rep, notrep, _ = E.claim5_width_trend([0.1, -0.05, 0.2])
+    assert not rep and notrep  # mean slope >= 0
+    rep, notrep, _ = E.claim5_width_trend([-0.5, 0.4, -0.1])
+    assert not rep and not notrep  # interval straddles 0
+    rep, notrep, st = E.claim5_width_trend([-0.5, float("nan"), -0.1])
+    assert not rep and not notrep and "note" in st
+
+
+def _sweep_records(slopes, bias=0.0):
+    widths = [4, 8, 16]
+    out = []
+    for k, b in enumerate(slopes):
+        eps_L = [0.5, 0.5, 0.5]
+        gap = [0.1 * (w / 4) ** b for w in widths]
+        out.append({"task": "ising", "seed": k, "widths": widths, "eps_L": eps_L,
+                    "eps_AD": [e + g for e, g in zip(eps_L, gap)], "eps_L_half": [e + bias for e in eps_L]})
+    return out
+
+
+def test_claim5_entry_untested_without_the_sweep_and_gated_by_the_sampler():
+    by = {e.id: e for e in E.evaluate_claims(_fake_summaries())[0]}
+    assert by["c5_width_trend"].status == "untested" and by["c5_width_trend"].testable_at == "paper"
+    by = {e.id: e for e in E.evaluate_claims(_fake_summaries(), sweep=_sweep_records([-0.5, -0.6, -0.4]))[0]}
+    c5 = by["c5_width_trend"]
+    assert c5.verdict == "reproduced" and c5.key_numbers["mean_slope"] == pytest.approx(-0.5)
+    assert c5.evidence.n == 3 and c5.evidence.unit == "task-seed pairs" and c5.evidence.paper_data is False
+    # a step-halving change of eps_L of 0.05 against gaps down to 0.1 * 4**-0.6 = 0.044: the gate fails
+    c5 = {e.id: e for e in E.evaluate_claims(_fake_summaries(), sweep=_sweep_records([-0.5, -0.6, -0.4],
+                                                                                    bias=0.05))[0]}["c5_width_trend"]
+    assert c5.verdict == "inconclusive" and "sweep_sampler_bias" in c5.note
+    c5 = {e.id: e for e in E.evaluate_claims(_fake_summaries(), sweep=_sweep_records([0.2, 0.1, 0.3]))[0]}[
+        "c5_width_trend"]
+    assert c5.verdict == "not reproduced"
+
+
+def test_sweep_adaptive_equals_the_grid_run_at_chi_N(task):
+    """The sweep's adaptive arm at width N is the grid run's adaptive arm at chi = N (the same anneal); its Langevin
+    arm runs the step-halving ensemble and is deterministic in the seed."""
+    base = {**SCALES["smoke"], "chi_exponents": (0.0, 1.0), "n_anneal": 8, "tol": 1e-8}
+    data = D.make_task("ising", 5, 10, 40, seed=3)
+    sw = X.sweep(base, "adaptive_tree", 3, data, [6, 12])
+    for k, N in enumerate((6, 12)):
+        ref = X.run({**base, "N": N}, "adaptive_tree", "ising", 3, data=data)
+        assert sw["eps_test"][k] == pytest.approx(ref["metrics"][-1]["eps_test"], rel=1e-12)
+    lg = {**base, "langevin": {**base["langevin"], "n_steps": 60, "n_chains": 2}, "step_check": {"factor": 2}}
+    a, b = X.sweep(lg, "langevin", 3, data, [6, 12]), X.sweep(lg, "langevin", 3, data, [6, 12])
+    assert a["step_check_eps_test"].shape == (2,) and np.array_equal(a["eps_test"], b["eps_test"])
+    with pytest.raises(ValueError, match="kind must be"):
+        X.sweep(base, "nngp", 3, data, [6])
+
+
+def test_sweep_config_rules():
+    raw = merge_scale(load_yaml(YAML), "paper")
+    assert build(Config, raw, path="kernel_adaptation").n_sweep.widths == (50, 200, 1000, 2000)
+    assert build(Config, merge_scale(load_yaml(YAML), "default"), path="kernel_adaptation").n_sweep.widths == ()
+    for bad in ([200, 50], [50], [50, 50]):
+        with pytest.raises(ConfigError, match="n_sweep.widths"):
+            build(Config, {**raw, "n_sweep": {"widths": bad}}, path="kernel_adaptation")

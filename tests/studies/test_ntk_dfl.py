@@ -741,6 +741,7 @@ def test_train_rejects_unknown_arm_and_prepare_refuses_paper_data_offline(tmp_pa
         stage_cli(["train", *common, "--arm", "dfedavgm", "--seeds", "0", "--in", "a", "b", *out])
     paper = ["prepare", "--scale", "paper", "--no-track", "--config", str(YAML)]
     raw = [str(tmp_path / "raw" / n) for n in ("fmnist/" + f for f in D.IDX_FILES)]
+    raw.append(str(tmp_path / "raw" / "femnist" / "femnist.npz"))  # the paper scale's FEMNIST (extra_sources)
     with pytest.raises(SystemExit, match="data_source=remote"):
         stage_cli([*paper, "--out", *raw, str(tmp_path / "graphs.json")])
     with pytest.raises(SystemExit, match="writes"):
@@ -760,7 +761,8 @@ def test_prepare_fetches_paper_files_through_a_mirror_and_checks_the_pins(tmp_pa
     raw = [tmp_path / "raw" / "fmnist" / n for n in D.IDX_FILES]
     with pytest.raises(DownloadError):
         stage_cli(["prepare", "--scale", "paper", "--no-track", "--config", str(YAML), "--data-source", "remote",
-                   "--mirror", str(tmp_path / "mirror"), "--out", *map(str, raw), str(tmp_path / "graphs.json")])
+                   "--mirror", str(tmp_path / "mirror"), "--out", *map(str, raw),
+                   str(tmp_path / "raw" / "femnist" / "femnist.npz"), str(tmp_path / "graphs.json")])
     assert not any(p.exists() for p in raw) and not (tmp_path / "graphs.json").exists()
 
 
@@ -870,3 +872,121 @@ def test_rehearsal_idx_files_read_back_exactly(tmp_path):
     split = D.read_idx_dataset(paths)
     assert split["X_train"].shape == (R.N_TRAIN, 784) and split["X_test"].shape == (R.N_TEST, 784)
     np.testing.assert_array_equal(np.bincount(split["y_train"]), [R.N_TRAIN // 10] * 10)
+
+
+# ------------------------------------------------------------------------------------------------ FEMNIST (LEAF)
+
+
+def _leaf_doc(users: dict) -> dict:
+    return {"users": list(users), "num_samples": [len(v["y"]) for v in users.values()], "user_data": users}
+
+
+def _pixels(*pairs) -> list:
+    """784 pixels, all 1.0 (white paper) except the given (index, value) pairs."""
+    row = [1.0] * 784
+    for i, v in pairs:
+        row[i] = v
+    return row
+
+
+def _two_writer_tree(root: Path) -> Path:
+    """A hand-made LEAF tree: writers f0000_14 (3 train, 1 test) and f0001_41 (2 train, 1 test); labels 35 (Z) and
+    61 (z) are letters, the rest digits."""
+    train = {"f0001_41": {"x": [_pixels((0, 0.0)), _pixels((783, 0.5))], "y": [3, 61]},
+             "f0000_14": {"x": [_pixels((1, 0.25)), _pixels((2, 0.0)), _pixels()], "y": [1, 0, 35]}}
+    test = {"f0001_41": {"x": [_pixels((5, 0.75))], "y": [7]}, "f0000_14": {"x": [_pixels((6, 0.0))], "y": [2]}}
+    for split, users in (("train", train), ("test", test)):
+        (root / split).mkdir(parents=True, exist_ok=True)
+        (root / split / f"all_data_0_niid_0_keep_0_{split}_9.json").write_text(json.dumps(_leaf_doc(users)))
+    return root
+
+
+def test_femnist_loader_on_a_hand_made_two_writer_tree(tmp_path):
+    arrays = D.read_femnist(_two_writer_tree(tmp_path / "leaf"))
+    assert arrays["writers"].tolist() == ["f0000_14", "f0001_41"]  # sorted names
+    # rows in file order: f0001_41's two samples, then f0000_14's three
+    assert arrays["y_train"].tolist() == [3, 61, 1, 0, 35] and arrays["w_train"].tolist() == [1, 1, 0, 0, 0]
+    assert arrays["X_train"].shape == (5, 784) and arrays["X_train"].dtype == np.float32
+    assert arrays["X_train"][0, 0] == 0.0 and arrays["X_train"][1, 783] == 0.5 and arrays["X_train"][2, 1] == 0.25
+    assert arrays["X_train"].sum() == pytest.approx(5 * 784 - 1 - 0.5 - 0.75 - 1)
+    assert arrays["y_test"].tolist() == [7, 2] and arrays["w_test"].tolist() == [1, 0]
+    # digits only (n_classes 10): f0001_41 keeps [3], f0000_14 keeps [1, 0]; both writers chosen (2 of 2)
+    split, parts = D.femnist_split(arrays, n_clients=2, seed=0, n_classes=10, min_size=1)
+    chosen = split["writers"].tolist()
+    assert sorted(chosen) == ["f0000_14", "f0001_41"]
+    expect = {"f0000_14": ([1, 0], [2]), "f0001_41": ([3], [7])}
+    assert split["y_train"].tolist() == expect[chosen[0]][0] + expect[chosen[1]][0]
+    assert split["y_test"].tolist() == expect[chosen[0]][1] + expect[chosen[1]][1]
+    assert [p.tolist() for p in parts] == [list(range(len(expect[chosen[0]][0]))),
+                                           list(range(len(expect[chosen[0]][0]), 3))]
+    # all 62 classes keep the letters; min_size 3 leaves only f0000_14 (3 samples) -> too few writers for 2 clients
+    split62, parts62 = D.femnist_split(arrays, n_clients=1, seed=0, n_classes=62, min_size=3)
+    assert split62["writers"].tolist() == ["f0000_14"] and split62["y_train"].tolist() == [1, 0, 35]
+    with pytest.raises(D.DataError, match="1 writers have >= 3 training samples"):
+        D.femnist_split(arrays, n_clients=2, seed=0, n_classes=62, min_size=3)
+
+
+def test_femnist_layout_and_schema_errors_name_the_file_user_and_key(tmp_path):
+    with pytest.raises(D.FemnistLayoutError, match="not a directory.*preprocess.sh"):
+        D.check_femnist_layout(tmp_path / "nowhere")
+    (tmp_path / "leaf" / "train").mkdir(parents=True)
+    with pytest.raises(D.FemnistLayoutError, match=r"train has no \*\.json"):
+        D.check_femnist_layout(tmp_path / "leaf")
+    root = _two_writer_tree(tmp_path / "ok")
+    (root / "test" / "all_data_0_niid_0_keep_0_test_9.json").unlink()
+    with pytest.raises(D.FemnistLayoutError, match="test has no"):
+        D.read_femnist(root)
+    bad = tmp_path / "bad.json"
+    cases = [
+        ({"users": ["a"], "num_samples": [2], "user_data": {"a": {"x": [_pixels()], "y": [1]}}},
+         "user 'a': num_samples says 2"),
+        ({"users": ["a"], "num_samples": [1], "user_data": {"a": {"x": [[0.5] * 783], "y": [1]}}},
+         "user 'a': 'x' row 0 must hold 784"),
+        ({"users": ["a"], "num_samples": [1], "user_data": {"a": {"x": [_pixels()], "y": [62]}}},
+         "user 'a': 'y' must be integers in 0..61"),
+        ({"users": ["a"], "num_samples": [1], "user_data": {"a": {"x": [_pixels((0, 255.0))], "y": [1]}}},
+         "user 'a': 'x' values must lie in"),
+        ({"users": ["a"], "num_samples": [1], "user_data": {"b": {"x": [_pixels()], "y": [1]}}}, "user_data"),
+        ({"users": ["a"], "user_data": {}}, "missing key 'num_samples'"),
+    ]
+    for doc, message in cases:
+        bad.write_text(json.dumps(doc))
+        with pytest.raises(D.DataError, match=message) as err:
+            D.read_leaf_json(bad)
+        assert str(bad) in str(err.value)
+    bad.write_text("{not json")
+    with pytest.raises(D.DataError, match="not a readable json"):
+        D.read_leaf_json(bad)
+
+
+def test_femnist_config_rules():
+    paper = _config("paper")
+    assert paper.data.extra_sources == ("femnist",) and paper.data.femnist_root and paper.n_classes == 10
+    raw = merge_scale(load_yaml(YAML), "paper")
+    for data, message in [({"femnist_root": None}, "femnist_root"), ({"extra_sources": ["fmnist"]}, "extra_sources"),
+                          ({"extra_sources": ["mnist5k"]}, "extra_sources"),
+                          ({"train_per_class": 80}, "train_per_class")]:
+        with pytest.raises(ConfigError, match=message):
+            build(Config, {**raw, "data": {**raw["data"], **data}}, path="ntk_dfl")
+    with pytest.raises(ConfigError, match="n_classes"):
+        build(Config, {**raw, "n_classes": 26}, path="ntk_dfl")
+    assert _config("default").data.extra_sources == ()  # the default DAG is unchanged
+
+
+def test_femnist_shards_are_whole_writers_through_preprocess_and_train(tmp_path):
+    """The rehearsal's miniature LEAF tree through prepare's reader, preprocess's shards and two rounds of NTK-DFL:
+    every client holds exactly one writer's digit samples."""
+    from icml25.studies.ntk_dfl import rehearsal
+
+    rehearsal.write_manual(tmp_path / "leaf")
+    arrays = D.read_femnist(tmp_path / "leaf")
+    assert len(arrays["writers"]) == rehearsal.FEMNIST_WRITERS
+    c = to_dict(_config("smoke"))
+    c.update(n_clients=6, rounds=2, data={**c["data"], "pca_dim": None, "train_per_class": None})
+    sh = experiment.client_shards(c, 2000, split=arrays, source="femnist")
+    assert len(sh["parts"]) == 6 and sh["X_train"].shape[1] == 784
+    assert all(len(p) == 13 for p in sh["parts"])  # 16 training samples, 3 of them letters
+    assert sh["y_train"].max() < 10 and sh["y_test"].max() < 10 and len(sh["y_test"]) == 6 * 4
+    assert np.array_equal(np.sort(np.concatenate(sh["parts"])), np.arange(len(sh["y_train"])))
+    out = experiment.run(c, "ntk_dfl", 2000, shards=sh)
+    assert len(out["curves"]["agg_acc"]) == 2 and np.isfinite(out["weights"].numpy()).all()

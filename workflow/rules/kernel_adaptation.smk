@@ -5,6 +5,7 @@
 # -> evaluate (claims.json) -> report (eps, r, u against chi). GPUs only for the paper-scale Langevin ensembles.
 
 from icml25.studies.kernel_adaptation.config import (
+    SWEEP_KINDS as KA_SWEEP_KINDS,
     TASK_FILES as KA_TASK_FILES,
     UPSTREAM as KA_UPSTREAM,
 )
@@ -13,6 +14,8 @@ KA_FILES = sorted(
     {f for t in cfg("kernel_adaptation")["tasks"] for f in KA_TASK_FILES.get(t, ())}
 )
 KA_PAPER = SCALE == "paper"
+# the paper's width sweep (n_sweep.widths; paper scale): one job per kind and seed chunk, every width and task
+KA_SWEEP = list(KA_SWEEP_KINDS) if cfg("kernel_adaptation")["n_sweep"]["widths"] else []
 
 
 rule kernel_adaptation__download:
@@ -102,11 +105,46 @@ rule kernel_adaptation__train:
         + " --arm {wildcards.arm} --seeds {params.seeds} --in {input} --out {output} > {log} 2>&1"
 
 
+rule kernel_adaptation__sweep:
+    input:
+        tasks=rules.kernel_adaptation__preprocess.output.tasks,
+    output:
+        res("kernel_adaptation", "models", "sweep_{kind}", "chunk{chunk}.npz"),
+    log:
+        logf("kernel_adaptation", "sweep_{kind}_chunk{chunk}"),
+    benchmark:
+        bench("kernel_adaptation", "sweep_{kind}_chunk{chunk}")
+    wildcard_constraints:
+        kind="adaptive_tree|langevin",
+        chunk=r"\d+",
+    conda:
+        "../../envs/core.yaml"
+    threads: 1
+    resources:
+        # paper: Langevin ensembles of widths up to N = 2000 on a GPU; the anneals (D = 784 for mnist03) on CPU
+        mem_mb=16000 if KA_PAPER else 2000,
+        runtime=lambda w: 1440 if KA_PAPER else 30,
+        gpu=lambda w: gpus("kernel_adaptation", "sweep") if w.kind == "langevin" else 0,
+    params:
+        **stage_params("kernel_adaptation", "sweep"),
+        seeds=lambda w: " ".join(
+            map(str, seed_chunks("kernel_adaptation")[int(w.chunk)])
+        ),
+    shell:
+        stage_cmd("kernel_adaptation", "sweep")
+        + " --arm {wildcards.kind} --seeds {params.seeds} --in {input.tasks} --out {output} > {log} 2>&1"
+
+
 rule kernel_adaptation__evaluate:
     input:
         models=expand(
             res("kernel_adaptation", "models", "{arm}", "chunk{chunk}.npz"),
             arm=cfg("kernel_adaptation")["arms"],
+            chunk=seed_chunks("kernel_adaptation"),
+        ),
+        sweep=expand(
+            res("kernel_adaptation", "models", "sweep_{kind}", "chunk{chunk}.npz"),
+            kind=KA_SWEEP,
             chunk=seed_chunks("kernel_adaptation"),
         ),
     output:
@@ -126,7 +164,7 @@ rule kernel_adaptation__evaluate:
         **stage_params("kernel_adaptation", "evaluate"),
     shell:
         stage_cmd("kernel_adaptation", "evaluate")
-        + " --in {input.models} --out {output.claims} {output.metrics} > {log} 2>&1"
+        + " --in {input.models} {input.sweep} --out {output.claims} {output.metrics} > {log} 2>&1"
 
 
 rule kernel_adaptation__report:

@@ -4,13 +4,18 @@
 # (features, client partitions) -> train (one job per arm and seed chunk) -> evaluate (claims.json) -> report.
 
 from icml25.studies.ntk_dfl.config import raw_names as _ntk_raw_names
+from icml25.studies.ntk_dfl.config import sources as _ntk_sources
 
 _NTK = cfg("ntk_dfl")
 # device cuda (the paper scale): train jobs compute Jacobians of up to 1200 x 10 x 79 510 floats on a GPU
 _NTK_GPU = _NTK["device"] == "cuda"
+# data.source first, then data.extra_sources (paper scale: FEMNIST from a hand-placed LEAF tree)
 _NTK_RAW = [
-    res("ntk_dfl", "raw", name) for name in _ntk_raw_names(_NTK["data"]["source"])
+    res("ntk_dfl", "raw", name)
+    for source in _ntk_sources(_NTK["data"])
+    for name in _ntk_raw_names(source)
 ]
+_NTK_EXTRA = list(_NTK["data"]["extra_sources"])
 
 
 rule ntk_dfl__prepare:
@@ -87,10 +92,48 @@ rule ntk_dfl__train:
         " --out {output.model} {output.metrics} > {log} 2>&1"
 
 
+# the further datasets of data.extra_sources: the same train stage on their partitions (--set source=<ds>)
+rule ntk_dfl__train_extra:
+    input:
+        features=rules.ntk_dfl__preprocess.output.features,
+        graphs=rules.ntk_dfl__prepare.output.graphs,
+    output:
+        model=res("ntk_dfl", "models", "{ds}", "{arm}", "chunk{chunk}.pt"),
+        metrics=res("ntk_dfl", "metrics", "{ds}", "{arm}", "chunk{chunk}.json"),
+    log:
+        logf("ntk_dfl", "train_{ds}_{arm}_chunk{chunk}"),
+    benchmark:
+        bench("ntk_dfl", "train_{ds}_{arm}_chunk{chunk}")
+    wildcard_constraints:
+        ds="|".join(_NTK_EXTRA) if _NTK_EXTRA else "no_extra_source",
+        arm="[a-z0-9_]+",
+        chunk=r"\d+",
+    conda:
+        "../../envs/ntk_dfl.yaml"
+    threads: _NTK["threads"]
+    resources:
+        mem_mb=64000 if _NTK_GPU else 2000,
+        runtime=720 if _NTK_GPU else 30,
+        gpu=gpus("ntk_dfl", "train"),
+    params:
+        **stage_params("ntk_dfl", "train"),
+        seeds=lambda w: " ".join(map(str, seed_chunks("ntk_dfl")[int(w.chunk)])),
+    shell:
+        stage_cmd("ntk_dfl", "train")
+        + " --arm {wildcards.arm} --seeds {params.seeds} --set source={wildcards.ds}"
+        " --in {input.features} {input.graphs} --out {output.model} {output.metrics} > {log} 2>&1"
+
+
 rule ntk_dfl__evaluate:
     input:
         metrics=expand(
             res("ntk_dfl", "metrics", "{arm}", "chunk{chunk}.json"),
+            arm=_NTK["arms"],
+            chunk=seed_chunks("ntk_dfl"),
+        ),
+        extra=expand(
+            res("ntk_dfl", "metrics", "{ds}", "{arm}", "chunk{chunk}.json"),
+            ds=_NTK_EXTRA,
             arm=_NTK["arms"],
             chunk=seed_chunks("ntk_dfl"),
         ),
@@ -111,7 +154,7 @@ rule ntk_dfl__evaluate:
         **stage_params("ntk_dfl", "evaluate"),
     shell:
         stage_cmd("ntk_dfl", "evaluate")
-        + " --in {input.metrics} --out {output.claims} {output.metrics} > {log} 2>&1"
+        + " --in {input.metrics} {input.extra} --out {output.claims} {output.metrics} > {log} 2>&1"
 
 
 rule ntk_dfl__report:

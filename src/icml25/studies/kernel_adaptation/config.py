@@ -56,6 +56,18 @@ class StepCheck(Section):
     factor: int = Field(2, ge=2, description="step divisor (and multiplier of the number of steps)")
 
 
+class NSweep(Section):
+    """The paper's width sweep (its Sec. 4, README "paper" scale): |eps_AD - eps_L| at chi = N for every hidden width
+    N of ``widths``, on every (task, seed) pair, with the adaptive theory (annealed from chi = 1 to N, Algorithm 1)
+    and a Langevin ensemble at chi = N (the sampler settings of ``langevin``). Claim c5: the per-pair slope of
+    log|eps_AD - eps_L| on log N is negative (the tree-level theory becomes exact as N grows at chi = N)."""
+
+    widths: tuple[Annotated[int, Field(ge=2)], ...] = Field(
+        (), description="hidden widths N of the sweep, increasing (empty: no sweep; paper: 50, 200, 1000, 2000)")
+    step_check: bool = Field(True, description="also run each sweep ensemble at step lr/step_check.factor with "
+                                               "factor x the steps (the sweep's sampler gate needs it)")
+
+
 class Adequacy(Section):
     """Adequacy gates (issue 31): when a testbed cannot show an effect, the claim is inconclusive."""
 
@@ -69,6 +81,10 @@ class Adequacy(Section):
     min_spike_ad: float = Field(
         1.3, ge=1, description="claim 3a: smallest r_AD(N) over pairs; below it the adaptive kernel stays isotropic "
                                "and 'mean output = rescaled NNGP' holds trivially")
+    max_sweep_bias_frac: float = Field(
+        0.5, gt=0, description="claim c5 (width sweep): at every pair and width the step-halving change of eps_L "
+                               "must be at most this fraction of the measured |eps_AD - eps_L|, else the trend "
+                               "could be the sampler's bias [R]")
 
 
 class Config(StudyConfig):
@@ -98,6 +114,7 @@ class Config(StudyConfig):
     prior_check: PriorCheck = Field(PriorCheck(), description="prior-only ensemble of check 4")
     step_check: StepCheck = Field(StepCheck(), description="step-halving ensemble at chi = N (sampler gate)")
     adequacy: Adequacy = Field(Adequacy(), description="adequacy gates of the claims")
+    n_sweep: NSweep = Field(NSweep(), description="the paper's width sweep (claim c5; paper scale)")
     bootstrap_resamples: int = Field(2000, ge=100, description="unused since issue 31 (the intervals are Student "
                                                                "t over pairs); kept for old configs")
 
@@ -116,10 +133,16 @@ class Config(StudyConfig):
         if "digits03" in self.tasks and self.P + self.P_test > DIGITS03_IMAGES:
             raise ValueError(f"P_test: digits03 has {DIGITS03_IMAGES} images of classes 0 and 3; P + P_test = "
                              f"{self.P + self.P_test} (lower P_test or P)")
+        w = list(self.n_sweep.widths)
+        if w and (len(w) < 2 or w != sorted(set(w))):
+            raise ValueError(f"n_sweep.widths: need at least 2 increasing widths for a slope, got {w}")
         if "ising" in self.tasks and self.D % 2 == 0:
             raise ValueError("D: must be odd for the ising task (majority label)")
         return self
 
+
+#: Kinds of the width-sweep jobs (one job per kind and seed chunk; only the Langevin one uses the GPU).
+SWEEP_KINDS = ("adaptive_tree", "langevin")
 
 #: Manifest rows (manifest.csv) read by each downloaded task.
 TASK_FILES: dict[str, tuple[str, ...]] = {"mnist03": ("mnist_784_arff",)}
@@ -131,6 +154,8 @@ STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "preprocess": ("tasks", "seeds", "D", "P", "P_test", "ising_J"),
     "train": ("arms", "seeds", "tasks", *_MODEL, "n_anneal", "damping", "tol", "max_iter", "langevin",
               "prior_check", "step_check"),
-    "evaluate": ("chi_exponents", "g_w", "bootstrap_resamples", "adequacy", "tasks"),
+    "sweep": ("seeds", "tasks", "g_v", "g_w", "kappa0", "n_anneal", "damping", "tol", "max_iter", "langevin",
+              "step_check", "n_sweep"),
+    "evaluate": ("chi_exponents", "g_w", "bootstrap_resamples", "adequacy", "tasks", "n_sweep"),
     "report": (),
 }

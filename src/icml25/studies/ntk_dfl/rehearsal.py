@@ -7,6 +7,13 @@ that exact layout (gzip with the uncompressed name in the header and mtime 0) wi
 :data:`N_TEST` test images: a class-dependent stroke plus noise from a fixed seed. Only the content, the sha256,
 the md5 and the size differ. The paper scale reads Fashion-MNIST; MNIST (``data.source: mnist``, the paper's second
 dataset) is written too, so it rehearses with a one-line config change.
+
+FEMNIST (the paper's third dataset, ``data.extra_sources: [femnist]``) has no download: LEAF's preprocessing is run
+by hand and its output placed at ``data.femnist_root``. :func:`write_manual` writes a miniature of that tree in
+LEAF's exact format: ``train/*.json`` and ``test/*.json`` (two train files, as LEAF splits writers over files), each
+``{"users": [...], "num_samples": [...], "user_data": {writer: {"x": [[784 floats]], "y": [labels]}}}`` with
+LEAF's writer names (``f0123_45``), pixels k/255 (1.0 = white paper) and labels 0..61 (a few letters among the
+digits, so the digits-only filter acts).
 """
 from __future__ import annotations
 
@@ -74,3 +81,52 @@ def write_miniatures(root: Path, manifest: Mapping) -> list[str]:
                     Path(tmp).write_bytes(data)
             names.append(name)
     return names
+
+
+FEMNIST_WRITERS = 8  #: writers of the miniature (the rehearsal federates 6 of them)
+FEMNIST_TRAIN, FEMNIST_TEST = 16, 4  #: samples per writer (3 of the 16 training samples are letters)
+FEMNIST_SEED = 303
+
+
+def _femnist_writer(rng: np.random.Generator, k: int) -> tuple[list, list]:
+    """(x, y) of ``FEMNIST_TRAIN + FEMNIST_TEST`` images of writer k: digit strokes in ink (low values) on white,
+    every 5th training sample a letter (labels 10, 36, 61 in turn)."""
+    n = FEMNIST_TRAIN + FEMNIST_TEST
+    labels = [(k + i) % 10 for i in range(n)]
+    for j, i in enumerate(range(4, FEMNIST_TRAIN, 5)):
+        labels[i] = (10, 36, 61)[j % 3]
+    imgs, _ = _split(rng, n)
+    xs = []
+    for img, c in zip(imgs, labels):
+        ink = np.roll(img, shift=(c % 7) - 3, axis=1)  # the class moves the stroke; the writer's noise stays
+        xs.append([round(v / 255, 6) for v in (255 - ink.reshape(-1)).tolist()])
+    return xs, labels
+
+
+def leaf_files() -> dict[str, bytes]:
+    """``{relative path: json bytes}`` of the miniature LEAF FEMNIST tree (train/ and test/)."""
+    import json
+
+    rng = np.random.default_rng(FEMNIST_SEED)
+    writers = [f"f{1000 + 37 * k:04d}_{(13 * k) % 100:02d}" for k in range(FEMNIST_WRITERS)]
+    data = {w: _femnist_writer(rng, k) for k, w in enumerate(writers)}
+    files: dict[str, bytes] = {}
+    groups = {"all_data_0_niid_0_keep_0": writers[:5], "all_data_1_niid_0_keep_0": writers[5:]}
+    for split, sl in (("train", slice(0, FEMNIST_TRAIN)), ("test", slice(FEMNIST_TRAIN, None))):
+        for stem, ws in groups.items():
+            doc = {"users": ws, "num_samples": [len(data[w][1][sl]) for w in ws],
+                   "user_data": {w: {"x": data[w][0][sl], "y": data[w][1][sl]} for w in ws}}
+            files[f"{split}/{stem}_{split}_9.json"] = json.dumps(doc).encode()
+    return files
+
+
+def write_manual(root: Path) -> None:
+    """The hand-placed FEMNIST tree of the rehearsal (LEAF layout, :func:`leaf_files`) under ``root``."""
+    from icml25.core.io import atomic_path
+
+    for rel, data in leaf_files().items():
+        path = Path(root) / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.is_file() or path.read_bytes() != data:
+            with atomic_path(path) as tmp:
+                Path(tmp).write_bytes(data)
