@@ -48,9 +48,10 @@ CASES = {
     "lfss": ("preprocess", ["cifar-10-python.tar.gz"], lambda: NS(data=NS(dataset="cifar10")), ["i.npz", "r.json"]),
     "fedecado": ("preprocess", ["cifar-10-python.tar.gz"], lambda: NS(image=_image(dataset="cifar10")),
                  ["p.npz", "s.json"]),
-    "ntk_dfl": ("preprocess", ["train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"],
+    "ntk_dfl": ("preprocess", ["train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
+                               "t10k-labels-idx1-ubyte.gz"],  # issue 35: preprocess checks it got all four files
                 lambda: NS(data=NS(source="mnist"), n_clients=2, alpha=1.0, min_size=1, partition="dirichlet",
-                           samples_per_client=None, arms=(), seeds=(0,)), ["s.npz", "s.json"]),
+                           samples_per_client=None, arms=(), seeds=(0,), n_classes=10), ["s.npz", "s.json"]),
 }
 
 

@@ -16,6 +16,7 @@ _NTK_RAW = [
     for name in _ntk_raw_names(source)
 ]
 _NTK_EXTRA = list(_NTK["data"]["extra_sources"])
+_NTK_FEMNIST = "femnist" in _ntk_sources(_NTK["data"])
 
 
 rule ntk_dfl__prepare:
@@ -30,8 +31,9 @@ rule ntk_dfl__prepare:
         "../../envs/ntk_dfl.yaml"
     threads: 1
     resources:
-        mem_mb=2000,
-        runtime=30 if _NTK_GPU else 10,
+        # FEMNIST: LEAF's json tree (~800k images) read and gathered into one float32 npz (~2.5 GB)
+        mem_mb=24000 if _NTK_GPU and _NTK_FEMNIST else 2000,
+        runtime=(120 if _NTK_FEMNIST else 30) if _NTK_GPU else 10,
     params:
         **stage_params("ntk_dfl", "prepare"),
     shell:
@@ -53,7 +55,7 @@ rule ntk_dfl__preprocess:
         "../../envs/ntk_dfl.yaml"
     threads: 1
     resources:
-        mem_mb=8000 if _NTK_GPU else 2000,
+        mem_mb=16000 if _NTK_GPU else 2000,
         runtime=30 if _NTK_GPU else 10,
     params:
         **stage_params("ntk_dfl", "preprocess"),

@@ -77,5 +77,15 @@ def report_markdown(eval_doc: Mapping[str, Any], claims_doc: Mapping[str, Any]) 
         lines.append(f"| {p['task']} s{p['seed']} | {p['d_N']:+.4f} | {_fmt(p['rho_L'])} | {p['r_L_N']:.3f} | "
                      f"{_fmt(p['rho_AD'])} | {p['r_AD_N']:.3f} | {p['rescale_err_max']:.2e} | "
                      f"{_fmt(p.get('rescale_langevin_rel_max'))} |")
+    sweep = eval_doc.get("width_sweep")
+    if sweep:  # claim c5: |eps_AD - eps_L| at chi = N per width, and the per-pair slope on log-log axes
+        widths = sweep["pairs"][0]["widths"]
+        lines += ["", "## Width sweep (chi = N)", "",
+                  "| pair | " + " | ".join(f"\\|eps_AD - eps_L\\| N={w}" for w in widths) + " | slope |",
+                  "|---|" + "---|" * (len(widths) + 1)]
+        for p in sweep["pairs"]:
+            gaps = [abs(a - b) for a, b in zip(p["eps_AD"], p["eps_L"])]
+            lines.append(f"| {p['task']} s{p['seed']} | " + " | ".join(f"{g:.3g}" for g in gaps)
+                         + f" | {_fmt(p.get('slope'))} |")
     lines.append("")
     return "\n".join(lines)
