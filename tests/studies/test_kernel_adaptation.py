@@ -518,7 +518,7 @@ def test_claim3b_is_a_claim_with_the_worst_pair_named():
     assert by["c1_adaptive_beats_nngp"].verdict == "reproduced" and by["c2_directional"].verdict == "reproduced"
     assert by["c1_adaptive_beats_nngp"].evidence.n == 3 and by["c1_adaptive_beats_nngp"].evidence.unit == "task-seed pairs"
     for c in entries:  # generated tasks: every claim is on stand-in data, with its interval's method
-        if c.kind == "claim":
+        if c.kind == "claim" and c.status != "untested":  # c5 (width sweep): untested without the sweep
             assert c.evidence.paper_data is False and c.evidence.ci_method and c.source == "paper"
 
 
@@ -742,3 +742,21 @@ def test_sweep_config_rules():
     for bad in ([200, 50], [50], [50, 50]):
         with pytest.raises(ConfigError, match="n_sweep.widths"):
             build(Config, {**raw, "n_sweep": {"widths": bad}}, path="kernel_adaptation")
+
+
+def test_sweep_pairs_joins_the_kinds_and_names_what_is_missing():
+    from icml25.studies.kernel_adaptation.stages import sweep_pairs
+
+    w = np.array([4, 8])
+    ad = {"seeds": np.array([0]), "tasks": np.array(["ising"]), "widths": w, "ising/s0/eps_test": np.array([.6, .5])}
+    lg = {"seeds": np.array([0]), "tasks": np.array(["ising"]), "widths": w, "ising/s0/eps_test": np.array([.4, .45]),
+          "ising/s0/step_check_eps_test": np.array([.41, .45])}
+    (p,) = sweep_pairs({"adaptive_tree": ad, "langevin": lg})
+    assert (p["task"], p["seed"], p["widths"]) == ("ising", 0, [4, 8])
+    assert p["eps_AD"] == [.6, .5] and p["eps_L"] == [.4, .45] and p["eps_L_half"] == [.41, .45]
+    with pytest.raises(ValueError, match="need the outputs of both kinds"):
+        sweep_pairs({"adaptive_tree": ad})
+    with pytest.raises(ValueError, match="different widths"):
+        sweep_pairs({"adaptive_tree": {**ad, "widths": np.array([4, 16])}, "langevin": lg})
+    with pytest.raises(KeyError, match="langevin: no result for ising seed 0"):
+        sweep_pairs({"adaptive_tree": ad, "langevin": {k: v for k, v in lg.items() if "eps" not in k}})

@@ -485,7 +485,7 @@ def evaluate_claims(summaries: Sequence[Mapping[str, Any]], adequacy: Mapping[st
             "c5_width_trend", "The paper's width sweep: at chi = N, |eps_AD - eps_L| decreases with the width N "
             "(N in {50, 200, 1000, 2000}).", scale="paper", title="the adaptive theory's error shrinks with N",
             reason="the width sweep (n_sweep.widths) runs at paper scale only (one Langevin ensemble per width up to "
-                   "N = 2000 on a GPU)", unit="task-seed pairs"))
+                   "N = 2000 on a GPU)", unit="task-seed pairs", paper_data=paper_data))
     ev["gates"] = {"sampler_step_bias": sampler.value, "nngp_gap": gap, "min_r_AD_N": min_r_ad,
                    "step_check_rel": [s.get("step_check_rel") for s in summaries]}
     return entries, ev
