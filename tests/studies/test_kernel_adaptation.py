@@ -726,7 +726,8 @@ def test_sweep_adaptive_equals_the_grid_run_at_chi_N(task):
     data = D.make_task("ising", 5, 10, 40, seed=3)
     sw = X.sweep(base, "adaptive_tree", 3, data, [6, 12])
     for k, N in enumerate((6, 12)):
-        ref = X.run({**base, "N": N}, "adaptive_tree", "ising", 3, data=data)
+        points = len(X.sweep_path(N, base["N"], base["n_anneal"]))  # the grid's chi step (N_grid = 20, 8 points)
+        ref = X.run({**base, "N": N, "n_anneal": points}, "adaptive_tree", "ising", 3, data=data)
         assert sw["eps_test"][k] == pytest.approx(ref["metrics"][-1]["eps_test"], rel=1e-12)
     lg = {**base, "langevin": {**base["langevin"], "n_steps": 60, "n_chains": 2}, "step_check": {"factor": 2}}
     a, b = X.sweep(lg, "langevin", 3, data, [6, 12]), X.sweep(lg, "langevin", 3, data, [6, 12])
@@ -742,6 +743,9 @@ def test_sweep_config_rules():
     for bad in ([200, 50], [50], [50, 50]):
         with pytest.raises(ConfigError, match="n_sweep.widths"):
             build(Config, {**raw, "n_sweep": {"widths": bad}}, path="kernel_adaptation")
+    with pytest.raises(ConfigError, match="n_sweep.tasks"):
+        build(Config, {**raw, "tasks": ["ising"], "n_sweep": {"widths": [50, 200], "tasks": ["teacher"]}},
+              path="kernel_adaptation")
 
 
 def test_sweep_pairs_joins_the_kinds_and_names_what_is_missing():
@@ -760,3 +764,13 @@ def test_sweep_pairs_joins_the_kinds_and_names_what_is_missing():
         sweep_pairs({"adaptive_tree": {**ad, "widths": np.array([4, 16])}, "langevin": lg})
     with pytest.raises(KeyError, match="langevin: no result for ising seed 0"):
         sweep_pairs({"adaptive_tree": ad, "langevin": {k: v for k, v in lg.items() if "eps" not in k}})
+
+
+def test_sweep_path_keeps_the_grid_step():
+    """Paper: the grid anneals to N = 200 in 40 points (ratio 200^(1/39)); the sweep keeps that ratio: 30 points to
+    N = 50, 40 to 200, 57 to 2000; no step exceeds the grid's ratio."""
+    assert [len(X.sweep_path(n, 200, 40)) for n in (50, 200, 1000, 2000)] == [30, 40, 52, 57]
+    for n in (50, 1000, 2000):
+        path = X.sweep_path(n, 200, 40)
+        assert path[0] == 1 and path[-1] == pytest.approx(n) and np.max(path[1:] / path[:-1]) <= 200 ** (1 / 39) + 1e-12
+    np.testing.assert_allclose(X.sweep_path(200, 200, 40), np.geomspace(1, 200, 40))

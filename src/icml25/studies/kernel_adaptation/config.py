@@ -66,6 +66,7 @@ class NSweep(Section):
         (), description="hidden widths N of the sweep, increasing (empty: no sweep; paper: 50, 200, 1000, 2000)")
     step_check: bool = Field(True, description="also run each sweep ensemble at step lr/step_check.factor with "
                                                "factor x the steps (the sweep's sampler gate needs it)")
+    tasks: tuple[Task, ...] | None = Field(None, description="tasks of the sweep (null: every task of the run)")
 
 
 class Adequacy(Section):
@@ -136,6 +137,8 @@ class Config(StudyConfig):
         w = list(self.n_sweep.widths)
         if w and (len(w) < 2 or w != sorted(set(w))):
             raise ValueError(f"n_sweep.widths: need at least 2 increasing widths for a slope, got {w}")
+        if self.n_sweep.tasks is not None and not set(self.n_sweep.tasks) <= set(self.tasks):
+            raise ValueError(f"n_sweep.tasks: {list(self.n_sweep.tasks)} must be tasks of the run {list(self.tasks)}")
         if "ising" in self.tasks and self.D % 2 == 0:
             raise ValueError("D: must be odd for the ising task (majority label)")
         return self
@@ -154,7 +157,7 @@ STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "preprocess": ("tasks", "seeds", "D", "P", "P_test", "ising_J"),
     "train": ("arms", "seeds", "tasks", *_MODEL, "n_anneal", "damping", "tol", "max_iter", "langevin",
               "prior_check", "step_check"),
-    "sweep": ("seeds", "tasks", "g_v", "g_w", "kappa0", "n_anneal", "damping", "tol", "max_iter", "langevin",
+    "sweep": ("seeds", "tasks", "N", "g_v", "g_w", "kappa0", "n_anneal", "damping", "tol", "max_iter", "langevin",
               "step_check", "n_sweep"),
     "evaluate": ("chi_exponents", "g_w", "bootstrap_resamples", "adequacy", "tasks", "n_sweep"),
     "report": (),

@@ -7,6 +7,7 @@ geomspace(1, N, n_anneal), so the adaptive theory and the ensembles are compared
 """
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -142,13 +143,25 @@ def run(settings: Mapping[str, Any], arm: str, task: str, seed: int,
 SWEEP_SEED_BASE = 500
 
 
+def sweep_path(N: int, N_grid: int, n_anneal: int) -> np.ndarray:
+    """The annealing path of width ``N`` in the sweep: geometric from χ = 1 to N with at most the χ ratio per step
+    of the grid's path geomspace(1, N_grid, n_anneal), i.e. ⌈log N / log r⌉ + 1 points, r = N_grid^(1/(n_anneal−1))
+    (paper: r = 200^(1/39) ≈ 1.146, so 30 points to N = 50, 40 to N = 200 and 57 to N = 2000). A fixed n_anneal would take larger
+    χ steps at larger N; the rehearsal found that such a step leaves the cone of positive-definite kernels
+    (AnnealError at χ = 16 with 6 points on mnist03)."""
+    if N_grid < 2 or n_anneal < 2:
+        raise ValueError(f"sweep_path: need N_grid >= 2 and n_anneal >= 2, got {N_grid}, {n_anneal}")
+    steps = max(1, math.ceil(math.log(N) / (math.log(N_grid) / (n_anneal - 1)) - 1e-9))
+    return np.geomspace(1.0, float(N), steps + 1)
+
+
 def sweep(settings: Mapping[str, Any], kind: str, seed: int, data: Mapping[str, np.ndarray],
           widths: Sequence[int]) -> dict[str, Any]:
     """One kind of the paper's width sweep on one (task, seed) pair: for every hidden width N of ``widths`` the test
     and train discrepancy at χ = N (mean-field scaling, where the tree-level theory should become exact as N grows).
 
-    ``kind`` ``adaptive_tree``: the saddle point annealed over geomspace(1, N, n_anneal) (Algorithm 1), its mean
-    output at χ = N; ``langevin``: an ensemble of the width-N network at χ = N with the ``langevin`` settings, and,
+    ``kind`` ``adaptive_tree``: the saddle point annealed from χ = 1 to N (Algorithm 1) with the χ step of the
+    grid's anneal (:func:`sweep_path`), its mean output at χ = N; ``langevin``: an ensemble of the width-N network at χ = N with the ``langevin`` settings, and,
     when ``settings["step_check"]`` is set, the same ensemble at step lr/factor with factor × the steps (seed + 1).
     Returns ``{widths (W,), eps_test (W,), eps_train (W,), r_label (W,), runtime_s}`` plus, for Langevin with the
     step check, ``step_check_eps_test (W,)``.
@@ -162,7 +175,7 @@ def sweep(settings: Mapping[str, Any], kind: str, seed: int, data: Mapping[str, 
     out: dict[str, list[float]] = {"eps_test": [], "eps_train": [], "r_label": [], "step_check_eps_test": []}
     for k, N in enumerate(int(n) for n in widths):
         if kind == "adaptive_tree":
-            path = np.geomspace(1.0, float(N), int(settings["n_anneal"]))
+            path = sweep_path(N, int(settings["N"]), int(settings["n_anneal"]))
             sol = M.anneal(X, y, N, path, damping=settings["damping"], tol=settings["tol"],
                            max_iter=settings["max_iter"], **hp)
             f_tr, f_te = M.adaptive_mean(sol["A"][-1], X, y, Xs, path[-1], hp["g_v"], hp["kappa0"])

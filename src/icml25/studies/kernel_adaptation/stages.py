@@ -191,15 +191,16 @@ def sweep(stage: Stage, run: Any) -> None:
         raise SystemExit(f"{SLUG} sweep: --in tasks.npz --out models/sweep_{kind}/chunkK.npz")
     step_check = to_dict(cfg.step_check) if cfg.n_sweep.step_check and kind == "langevin" else {}
     settings = settings_from_config({**{k: to_dict(getattr(cfg, k)) for k in (
-        "g_v", "g_w", "kappa0", "n_anneal", "damping", "tol", "max_iter", "langevin")},
+        "N", "g_v", "g_w", "kappa0", "n_anneal", "damping", "tol", "max_iter", "langevin")},
         "step_check": {**step_check, "enabled": bool(step_check)}})
     data_all = load_npz(stage.input(0))
+    tasks = list(cfg.n_sweep.tasks or cfg.tasks)
     arrays: dict[str, np.ndarray] = {"seeds": np.asarray(seeds, dtype=np.int64),
-                                     "tasks": np.asarray(list(cfg.tasks), dtype=str),
+                                     "tasks": np.asarray(tasks, dtype=str),
                                      "widths": np.asarray(widths, dtype=np.int64)}
     for seed in seeds:
         with run.seed_run(seed) as srun:
-            for task in cfg.tasks:
+            for task in tasks:
                 prefix = f"{task}/s{seed}/"
                 missing = [prefix + k for k in DATA_KEYS if prefix + k not in data_all]
                 if missing:
