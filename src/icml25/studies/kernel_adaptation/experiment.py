@@ -145,9 +145,9 @@ SWEEP_SEED_BASE = 500
 
 def sweep_path(N: int, N_grid: int, n_anneal: int) -> np.ndarray:
     """The annealing path of width ``N`` in the sweep: geometric from χ = 1 to N with at most the χ ratio per step
-    of the grid's path geomspace(1, N_grid, n_anneal), i.e. ⌈log N / log r⌉ + 1 points, r = N_grid^(1/(n_anneal−1))
-    (paper: r = 200^(1/39) ≈ 1.146, so 30 points to N = 50, 40 to N = 200 and 57 to N = 2000). A fixed n_anneal would take larger
-    χ steps at larger N; the rehearsal found that such a step leaves the cone of positive-definite kernels
+    of the grid's path geomspace(1, N_grid, n_anneal), i.e. ⌈log N / log r⌉ + 1 points,
+    r = N_grid^(1/(n_anneal−1)) (paper: r = 200^(1/39) ≈ 1.146, so 30 points to N = 50, 40 to N = 200 and 57 to
+    N = 2000). A fixed n_anneal would take larger χ steps at larger N; the rehearsal found that such a step leaves the cone of positive-definite kernels
     (AnnealError at χ = 16 with 6 points on mnist03)."""
     if N_grid < 2 or n_anneal < 2:
         raise ValueError(f"sweep_path: need N_grid >= 2 and n_anneal >= 2, got {N_grid}, {n_anneal}")

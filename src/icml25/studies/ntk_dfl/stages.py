@@ -47,8 +47,8 @@ def prepare(stage: Stage, run: Any) -> None:
     by_source = {src: raw_names(src) for src in sources(cfg.data)}
     names = [n for ns in by_source.values() for n in ns]
     if len(raw) != len(names) or any(not str(p).endswith(n) for p, n in zip(raw, names)):
-        raise SystemExit(f"{SLUG} prepare: data sources {list(by_source)} writes {names} then graphs.json, got --out "
-                         f"{[str(p) for p in stage.outputs]}")
+        raise SystemExit(f"{SLUG} prepare: for data sources {list(by_source)} it writes {names} then graphs.json, "
+                         f"got --out {[str(p) for p in stage.outputs]}")
     paths = dict(zip(names, raw))
     for source, src_names in by_source.items():
         src_raw = [paths[n] for n in src_names]
