@@ -71,10 +71,8 @@ def iter_shard(path: str | Path, size: int) -> Iterator[tuple[str, str, np.ndarr
                 except (UnidentifiedImageError, OSError) as err:
                     raise DataError(f"{path}: member {m.name!r} is not a readable image ({err})") from None
                 yield m.name, wnid, centre_crop(img, size)
-    except (tarfile.TarError, EOFError, OSError) as err:
-        if isinstance(err, DataError):
-            raise
-        raise DataError(f"{path}: not a readable tar.gz shard ({err})") from None
+    except (tarfile.TarError, EOFError, OSError) as err:  # a truncated or corrupt archive
+        raise DataError(f"{path}: not a readable tar.gz shard ({type(err).__name__}: {err})") from None
 
 
 def batches(paths: Sequence[str | Path], size: int, batch: int
