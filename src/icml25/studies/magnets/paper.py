@@ -65,12 +65,19 @@ def load_tokenizer_checkpoint(path: Path, section: Mapping, K: int):
     return model.eval()
 
 
-def frechet_from_stats(mu_a: np.ndarray, s_a: np.ndarray, mu_b: np.ndarray, s_b: np.ndarray) -> float:
+def frechet_from_stats(mu_a: np.ndarray, s_a: np.ndarray, mu_b: np.ndarray, s_b: np.ndarray,
+                       eps: float = 1e-6) -> float:
     """‖μ_a − μ_b‖² + Tr(Σ_a + Σ_b − 2 (Σ_a Σ_b)^{1/2}) (``scipy.linalg.sqrtm``, real part; clipped at 0): the
-    same formula as :func:`.evaluate.frechet_distance`, from stored statistics."""
+    same formula as :func:`.evaluate.frechet_distance`, from stored statistics. When the square root is not finite
+    (singular covariances: fewer samples than feature dimensions, as in the rehearsal) it is recomputed with ``eps``
+    added to both diagonals, as the FID reference code does."""
     from scipy.linalg import sqrtm
 
-    covmean = np.real(sqrtm(s_a @ s_b))
+    covmean = sqrtm(s_a @ s_b)
+    if not np.isfinite(covmean).all():
+        offset = eps * np.eye(len(s_a))
+        covmean = sqrtm((s_a + offset) @ (s_b + offset))
+    covmean = np.real(covmean)
     fd = float(((mu_a - mu_b) ** 2).sum() + np.trace(s_a) + np.trace(s_b) - 2.0 * np.trace(covmean))
     return max(fd, 0.0)
 
@@ -216,6 +223,7 @@ def decode_arm_fid(model: Any, arm: str, settings: Mapping[str, Any], seed: int,
     torch = _torch()
     from .data import balanced_classes
     from .evaluate import arm_schedule
+    from .inception import image_features
     from .method import count_flops, decode_trace
 
     dc = settings["decode"]
@@ -235,8 +243,6 @@ def decode_arm_fid(model: Any, arm: str, settings: Mapping[str, Any], seed: int,
         imgs = (vq.decode(tr["tokens"]) * 255.0).round().byte().permute(0, 2, 3, 1).cpu().numpy()
         if not shown:
             shown.append(imgs[:8])
-        from .inception import image_features
-
         feats.append(image_features(net, imgs, batch, device))
     f = np.concatenate(feats)
     mu, sigma = stats(f)
@@ -253,7 +259,7 @@ def video_untested() -> list:
     """The paper's video settings, not implemented here: explicit untested entries naming what is missing."""
     from icml25.core.claims import untested
 
-    missing = ("not implemented in this package: no UCF-101 (rar/avi) or Kinetics-600 (mp4) clip loader, no "
+    missing = ("this package has no UCF-101 (rar/avi) or Kinetics-600 (mp4) clip loader, no "
                "MAGVIT video tokenizer in torch with a converter from its published checkpoint, no I3D network for "
                "FVD; the data (https://www.crcv.ucf.edu/data/UCF101/UCF101.rar; the Kinetics-600 lists of "
                "s3.amazonaws.com/kinetics/600/annotations) are not in manifest.csv because nothing reads them")
