@@ -15,8 +15,8 @@ Architecture (our reading of the checkpoint's parameter tree, 256 px → 16×16 
   changes the checkpoint's block adds ``Conv_2`` 1×1 **applied to h** (a 1×1 kernel of shape (C_out, C_out), as in
   the published checkpoint: the input x is then not carried), else it adds x.
 * quantizer: nearest code of ``codebook`` (K, embedding_dim) by squared Euclidean distance; token order row-major.
-* GroupNorm: 32 groups, eps 1e-6 (Flax defaults); convs 'SAME' padding. Pixels in [0, 1] [R: MaskGIT's demo
-  feeds images / 255 and clips decodings to [0, 1]].
+* GroupNorm: 32 groups, eps 1e-6 (Flax defaults); convs 'SAME' padding. Pixels in [0, 1] [R: as the public torch
+  port of this checkpoint feeds it (``ToTensor``, decodings clamped to [0, 1])].
 
 Module and parameter names mirror the Flax tree (``encoder.ResBlock_4.Conv_2``), so the converter is a rename:
 ``kernel`` (kh, kw, in, out) → ``weight`` (out, in, kh, kw); GroupNorm ``scale`` → ``weight``.
