@@ -313,7 +313,7 @@ def evaluate(stage: Any, run: Any) -> None:
             if seed == cfg.seeds[0]:
                 shown[arm] = r["images"]
             rows.append({k: v for k, v in r.items() if k != "images"})
-            log.info("seed %d %s: FID %.3f, %.3g FLOPs", seed, arm, r["fd"], r["flops_total"])
+            log.info("seed %d %s: FID %.4g, %.3g FLOPs", seed, arm, r["fd"], r["flops_total"])
         checks[seed] = mechanism_checks(models[seed], settings, seed)
     table = pd.DataFrame(rows)
     floor = float(ref["fid_floor_tokenizer"])

@@ -86,7 +86,7 @@ def val_shard() -> bytes:
 
 
 def _random_state(model, seed: int) -> dict:
-    """Deterministic weights from numpy: convs/linears N(0, 1/fan_in), norms' scale 1 and shift 0, BatchNorm
+    """Deterministic weights from numpy: convs/linears N(0, 2/fan_in), norms' scale 1 and shift 0, BatchNorm
     statistics (0, 1), the codebook N(0, 1)."""
     import torch
 
@@ -102,8 +102,8 @@ def _random_state(model, seed: int) -> dict:
             arr = np.zeros(shape)
         elif key.endswith("codebook"):
             arr = rng.normal(0, 1, size=shape)
-        else:
-            arr = rng.normal(0, 1 / np.sqrt(np.prod(shape[1:])), size=shape)
+        else:  # He scaling: feature magnitudes survive the ReLU/swish stacks (FID stays away from 0)
+            arr = rng.normal(0, np.sqrt(2.0 / np.prod(shape[1:])), size=shape)
         state[key] = torch.from_numpy(arr.astype(np.float32))
     return state
 
