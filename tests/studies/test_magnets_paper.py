@@ -268,3 +268,23 @@ def test_adequacy_without_a_class_gate():
     gates = adequacy_gates([float("nan")] * 3, [6.0, 6.2, 6.4], 2.5, None, 3.0)
     assert [g.name for g in gates] == ["generator_fd_over_floor"] and gates[0].passed
     assert gates[0].value == pytest.approx(6.2 / 2.5)
+
+
+def test_rehearsal_miniatures_read_through_the_paper_loaders(tmp_path):
+    from icml25.core.config import build, deep_merge, load_yaml, merge_scale
+    from icml25.studies.magnets import rehearsal as R
+    from icml25.studies.magnets.config import Config
+
+    cfg = build(Config, deep_merge(merge_scale(load_yaml("config/studies/magnets.yaml"), "paper"),
+                                   load_yaml("config/rehearsal/magnets.yaml")))
+    (tmp_path / "t.tar.gz").write_bytes(R.train_shard(0))
+    (tmp_path / "v.tar.gz").write_bytes(R.val_shard())
+    train = list(IN.iter_shard(tmp_path / "t.tar.gz", cfg.paper.image_size))
+    val = list(IN.iter_shard(tmp_path / "v.tar.gz", cfg.paper.image_size))
+    assert train[0][0] == "n01440764_10026_n01440764.JPEG" and val[0][0] == "ILSVRC2012_val_00000001_n01443537.JPEG"
+    assert len(train) == 8 and len(val) == 12 and len({w for _, w, _ in train}) == cfg.paper.n_classes
+    vq = V.config_from(cfg.paper.vqgan.model_dump(), cfg.tokenizer.K)
+    state = V.convert_flax(FM.loads(R.tokenizer_checkpoint()), vq)
+    assert state["quantizer.codebook"].shape == (cfg.tokenizer.K, cfg.paper.vqgan.embedding_dim)
+    (tmp_path / "i.pth").write_bytes(R.inception_weights())
+    assert INC.load_fid_inception(tmp_path / "i.pth", cfg.paper.inception_width).dim == 128
