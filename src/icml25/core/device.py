@@ -54,6 +54,7 @@ DEVICE_KEYS: dict[str, str] = {
     "sard": "device",
     "roste": "paper.device",
     "unisoma": "paper.device",
+    "magnets": "paper.device",
 }
 
 #: Arms of a study's device stage that never use the device (numpy-only arms), as a predicate on the arm name:
