@@ -10,6 +10,7 @@ with padding (one variable big-endian) read at their byte offsets, netCDF's defa
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 import netCDF4
@@ -111,14 +112,22 @@ def _reference_shard(chans, stats) -> np.ndarray:
     return np.concatenate(parts, axis=1)
 
 
+@pytest.mark.parametrize("mmap_io", [True, False])
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("storage", ["tiled", "default", "zlib"])
-def test_stats_and_shard_bytes_pinned_and_equal_brute_force(files, tmp_path, storage, backend, monkeypatch):
+def test_stats_and_shard_bytes_pinned_and_equal_brute_force(files, tmp_path, storage, backend, mmap_io,
+                                                            monkeypatch):
+    """Every read path (mapped, preadv at chunk offsets, netCDF-C) and kernel backend gives the pinned bytes."""
     monkeypatch.setattr(kernels, "BACKEND", backend)
     path = files[storage]
     ref_stats, chans = _reference(path)
+    with RomsRecords([path], VARS, mmap_io=mmap_io) as src:
+        plans = src._plans(0)
+        mapped = {v for v in VARS if v in plans and plans[v].mapped_offset(0) is not None}
+    # default chunking: every record maps; tiled: some tiles lie out of slot order or big-endian (preadv)
+    assert mapped == {"default": set(VARS), "tiled": {"salt", "Pair", "swrad"}, "zlib": set()}[storage]
     for chunk_time in (1, 2, RECORDS):
-        with RomsRecords([path], VARS, chunk_time=chunk_time) as src:
+        with RomsRecords([path], VARS, chunk_time=chunk_time, mmap_io=mmap_io) as src:
             assert all(src.direct(v) for v in VARS) == (storage != "zlib")
             stats = normalisation_stats(src, VARS)
         assert _stats_digest(stats) == PINNED_STATS_SHA256[chunk_time], chunk_time
@@ -129,7 +138,7 @@ def test_stats_and_shard_bytes_pinned_and_equal_brute_force(files, tmp_path, sto
             scale = np.maximum(np.abs(ref_stats[v]["mean"]), ref_stats[v]["std"])
             assert np.max(np.abs(stats[v]["mean"] - ref_stats[v]["mean"]) / scale) <= 1e-13, v
             np.testing.assert_allclose(stats[v]["std"], ref_stats[v]["std"], rtol=1e-13, atol=0, err_msg=v)
-    with RomsRecords([path], VARS) as src:
+    with RomsRecords([path], VARS, mmap_io=mmap_io) as src:
         shape = write_shard(tmp_path / "s.npy", src.select(0, RECORDS), VARS, stats)
     data = (tmp_path / "s.npy").read_bytes()
     assert shape == (RECORDS, 6 * N + 3, NY, NX)
@@ -138,3 +147,60 @@ def test_stats_and_shard_bytes_pinned_and_equal_brute_force(files, tmp_path, sto
     ref = _reference_shard(chans, stats)
     assert got.shape == ref.shape and np.array_equal(got.view(np.uint16), ref.view(np.uint16))
     assert (got[:, :, ~np.isfinite(chans[3][0][0, 0])] == 0).all() and np.abs(got).max() > 1
+
+
+def test_traced_stats_count_mapped_records(files):
+    """tracemalloc does not see mapped records: the traced peak adds the mapped bytes alive at once (at least one
+    record of w, the largest of one variable here)."""
+    from icml25.studies.coastalbench.stats import traced_normalisation_stats
+
+    variables = ["u", "w", "temp", "zeta"]
+    with RomsRecords([files["default"]], variables, chunk_time=RECORDS) as src:
+        stats, peak, chunk = traced_normalisation_stats(src, variables)
+        w_record = (N + 1) * NY * NX * 4  # one record of w (s_w levels), the largest variable
+        # one record of one variable mapped at a time (plus the page-granularity start of the mapping)
+        assert w_record <= src.mapped_peak_bytes <= w_record + 65536, src.mapped_peak_bytes
+        assert src._io.mapped == 0  # every mapping released
+    assert chunk == RECORDS * N * NY * NX * 4 and peak >= src.mapped_peak_bytes, (peak, chunk)
+    with RomsRecords([files["default"]], variables, chunk_time=RECORDS, mmap_io=False) as src:
+        ref = normalisation_stats(src, variables)
+    for v in variables:
+        for k in ("count", "mean", "std", "min", "max"):
+            np.testing.assert_array_equal(stats[v][k], ref[v][k])
+
+
+def test_npy_stream_writer_background_writes_and_errors(tmp_path, monkeypatch):
+    """Double-buffered writes in a background thread give np.save's bytes whatever the block sizes; a failed
+    write surfaces in the caller's thread and the file is closed."""
+    from icml25.studies.coastalbench import shardfile
+
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(3, 1000, 701)).astype(np.float16)
+    np.save(tmp_path / "r.npy", x)
+    for background in (True, False):
+        for direct in (True, False):
+            for step in (1, 4093, 701 * 1000, 3 * 701 * 1000):
+                with shardfile.NpyStreamWriter(tmp_path / "s.npy", x.shape, np.float16, buffer_bytes=1 << 16,
+                                               direct=direct, background=background) as w:
+                    flat = x.ravel()
+                    for a in range(0, flat.size, step):
+                        n = min(step, flat.size - a)
+                        w.reserve(n)[:] = flat[a : a + n]
+                        w.commit(n)
+                assert (tmp_path / "s.npy").read_bytes() == (tmp_path / "r.npy").read_bytes(), (background, step)
+    calls, real_write = [], os.write
+
+    def failing_write(fd, data):
+        calls.append(len(data))
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", failing_write)
+    w = shardfile.NpyStreamWriter(tmp_path / "f.npy", (64, 4096), np.float16, buffer_bytes=1 << 14)
+    with pytest.raises(OSError, match="No space left"):
+        with w:
+            for _ in range(64):
+                w.reserve(4096)[:] = 1
+                w.commit(4096)
+    assert w.fd == -1 and len(calls) >= 2

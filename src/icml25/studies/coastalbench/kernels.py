@@ -428,9 +428,12 @@ def warm_up(*, backend: str | None = None) -> None:
     tab = source_table(flat[:2], flat[:2], flat[1:3], np.array([1.0, 0.5], np.float32),
                        np.array([0.0, 0.5], np.float32), flat[2:], vertical=True, rows=np.zeros(1, np.int64),
                        cols=flat, bases=np.array([0, 4]))
-    buf = np.ones(8, np.float32)
     s1, s2 = np.zeros(1), np.zeros(1)
     lo, hi = np.full(1, _I32_MAX, np.int32), np.full(1, _I32_MIN, np.int32)
-    moments(buf, tab, first_values(buf, tab), s1, s2, lo, hi)
-    zscore(buf, tab, np.zeros(1, np.float32), np.ones(1, np.float32), np.zeros((1, 4), np.float16), lo, hi)
+    for writeable in (True, False):  # record buffers, and read-only arrays over mapped records
+        buf = np.ones(8, np.float32)
+        buf.flags.writeable = writeable
+        moments(buf, tab, first_values(buf, tab), s1, s2, lo, hi)
+        zscore(buf, tab, np.zeros(1, np.float32), np.ones(1, np.float32), np.zeros((1, 4), np.float16), lo, hi)
+    buf = np.ones(8, np.float32)
     to_float16(buf, np.zeros(8, np.float16))

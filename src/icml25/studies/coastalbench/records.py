@@ -8,6 +8,10 @@ kernels of :mod:`.kernels` with a table of where each valid rho cell's value lie
   straight into the buffer, chunk by chunk in file order, so the buffer holds the record *in its storage tiles*
   (:class:`SourceLayout`); the kernels' tables are built for that layout, so nothing is rearranged. Big-endian
   data is byte-swapped in place.
+* **mapped** (the direct case where a record's tiles lie in the file in buffer order, native byte order: what
+  netCDF writes record by record): the record is ``mmap``-ed read-only with ``MAP_POPULATE`` and the kernels read
+  the page cache in place, saving the copy into the buffer (about half of a warm pass's memory traffic). The
+  mapping lives as long as the returned array (one or two records of one variable at a time).
 * **netCDF-C** (anything else: compressed, packed, netCDF-3, chunks never written): ``nc_get_vara_float`` of the
   library ``netCDF4`` loaded, into the same buffer in plain C order, unpacked (scale/offset) once.
 
@@ -16,7 +20,9 @@ big-endian, contiguous and compressed variables).
 """
 from __future__ import annotations
 
+import mmap
 import os
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -167,6 +173,17 @@ class _Plan:
     tile_bytes: int = 0
     swap: bool = False
 
+    def mapped_offset(self, k: int) -> int | None:
+        """File offset of record k if the file holds it exactly as the layout's buffer (its tiles one run in slot
+        order, float32-aligned, native byte order), so it can be mapped instead of read; else None."""
+        runs = self.reads[k] if self.reads is not None else None
+        if self.swap or not runs or len(runs) != 1:
+            return None
+        offset, slots = runs[0]
+        if offset % 4 or slots != list(range(len(slots))) or len(slots) * self.tile_bytes != self.layout.size * 4:
+            return None
+        return offset
+
 
 def _chunk_offsets(dset) -> dict[tuple[int, ...], tuple[int, int]]:
     """{chunk logical offset: (byte offset, stored size)} of every allocated chunk of an h5py dataset."""
@@ -289,6 +306,15 @@ class _Shared:
         self.tables: dict[tuple, kernels.SourceTable] = {}
         self.buffer = np.empty(0, np.float32)
         self.largest = 0
+        self.mapped = 0  # bytes of records mapped now (alive while an array over them is)
+        self.mapped_peak = 0
+
+    def mapped_add(self, nbytes: int) -> None:
+        self.mapped += nbytes
+        self.mapped_peak = max(self.mapped_peak, self.mapped)
+
+    def mapped_sub(self, nbytes: int) -> None:
+        self.mapped -= nbytes
 
     def close(self) -> None:
         if self.nc is not None:
@@ -312,12 +338,13 @@ class RomsRecords:
     validated like :func:`.roms.open_roms`; records are read with ``preadv`` at the storage chunks' offsets or
     through netCDF-C (see the module docstring) into one reused buffer; land is never looked at, since the kernels
     read only the valid cells of :func:`rho_point_table`. ``chunk_time`` records form one statistics chunk (the
-    Chan merge unit). ``direct_io=False`` reads everything through netCDF-C.
+    Chan merge unit). ``direct_io=False`` reads everything through netCDF-C; ``mmap_io=False`` reads direct
+    records with ``preadv`` even where they could be mapped.
     """
 
     def __init__(self, paths: str | Path | Sequence[str | Path], variables: Sequence[str] | None = None, *,
-                 chunk_time: int = 1, direct_io: bool = True, _parent: RomsRecords | None = None,
-                 _rows: np.ndarray | None = None) -> None:
+                 chunk_time: int = 1, direct_io: bool = True, mmap_io: bool = True,
+                 _parent: RomsRecords | None = None, _rows: np.ndarray | None = None) -> None:
         if _parent is not None:
             self.__dict__.update(_parent.__dict__)
             self.rows = _rows  # files, plans and the record buffer are shared: read one selection at a time
@@ -337,6 +364,7 @@ class RomsRecords:
             raise ValueError(f"RomsRecords: chunk_time must be >= 1, got {chunk_time}")
         self.chunk_time = int(chunk_time)
         self.direct_io = bool(direct_io)
+        self.mmap_io = bool(mmap_io) and hasattr(mmap, "MAP_POPULATE")
         info = validate_files(self.paths, self.variables)
         self.sizes = info["sizes"]
         self.grid = info["grid"]
@@ -457,9 +485,12 @@ class RomsRecords:
         return self._io.buffer[:n]
 
     def read_raw(self, name: str, t: int) -> tuple[np.ndarray, SourceLayout]:
-        """Record t of ``name`` as float32 in the reader's buffer (overwritten by the next read) and its layout."""
+        """Record t of ``name`` as float32 and its layout: in the reader's buffer (overwritten by the next read) or
+        a read-only array over the mapped file (unmapped when the array is dropped)."""
         f, k = (int(x) for x in self.rows[t])
         plan = self._plans(f).get(name)
+        if plan is not None and self.mmap_io and (offset := plan.mapped_offset(k)) is not None:
+            return self._map(name, t, f, offset, plan.layout.size), plan.layout
         if plan is None:
             lay = self.natural_layout(name)
             buf = self._buffer(lay.size)
@@ -481,6 +512,33 @@ class RomsRecords:
         if plan.swap:
             buf.view(np.uint32).byteswap(inplace=True)
         return buf, plan.layout
+
+    def _map(self, name: str, t: int, f: int, offset: int, count: int) -> np.ndarray:
+        """``count`` float32 values at byte ``offset`` of file f, mapped read-only and populated in one call."""
+        fd = self._fd(f)
+        end = offset + count * 4
+        size = os.fstat(fd).st_size  # mapping past the end would fault (SIGBUS) on access, not fail here
+        if end > size:
+            raise RomsFormatError(f"{self.where(t)}: reading {name!r} failed (file ends early: {max(size - offset, 0)}"
+                                  f" of {count * 4} bytes at offset {offset})")
+        base = offset - offset % mmap.ALLOCATIONGRANULARITY
+        try:
+            mm = mmap.mmap(fd, end - base, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE, prot=mmap.PROT_READ,
+                           offset=base)
+        except OSError as err:
+            raise RomsFormatError(f"{self.where(t)}: reading {name!r} failed ({err})") from err
+        self._io.mapped_add(len(mm))  # counted as held data until the last array over it is gone
+        weakref.finalize(mm, self._io.mapped_sub, len(mm))
+        return np.frombuffer(mm, np.float32, count=count, offset=offset - base)
+
+    @property
+    def mapped_peak_bytes(self) -> int:
+        """The most bytes of mapped records alive at once since :meth:`reset_mapped_peak` (tracemalloc does not
+        see mappings; :func:`.stats.traced_normalisation_stats` adds this to its traced peak)."""
+        return int(self._io.mapped_peak)
+
+    def reset_mapped_peak(self) -> None:
+        self._io.mapped_peak = self._io.mapped
 
     def _read_netcdf(self, name: str, t: int, f: int, k: int, buf: np.ndarray) -> None:
         import ctypes
@@ -508,7 +566,8 @@ class RomsRecords:
         """Record t of ``name`` decoded to float32 as (source levels, flat source points) in C order.
 
         Source levels: 1 (2-D), N (s_rho) or N + 1 (s_w); points: those of the field's own grid (u, v or rho).
-        A view of the reader's buffer when the record is stored in plain C order, else a copy.
+        A view of the reader's buffer (or of the read-only mapped file) when the record is stored in plain C
+        order, else a copy.
         """
         buf, lay = self.read_raw(name, t)
         return lay.to_natural(buf)
