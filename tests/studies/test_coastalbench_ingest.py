@@ -196,6 +196,7 @@ def test_npy_stream_writer_background_writes_and_errors(tmp_path, monkeypatch):
             raise OSError(28, "No space left on device")
         return real_write(fd, data)
 
+    monkeypatch.setattr(shardfile, "_SPARE", [])  # fresh 16 KiB buffers: several writes before close
     monkeypatch.setattr(os, "write", failing_write)
     w = shardfile.NpyStreamWriter(tmp_path / "f.npy", (64, 4096), np.float16, buffer_bytes=1 << 14)
     with pytest.raises(OSError, match="No space left"):
