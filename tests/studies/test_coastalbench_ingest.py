@@ -175,11 +175,11 @@ def test_npy_stream_writer_background_writes_and_errors(tmp_path, monkeypatch):
     from icml25.studies.coastalbench import shardfile
 
     rng = np.random.default_rng(1)
-    x = rng.normal(size=(3, 1000, 701)).astype(np.float16)
-    np.save(tmp_path / "r.npy", x)
+    small, big = rng.normal(size=(3, 50, 71)).astype(np.float16), rng.normal(size=(3, 1000, 701)).astype(np.float16)
     for background in (True, False):
         for direct in (True, False):
-            for step in (1, 4093, 701 * 1000, 3 * 701 * 1000):
+            for x, step in ((small, 1), (big, 4093), (big, 701 * 1000), (big, 3 * 701 * 1000)):
+                np.save(tmp_path / "r.npy", x)
                 with shardfile.NpyStreamWriter(tmp_path / "s.npy", x.shape, np.float16, buffer_bytes=1 << 16,
                                                direct=direct, background=background) as w:
                     flat = x.ravel()
