@@ -28,7 +28,7 @@ NY, NX, N, RECORDS = 26, 38, 4, 5
 STORAGE = {"temp": {"chunksizes": (1, 3, 7, 9)}, "u": {"chunksizes": (2, 2, 5, 6)},
            "v": {"chunksizes": (1, 4, 10, 38), "endian": "big"}, "w": {"chunksizes": (1, 2, 26, 38)},
            "AKs": {"chunksizes": (1, 5, 13, 17)}, "salt": {"chunksizes": (3, 4, 26, 38)},
-           "zeta": {"chunksizes": (1, 9, 11)}}
+           "zeta": {"chunksizes": (1, 9, 11)}, "Pair": {"chunksizes": (1, 9, 38)}}  # Pair: runs would cross tiles
 BACKENDS = ["numpy"] + (["numba"] if kernels.numba is not None else [])
 
 # Computed by the implementation at main a89dfe6 (before the issue-37 shard pass), numba and NumPy alike.
@@ -122,10 +122,10 @@ def test_stats_and_shard_bytes_pinned_and_equal_brute_force(files, tmp_path, sto
     path = files[storage]
     ref_stats, chans = _reference(path)
     with RomsRecords([path], VARS, mmap_io=mmap_io) as src:
-        plans = src._plans(0)
-        mapped = {v for v in VARS if v in plans and plans[v].mapped_offset(0) is not None}
-    # default chunking: every record maps; tiled: some tiles lie out of slot order or big-endian (preadv)
-    assert mapped == {"default": set(VARS), "tiled": {"salt", "Pair", "swrad"}, "zlib": set()}[storage]
+        mapped = {v for v in VARS if src.read_record(v, 1)[2] is not None}
+    # every direct variable is mapped (tiles anywhere in the file) but the big-endian one; zlib: netCDF-C
+    assert mapped == {"default": set(VARS), "tiled": set(VARS) - {"v"}, "zlib": set()}[storage] if mmap_io else \
+        not mapped
     for chunk_time in (1, 2, RECORDS):
         with RomsRecords([path], VARS, chunk_time=chunk_time, mmap_io=mmap_io) as src:
             assert all(src.direct(v) for v in VARS) == (storage != "zlib")
@@ -205,3 +205,32 @@ def test_npy_stream_writer_background_writes_and_errors(tmp_path, monkeypatch):
                 w.reserve(4096)[:] = 1
                 w.commit(4096)
     assert w.fd == -1 and len(calls) >= 2
+
+
+def test_runs_stop_at_tile_starts_both_builders():
+    """Tiles of whole rows (1, tj, nx) are adjacent in the slot layout, so a run could continue into the next tile;
+    mapped records find each tile elsewhere, so runs stop at tile starts (both builders, same runs)."""
+    from icml25.studies.coastalbench.records import SourceLayout, rho_point_table
+
+    mask = np.ones((10, 7))
+    mask[4, 3] = 0
+    masks = {"mask_rho": mask, "mask_u": mask[:, :-1] * mask[:, 1:], "mask_v": mask[:-1] * mask[1:]}
+    for kind, shape in (("rho", (2, 10, 7)), ("v", (2, 9, 7)), ("w", (3, 10, 7))):
+        r = rho_point_table(kind, masks)
+        lay = SourceLayout(*shape, (1, 3, 7))
+        rows, cols = lay.row_col_offsets()
+        tabs = [kernels.source_table(r.cells, r.ia, r.ib, r.wa, r.wb, r.invalid, vertical=r.vertical, rows=rows,
+                                     cols=cols, bases=[lay.level_base(k) for k in range(shape[0])],
+                                     tile_size=lay.tile_size, backend=b) for b in BACKENDS]
+        for f in ("copy_runs", "pair_runs"):
+            assert all(np.array_equal(getattr(t, f), getattr(tabs[0], f)) for t in tabs), (kind, f)
+        t = tabs[0]
+        for runs, cols_ in ((t.copy_runs, (1,)), (t.pair_runs, (1, 2))):
+            for c in cols_:
+                first, last = runs[:, c] // lay.tile_size, (runs[:, c] + runs[:, -1] - 1) // lay.tile_size
+                assert np.array_equal(first, last), (kind, c)
+        # without tiles the same cells form longer runs across the tile rows
+        plain = kernels.source_table(r.cells, r.ia, r.ib, r.wa, r.wb, r.invalid, vertical=r.vertical, rows=rows,
+                                     cols=cols, bases=[lay.level_base(k) for k in range(shape[0])])
+        assert len(plain.copy_runs) + len(plain.pair_runs) < len(t.copy_runs) + len(t.pair_runs), kind
+        assert plain.count == t.count

@@ -8,10 +8,12 @@ kernels of :mod:`.kernels` with a table of where each valid rho cell's value lie
   straight into the buffer, chunk by chunk in file order, so the buffer holds the record *in its storage tiles*
   (:class:`SourceLayout`); the kernels' tables are built for that layout, so nothing is rearranged. Big-endian
   data is byte-swapped in place.
-* **mapped** (the direct case where a record's tiles lie in the file in buffer order, native byte order: what
-  netCDF writes record by record): the record is ``mmap``-ed read-only with ``MAP_POPULATE`` and the kernels read
-  the page cache in place, saving the copy into the buffer (about half of a warm pass's memory traffic). The
-  mapping lives as long as the returned array (one or two records of one variable at a time).
+* **mapped** (the same direct case in native byte order, :meth:`RomsRecords.read_record`): the file span of the
+  record's tiles is ``mmap``-ed read-only, the tiles' pages are populated in one call each run
+  (``MADV_POPULATE_READ``), and the kernels read the page cache in place, finding each tile at its own offset (the
+  tiles of a record need not be adjacent or in order, nor 4-byte aligned). This saves the copy into the buffer
+  (about half of a warm pass's memory traffic) and the buffer's fresh pages. The mapping lives as long as the
+  returned array (one record of one variable at a time).
 * **netCDF-C** (anything else: compressed, packed, netCDF-3, chunks never written): ``nc_get_vara_float`` of the
   library ``netCDF4`` loaded, into the same buffer in plain C order, unpacked (scale/offset) once.
 
@@ -173,16 +175,16 @@ class _Plan:
     tile_bytes: int = 0
     swap: bool = False
 
-    def mapped_offset(self, k: int) -> int | None:
-        """File offset of record k if the file holds it exactly as the layout's buffer (its tiles one run in slot
-        order, float32-aligned, native byte order), so it can be mapped instead of read; else None."""
-        runs = self.reads[k] if self.reads is not None else None
-        if self.swap or not runs or len(runs) != 1:
-            return None
-        offset, slots = runs[0]
-        if offset % 4 or slots != list(range(len(slots))) or len(slots) * self.tile_bytes != self.layout.size * 4:
-            return None
-        return offset
+    def tile_offsets(self, k: int) -> np.ndarray:
+        """int64 (tiles,): file byte offset of each tile of the layout (slot order) in record k."""
+        sub = self.layout.tile_size * 4
+        per = self.tile_bytes // sub  # layout tiles per stored slot (a contiguous record is one slot of levels)
+        out = np.empty(int(np.prod(self.layout.tiles)), np.int64)
+        for offset, slots in self.reads[k]:
+            for i, slot in enumerate(slots):
+                first = offset + i * self.tile_bytes
+                out[slot * per : (slot + 1) * per] = first + sub * np.arange(per)
+        return out
 
 
 def _chunk_offsets(dset) -> dict[tuple[int, ...], tuple[int, int]]:
@@ -294,6 +296,8 @@ def _nc_get_vara_float():
 
 
 # ------------------------------------------------------------------------------------------------------ reader
+
+_MADV_POPULATE_READ = 22  #: Linux >= 5.14 (not exported by Python's mmap module)
 
 
 class _Shared:
@@ -419,7 +423,7 @@ class RomsRecords:
             rows, cols = layout.row_col_offsets()
             tab = self._io.tables[key] = kernels.source_table(
                 r.cells, r.ia, r.ib, r.wa, r.wb, r.invalid, vertical=r.vertical, rows=rows, cols=cols,
-                bases=[layout.level_base(k) for k in range(layout.levels)])
+                bases=[layout.level_base(k) for k in range(layout.levels)], tile_size=layout.tile_size)
         return tab
 
     def select(self, start: int, stop: int) -> RomsRecords:
@@ -484,13 +488,22 @@ class RomsRecords:
             self._io.buffer = np.empty(max(n, self._io.largest), np.float32)
         return self._io.buffer[:n]
 
-    def read_raw(self, name: str, t: int) -> tuple[np.ndarray, SourceLayout]:
-        """Record t of ``name`` as float32 and its layout: in the reader's buffer (overwritten by the next read) or
-        a read-only array over the mapped file (unmapped when the array is dropped)."""
+    def read_record(self, name: str, t: int) -> tuple[np.ndarray, SourceLayout, np.ndarray | None]:
+        """Record t of ``name`` for the kernels: (float32 values, layout, tiles). Mapped where it can be (then
+        ``tiles`` (int64) gives each layout tile's offset in the read-only array, which unmaps when dropped), else
+        :meth:`read_raw`'s buffer with the tiles in slot order (``tiles`` None)."""
         f, k = (int(x) for x in self.rows[t])
         plan = self._plans(f).get(name)
-        if plan is not None and self.mmap_io and (offset := plan.mapped_offset(k)) is not None:
-            return self._map(name, t, f, offset, plan.layout.size), plan.layout
+        if plan is not None and self.mmap_io and not plan.swap:
+            buf, tiles = self._map(name, t, f, plan, k)
+            return buf, plan.layout, tiles
+        buf, lay = self.read_raw(name, t)
+        return buf, lay, None
+
+    def read_raw(self, name: str, t: int) -> tuple[np.ndarray, SourceLayout]:
+        """Record t of ``name`` as float32 in the reader's buffer (overwritten by the next read) and its layout."""
+        f, k = (int(x) for x in self.rows[t])
+        plan = self._plans(f).get(name)
         if plan is None:
             lay = self.natural_layout(name)
             buf = self._buffer(lay.size)
@@ -513,23 +526,38 @@ class RomsRecords:
             buf.view(np.uint32).byteswap(inplace=True)
         return buf, plan.layout
 
-    def _map(self, name: str, t: int, f: int, offset: int, count: int) -> np.ndarray:
-        """``count`` float32 values at byte ``offset`` of file f, mapped read-only and populated in one call."""
+    def _map(self, name: str, t: int, f: int, plan: _Plan, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Record k of ``plan`` in file f mapped read-only: (float32 array over the span of its tiles, offset of
+        each layout tile in it). Only the tiles' pages are populated (and resident)."""
         fd = self._fd(f)
-        end = offset + count * 4
+        offs = plan.tile_offsets(k)
+        tile = plan.layout.tile_size * 4
+        start, end = int(offs.min()), int(offs.max()) + tile
         size = os.fstat(fd).st_size  # mapping past the end would fault (SIGBUS) on access, not fail here
         if end > size:
-            raise RomsFormatError(f"{self.where(t)}: reading {name!r} failed (file ends early: {max(size - offset, 0)}"
-                                  f" of {count * 4} bytes at offset {offset})")
-        base = offset - offset % mmap.ALLOCATIONGRANULARITY
+            raise RomsFormatError(f"{self.where(t)}: reading {name!r} failed (file ends early: {size} bytes, a "
+                                  f"chunk ends at {end})")
+        base = start - start % mmap.ALLOCATIONGRANULARITY
+        shift = (start - base) % 4  # every tile at the same byte offset modulo 4 (else read it)
+        if ((offs - base) % 4 != shift).any():
+            buf, _ = self.read_raw(name, t)
+            return buf, np.arange(offs.size, dtype=np.int64) * plan.layout.tile_size
         try:
-            mm = mmap.mmap(fd, end - base, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE, prot=mmap.PROT_READ,
-                           offset=base)
+            mm = mmap.mmap(fd, end - base, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ, offset=base)
         except OSError as err:
             raise RomsFormatError(f"{self.where(t)}: reading {name!r} failed ({err})") from err
-        self._io.mapped_add(len(mm))  # counted as held data until the last array over it is gone
-        weakref.finalize(mm, self._io.mapped_sub, len(mm))
-        return np.frombuffer(mm, np.float32, count=count, offset=offset - base)
+        page = mmap.PAGESIZE
+        for offset, slots in plan.reads[k]:  # each file-contiguous run of tiles: page tables in one call
+            a = (offset - base) // page * page
+            try:
+                mm.madvise(_MADV_POPULATE_READ, a, offset - base + len(slots) * plan.tile_bytes - a)
+            except (OSError, ValueError):  # kernel < 5.14: the pages fault in as the kernels read them
+                break
+        nbytes = offs.size * tile
+        self._io.mapped_add(nbytes)  # counted as held data until the last array over it is gone
+        weakref.finalize(mm, self._io.mapped_sub, nbytes)
+        arr = np.frombuffer(mm, np.float32, count=(len(mm) - shift) // 4, offset=shift)
+        return arr, (offs - base - shift) // 4
 
     @property
     def mapped_peak_bytes(self) -> int:

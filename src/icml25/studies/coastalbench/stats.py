@@ -135,11 +135,11 @@ def _records_moments(src, variables: Sequence[str], *, per_level: bool = True, p
             for t in range(a, b):
                 for v in variables:
                     s1, s2, lo, hi, shift, _ = acc[v]
-                    buf, lay = src.read_raw(v, t)
+                    buf, lay, tiles = src.read_record(v, t)
                     tab = src.source_table(v, lay)
                     if shift is None:
-                        shift = acc[v][4] = kernels.first_values(buf, tab)
-                    kernels.moments(buf, tab, shift, s1, s2, lo, hi)
+                        shift = acc[v][4] = kernels.first_values(buf, tab, tiles)
+                    kernels.moments(buf, tab, shift, s1, s2, lo, hi, tiles=tiles)
                     del buf  # a mapped record is unmapped here, before the next one is mapped
                     _check_values(src, v, t, tab, (s1, s2), lo, hi, fills[v])
                     acc[v][5] = tab.count
@@ -352,12 +352,12 @@ def _write_shard_records(path, src, variables, stats, *, dtype=np.float16) -> tu
     with atomic_path(path) as tmp, NpyStreamWriter(tmp, shape, np.float16) as out:
         for t in range(len(src)):
             for v, nlev, mean, std, fill in norm:
-                buf, lay = src.read_raw(v, t)
+                buf, lay, tiles = src.read_record(v, t)
                 tab = src.source_table(v, lay)
                 lo = np.full(nlev, kernels._I32_MAX, np.int32)
                 hi = np.full(nlev, kernels._I32_MIN, np.int32)
                 block = out.reserve(nlev * ny * nx).reshape(nlev, ny * nx)
-                kernels.zscore(buf, tab, mean, std, block, lo, hi)  # straight into the staged float16 bytes
+                kernels.zscore(buf, tab, mean, std, block, lo, hi, tiles=tiles)  # straight into the staged float16
                 del buf  # a mapped record is unmapped here, before the next one is mapped
                 _check_values(src, v, t, tab, (), lo, hi, fill)
                 out.commit(nlev * ny * nx)
