@@ -75,6 +75,10 @@ CLAIMS_SCHEMA: dict[str, Any] = {
         "seeds": {"type": "array", "items": {"type": "integer"}},
         "rehearsal": {"type": "boolean"},
         "deterministic": {"type": "boolean"},  # false: CUDA runs with a non-deterministic op (core.device)
+        "models": {"type": "object", "additionalProperties": {  # hub models used, at which commit (core.hub)
+            "type": "object", "required": ["repo_id", "revision", "source"],
+            "properties": {"repo_id": {"type": "string"}, "revision": {"type": "string", "minLength": 1},
+                           "source": {"enum": ["pinned", "resolved", "local"]}}}},
         "claims": {
             "type": "array",
             "minItems": 1,
@@ -523,9 +527,10 @@ def log_verdicts(run: Any, doc: Mapping[str, Any]) -> dict[str, int]:
 
 def write_claims(path: str | Path, *, study: str, scale: str, data_source: str, claims: Sequence[Claim],
                  config_hash: str = "", paper: Mapping[str, str] | None = None,
-                 seeds: Sequence[int] = ()) -> dict[str, Any]:
+                 seeds: Sequence[int] = (), models: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:
     """Validate and atomically write ``claims.json``; return the document. ``paper`` is ``{title, ref}`` (ref: venue, DOI or URL);
-    ``seeds`` the evaluation seeds of the run (shown in the claims table)."""
+    ``seeds`` the evaluation seeds of the run (shown in the claims table); ``models`` the hub models the run loaded
+    and their commits (:func:`icml25.core.hub.record`), written as the ``models`` block."""
     from .device import deterministic
 
     # deterministic: false when the study's runs used an op without a deterministic CUDA kernel (core.device):
@@ -533,6 +538,10 @@ def write_claims(path: str | Path, *, study: str, scale: str, data_source: str, 
     doc = {"study": study, "scale": scale, "data_source": data_source, "config_hash": config_hash,
            "paper": dict(paper or {}), "seeds": [int(s) for s in seeds], "deterministic": deterministic(),
            "claims": [_clean(asdict(c)) for c in claims]}
+    if models:
+        from .hub import as_claims_block
+
+        doc["models"] = as_claims_block(models)
     from .rehearsal import ENV as REHEARSAL_ENV
 
     if os.environ.get(REHEARSAL_ENV):
