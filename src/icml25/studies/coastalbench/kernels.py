@@ -419,8 +419,12 @@ def moments(buf: np.ndarray, tab: SourceTable, shift: np.ndarray, s1: np.ndarray
     int64 (tiles,) buffer offset of each storage tile of the table's layout (None: the tiles in slot order).
     """
     if (backend or BACKEND) == "numba":
-        t, ts = (tab.identity, NO_TILES) if tiles is None else (tiles, tab.tile_size)
-        _nb_moments(buf, t, ts, tab.base_a, tab.base_b, tab.copy_runs, tab.pair_runs, shift, s1, s2, lo, hi)
+        if tiles is None:
+            _nb_moments(buf, tab.identity, NO_TILES, tab.base_a, tab.base_b, tab.copy_runs, tab.pair_runs, shift,
+                        s1, s2, lo, hi)
+        else:
+            _nb_moments(buf, tiles, tab.tile_size, tab.base_a, tab.base_b, tab.copy_runs, tab.pair_runs, shift,
+                        s1, s2, lo, hi)
         return
     if tab.count == 0:
         return

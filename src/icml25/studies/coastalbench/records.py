@@ -488,6 +488,13 @@ class RomsRecords:
             self._io.buffer = np.empty(max(n, self._io.largest), np.float32)
         return self._io.buffer[:n]
 
+    def mapped(self, name: str, t: int) -> bool:
+        """Whether :meth:`read_record` maps record t of ``name`` (else it reads it with :meth:`read_raw`)."""
+        if not self.mmap_io:
+            return False
+        plan = self._plans(int(self.rows[t, 0])).get(name)
+        return plan is not None and not plan.swap
+
     def read_record(self, name: str, t: int) -> tuple[np.ndarray, SourceLayout, np.ndarray | None]:
         """Record t of ``name`` for the kernels: (float32 values, layout, tiles). Mapped where it can be (then
         ``tiles`` (int64) gives each layout tile's offset in the read-only array, which unmaps when dropped), else

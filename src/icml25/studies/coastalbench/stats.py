@@ -135,7 +135,11 @@ def _records_moments(src, variables: Sequence[str], *, per_level: bool = True, p
             for t in range(a, b):
                 for v in variables:
                     s1, s2, lo, hi, shift, _ = acc[v]
-                    buf, lay, tiles = src.read_record(v, t)
+                    if src.mapped(v, t):
+                        buf, lay, tiles = src.read_record(v, t)
+                    else:  # compressed/packed/netCDF-3/big-endian: into the reader's buffer
+                        buf, lay = src.read_raw(v, t)
+                        tiles = None
                     tab = src.source_table(v, lay)
                     if shift is None:
                         shift = acc[v][4] = kernels.first_values(buf, tab, tiles)
