@@ -899,6 +899,8 @@ def test_stages_reject_bad_input(tmp_path):
     ("resnet18", "imagenet", 64, 512, 11_176_512),   # = torchvision resnet18 (11,689,512) - fc (513,000)
     ("resnet34", "imagenet", 64, 512, 21_284_672),   # = 21,797,672 - 513,000
     ("resnet50", "imagenet", 64, 2048, 23_508_032),  # = 25,557,032 - 2,049,000
+    ("resnet34", "cifar", 96, 512, 21_276_992),      # the ImageNet-subset networks as configured (3x3 stem):
+    ("resnet50", "cifar", 96, 2048, 23_500_352),     # the imagenet-stem counts - 9,408 + 1,728
 ])
 def test_resnet_shapes_and_parameter_counts(name, stem, size, width, n_params):
     from icml25.studies.lfss.model import encoder
@@ -992,6 +994,47 @@ def test_paper_path_trains_resnet18_on_rgb(tmp_path):
         with pytest.raises(RuntimeError, match="train.device=cuda but torch sees no CUDA device"):
             resolve_device("cuda")
     assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+@pytest.mark.parametrize("backbone", ["resnet34", "resnet50"])
+def test_paper_resnets_at_full_width_train_through_the_loop(backbone):
+    """Issue 35: the ImageNet-subset backbones at width 1 with the paper's heads (h 4096, D 256) take real steps of
+    the lfss arm through the training loop (4 RGB images, batch 2, 2 epochs so L_p is active): finite losses, the
+    encoder moves, features of the head's width. The step cost at the paper's batch and 96 px is measured by
+    benchmarks/lfss_resnet_step.py (README, Scales)."""
+    from icml25.studies.lfss.train import train_arm
+
+    cfg = _config("paper")
+    settings = {"data": {"n_classes": 2}, "model": {**cfg.model.model_dump(), "backbone": backbone, "width": 1.0},
+                "train": {**cfg.train.model_dump(), "epochs": 2, "eta": 1, "warmup_epochs": 1, "batch_size": 2,
+                          "threads": 1, "device": "cpu"},
+                "augment": cfg.augment.model_dump(), "stability": {**cfg.stability.model_dump(), "record_every": 1,
+                                                                   "kmeans_n_init": 1}}
+    assert (settings["model"]["hidden"], settings["model"]["dim"]) == (4096, 256)
+    x, y = np.random.default_rng(1).random((4, 3, 32, 32), dtype=np.float32), np.array([0, 0, 1, 1])
+    torch.manual_seed(3)
+    init = LFSSNet(hidden=4096, dim=256, in_channels=3, backbone=backbone).encoder_q[0].weight.detach().clone()
+    out = train_arm(x, y, settings, "lfss", 3)
+    assert all(math.isfinite(c[k]) for c in out["curves"] for k in ("loss", "loss_n", "loss_ss", "loss_p"))
+    assert out["curves"][1]["loss_p"] > 0 and out["features"].shape == (4, 256)
+    assert sum(p.numel() for p in out["net"].encoder_q.parameters()) == {"resnet34": 21_276_992,
+                                                                         "resnet50": 23_500_352}[backbone]
+    assert not torch.equal(init, out["net"].encoder_q[0].weight)
+
+
+def test_resnet_step_benchmark_counts_and_step():
+    """benchmarks/lfss_resnet_step.py on a tiny batch: closed counts, a finite loss, extrapolation bookkeeping."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("lfss_resnet_step", ROOT / "benchmarks" / "lfss_resnet_step.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.CLOSED_COUNTS == {"resnet18": 11_689_512 - 513_000 - 9_408 + 1_728,
+                                   "resnet34": 21_797_672 - 513_000 - 9_408 + 1_728,
+                                   "resnet50": 25_557_032 - 2_049_000 - 9_408 + 1_728}
+    row = bench.measure("resnet18", 32, batch=4, micro=2, micro_steps=1)
+    assert row["encoder_params"] == 11_168_832 and math.isfinite(row["loss"]) and row["extrapolated"]
+    assert (row["micro_run"], row["micro_total"]) == (1, 2) and row["wall_s"] > 0
 
 
 # ------------------------------------------------------------------------------------- rehearsal (issue 34)
