@@ -19,6 +19,58 @@ _LF_FOLDERS = ("imagenet10", "imagenet_dogs", "imagenet1k")
 _LF_LAYOUT_SETS = ("tiny_imagenet", *_LF_FOLDERS)
 _LF_DATASET = _LF_CFG["data"]["dataset"]
 
+# ------------------------------------------------------------------------------------------------- branches
+# `branches: {name: overrides}` (config/studies/lfss.yaml): the same DAG once more per branch under
+# results/<scale>/lfss/<name>/, with the whole config of the branch (lfss.config.branch_config) handed to its jobs
+# through an environment variable of its own; the paper-scale rehearsal runs an ImageNet-10 branch this way.
+_LF_BRANCHES = {name: lf_branch_config(_LF_CFG, name) for name in _LF_CFG["branches"]}
+_LF_ENV = wf.config_env_var(_LF)
+for _name, _bcfg in _LF_BRANCHES.items():
+    os.environ[f"{_LF_ENV}__{_name}"] = json.dumps(_bcfg, sort_keys=True, separators=(",", ":"))
+_LF_B_KEYS = study_stage_keys(_LF)
+_LF_B_PARAMS = {
+    name: {s: wf.rule_params(c, _LF_B_KEYS, _LF, s) for s in _LF_B_KEYS}
+    for name, c in _LF_BRANCHES.items()
+}
+
+
+def branch_stage_params(slug, stage):
+    """Params of a branch rule: like stage_params, one "key=value" per key the stage reads, each the value of the
+    job's branch (every branch has the same keys: one config schema)."""
+    names = {tuple(p[stage]) for p in _LF_B_PARAMS.values()}
+    assert len(names) == 1, f"{slug}: branches differ in the keys of stage {stage}"
+    return {k: (lambda w, k=k: _LF_B_PARAMS[w.branch][stage][k]) for k in names.pop()}
+
+
+_LF_B_CHUNKS = {name: wf.seed_chunks(c["seeds"], c["seeds_per_job"]) for name, c in _LF_BRANCHES.items()}
+
+
+def _lf_b(stage):
+    """The stage command of a branch job: its own config variable instead of the study's, its rule's name."""
+    cmd = stage_cmd(_LF, stage).replace(f'"${_LF_ENV}"', f'"${_LF_ENV}__{{wildcards.branch}}"')
+    return cmd.replace(f" --rule {_LF}__{stage}", f" --rule {_LF}__branch_{stage}")
+
+
+def _lf_b_raw(w):
+    return res(_LF, w.branch, "raw", LF_RAW_FILES[_LF_BRANCHES[w.branch]["data"]["dataset"]])
+
+
+def _lf_b_layout(w, datasets):
+    """[the branch's raw/layout.json] when its data set is one of ``datasets``, else []."""
+    if _LF_BRANCHES[w.branch]["data"]["dataset"] in datasets:
+        return [res(_LF, w.branch, "raw", "layout.json")]
+    return []
+
+
+def _lf_b_trained(w):
+    c = _LF_BRANCHES[w.branch]
+    return [
+        res(_LF, w.branch, "models", arm, f"chunk{chunk}.{ext}")
+        for arm in c["arms"]
+        for chunk in _LF_B_CHUNKS[w.branch]
+        for ext in ("npz", "json")
+    ]
+
 
 if _LF_DATASET in _LF_LAYOUT_SETS:
 
@@ -190,48 +242,6 @@ rule lfss__report:
         " --out {output.stability} {output.curves} {output.md} > {log} 2>&1"
 
 
-# ------------------------------------------------------------------------------------------------- branches
-# `branches: {name: overrides}` (config/studies/lfss.yaml): the same DAG once more per branch under
-# results/<scale>/lfss/<name>/, with the whole config of the branch (lfss.config.branch_config) handed to its jobs
-# through an environment variable of its own; the paper-scale rehearsal runs an ImageNet-10 branch this way.
-_LF_BRANCHES = {name: lf_branch_config(_LF_CFG, name) for name in _LF_CFG["branches"]}
-_LF_ENV = wf.config_env_var(_LF)
-for _name, _bcfg in _LF_BRANCHES.items():
-    os.environ[f"{_LF_ENV}__{_name}"] = json.dumps(_bcfg, sort_keys=True, separators=(",", ":"))
-_LF_B_KEYS = study_stage_keys(_LF)
-_LF_B_PARAMS = {
-    name: {s: json.dumps(wf.rule_params(c, _LF_B_KEYS, _LF, s), sort_keys=True) for s in _LF_B_KEYS}
-    for name, c in _LF_BRANCHES.items()
-}
-_LF_B_CHUNKS = {name: wf.seed_chunks(c["seeds"], c["seeds_per_job"]) for name, c in _LF_BRANCHES.items()}
-
-
-def _lf_b(stage):
-    """The stage command of a branch job: its own config variable instead of the study's."""
-    return stage_cmd(_LF, stage).replace(f'"${_LF_ENV}"', f'"${_LF_ENV}__{{wildcards.branch}}"')
-
-
-def _lf_b_raw(w):
-    return res(_LF, w.branch, "raw", LF_RAW_FILES[_LF_BRANCHES[w.branch]["data"]["dataset"]])
-
-
-def _lf_b_layout(w, datasets):
-    """[the branch's raw/layout.json] when its data set is one of ``datasets``, else []."""
-    if _LF_BRANCHES[w.branch]["data"]["dataset"] in datasets:
-        return [res(_LF, w.branch, "raw", "layout.json")]
-    return []
-
-
-def _lf_b_trained(w):
-    c = _LF_BRANCHES[w.branch]
-    return [
-        res(_LF, w.branch, "models", arm, f"chunk{chunk}.{ext}")
-        for arm in c["arms"]
-        for chunk in _LF_B_CHUNKS[w.branch]
-        for ext in ("npz", "json")
-    ]
-
-
 _LF_B_RE = "|".join(_LF_BRANCHES)
 
 if _LF_BRANCHES:
@@ -254,7 +264,7 @@ if _LF_BRANCHES:
             mem_mb=2000,
             runtime=120,
         params:
-            cfg=lambda w: _LF_B_PARAMS[w.branch]["layout"],
+            **branch_stage_params(_LF, "layout"),
         shell:
             _lf_b("layout") + " --in {input.raw} --out {output.report} > {log} 2>&1"
 
@@ -277,7 +287,7 @@ if _LF_BRANCHES:
             mem_mb=2000,
             runtime=60 if _LF_PAPER else 10,
         params:
-            cfg=lambda w: _LF_B_PARAMS[w.branch]["download"],
+            **branch_stage_params(_LF, "download"),
         shell:
             _lf_b("download") + " --out {output.raw} > {log} 2>&1"
 
@@ -301,7 +311,7 @@ if _LF_BRANCHES:
             mem_mb=16000 if _LF_PAPER else 2000,
             runtime=120 if _LF_PAPER else 10,
         params:
-            cfg=lambda w: _LF_B_PARAMS[w.branch]["preprocess"],
+            **branch_stage_params(_LF, "preprocess"),
         shell:
             _lf_b("preprocess")
             + " --in {input.raw} --out {output.images} {output.reference} > {log} 2>&1"
@@ -329,7 +339,7 @@ if _LF_BRANCHES:
             runtime=1440 if _LF_PAPER else 30,
             gpu=gpus("lfss", "train"),
         params:
-            cfg=lambda w: _LF_B_PARAMS[w.branch]["train"],
+            **branch_stage_params(_LF, "train"),
             seeds=lambda w: " ".join(map(str, _LF_B_CHUNKS[w.branch][int(w.chunk)])),
         shell:
             _lf_b("train")
@@ -357,7 +367,7 @@ if _LF_BRANCHES:
             mem_mb=16000 if _LF_PAPER else 2000,
             runtime=120 if _LF_PAPER else 10,
         params:
-            cfg=lambda w: _LF_B_PARAMS[w.branch]["evaluate"],
+            **branch_stage_params(_LF, "evaluate"),
         shell:
             _lf_b("evaluate")
             + " --in {input.images} {input.reference} {input.trained}"
@@ -384,7 +394,7 @@ if _LF_BRANCHES:
             mem_mb=4000 if _LF_PAPER else 2000,
             runtime=20 if _LF_PAPER else 10,
         params:
-            cfg=lambda w: _LF_B_PARAMS[w.branch]["report"],
+            **branch_stage_params(_LF, "report"),
         shell:
             _lf_b("report") + " --in {input.metrics} {input.trained}"
             " --out {output.stability} {output.curves} {output.md} > {log} 2>&1"
