@@ -135,8 +135,9 @@ def dpo_native(policy, tok, pairs, *, beta: float, lr: float, batch: int, epochs
         raise ValueError("dpo_native: the arm kept no pairs")
     prompts, chosen, rejected = list(pairs["prompt"]), list(pairs["chosen"]), list(pairs["rejected"])
     policy.eval()  # dropout off (as TRL's disable_dropout)
-    ref_c = torch.tensor(ref_logps(policy, tok, prompts, chosen))
-    ref_r = torch.tensor(ref_logps(policy, tok, prompts, rejected))
+    device = next(policy.parameters()).device
+    ref_c = torch.tensor(ref_logps(policy, tok, prompts, chosen), device=device)
+    ref_r = torch.tensor(ref_logps(policy, tok, prompts, rejected), device=device)
     torch.manual_seed(seed)
     opt = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=lr)
     rng = np.random.default_rng([seed, 11])
@@ -150,9 +151,10 @@ def dpo_native(policy, tok, pairs, *, beta: float, lr: float, batch: int, epochs
         order = rng.permutation(len(prompts))
         for b in range(steps_per_epoch):
             idx = order[b * batch:(b + 1) * batch]
+            at = torch.as_tensor(idx, device=device)
             pc = sequence_logps(policy, tok, [prompts[i] for i in idx], [chosen[i] for i in idx], grad=True)
             pr = sequence_logps(policy, tok, [prompts[i] for i in idx], [rejected[i] for i in idx], grad=True)
-            loss, cr, rr = dpo_loss(pc.double(), pr.double(), ref_c[idx], ref_r[idx], beta=beta)
+            loss, cr, rr = dpo_loss(pc.double(), pr.double(), ref_c[at], ref_r[at], beta=beta)
             if step == 0:
                 rec["step0_loss"] = float(loss)
             opt.zero_grad()

@@ -1,8 +1,12 @@
-"""The paper path (spec "Scales: paper"): WildChat preparation, vLLM sampling, ArmoRM scoring and TRL DPO.
+"""The paper path (spec "Scales: paper"): WildChat preparation, sampling, ArmoRM scoring and DPO.
 
-UNTESTED HERE: this machine has no GPU and no model hub access. vLLM, transformers and TRL are imported lazily
-inside the functions that need them (extra ``rip-paper``, env ``envs/rip-paper.yaml``), so the module imports
-without them; a missing package raises an error naming the extra. The pure parts are unit-tested:
+Every hub model is a row of ``models.csv`` resolved by ``icml25.core.hub`` (a pinned commit; a local directory in
+the rehearsal) and loaded with ``trust_remote_code=False``; ArmoRM through our own head module
+(:mod:`.rewardmodels`). Two switches choose the tools: ``paper.sampler`` (``vllm`` on the cluster, ``hf`` =
+transformers ``generate``) and ``paper.dpo_backend`` (``trl`` on the cluster, ``torch`` = :mod:`.hfpolicy`'s
+loop). The ``hf``/``torch`` side runs in the rehearsal on CPU with tiny models; the vLLM and TRL functions are
+UNTESTED here (no GPU; the packages are not installed). They are imported lazily (extra ``rip-paper``, env
+``envs/rip-paper.yaml``); a missing package raises an error naming the extra. Pure parts are unit-tested:
 :func:`prepare_wildchat`, :func:`read_released_set`, and the DPO set-up (:func:`dpo_trl_dataset`,
 :func:`dpo_trl_config`, :func:`checkpoint_steps`, :func:`best_checkpoint`).
 
