@@ -156,13 +156,13 @@ def dpo_native(policy, tok, pairs, *, beta: float, lr: float, batch: int, epochs
             pr = sequence_logps(policy, tok, [prompts[i] for i in idx], [rejected[i] for i in idx], grad=True)
             loss, cr, rr = dpo_loss(pc.double(), pr.double(), ref_c[at], ref_r[at], beta=beta)
             if step == 0:
-                rec["step0_loss"] = float(loss)
+                rec["step0_loss"] = float(loss.detach())
             opt.zero_grad()
             loss.backward()
             opt.step()
             step += 1
             if on_log:
-                on_log(step, {"dpo_loss": float(loss), "reward_margin": float((cr - rr).mean())})
+                on_log(step, {"dpo_loss": float(loss.detach()), "reward_margin": float((cr - rr).mean())})
             if step in checks:
                 v = float(val_reward(policy))
                 rec["val_rewards"][str(step)] = v
