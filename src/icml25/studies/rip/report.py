@@ -45,5 +45,5 @@ def report_markdown(doc: dict[str, Any]) -> str:
         lines.append(f"| {a} | {m.get('kept_n', '')} | {tr['mean']:.4f} | [{tr['ci_low']:.4f}, "
                      f"{tr['ci_high']:.4f}] | {wr.get('mean', float('nan')):.3f} |")
     lines += ["", "| claim | verdict |", "|---|---|"]
-    lines += [f"| {c['id']} | {c['verdict']} |" for c in doc["claims"]]
+    lines += [f"| {c['id']} | {c.get('status') or c['verdict']} |" for c in doc["claims"]]
     return "\n".join(lines) + "\n"

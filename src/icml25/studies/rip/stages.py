@@ -438,8 +438,8 @@ def evaluate(stage: Stage, run: Any) -> None:
         arun.log_metric("eval/test_reward", seed_reward)
     doc = {"scale": stage.scale, "arms": arms_doc, **({"reward_label": "local-judge reward", "judge": judge}
                                                       if judge else {}),
-           "claims": [{"id": c.id, "kind": c.kind, "verdict": c.verdict, "statistic": c.statistic, "note": c.note}
-                      for c in claims]}
+           "claims": [{"id": c.id, "kind": c.kind, "verdict": c.verdict, "statistic": c.statistic, "note": c.note,
+                       **({"status": c.status} if c.status != "tested" else {})} for c in claims]}
     write_json(stage.output(1), doc)
     for out in stage.outputs[4:]:  # metrics/{arm}_seed{k}.json
         arm, _, seed = out.stem.rpartition("_seed")
