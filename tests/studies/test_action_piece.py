@@ -402,15 +402,6 @@ def test_smoke_pipeline_claims(smoke_run):
     assert (smoke_run / "results/smoke/action_piece/metrics/ranks_actionpiece.npz").exists()
 
 
-def test_paper_scale_stage_stops_with_a_clear_error(tmp_path):
-    """In process and untracked (no MLflow store to create): the CLI's paper-scale prepare names what it needs."""
-    from icml25.studies.action_piece.__main__ import main
-
-    with pytest.raises(SystemExit, match="needs GPUs, sentence-transformers and faiss"):
-        main(["prepare", "--scale", "paper", "--no-track", "--results", str(tmp_path), "--out", str(tmp_path / "a"),
-              str(tmp_path / "b")])
-
-
 # ------------------------------------------------------------------------------------------- learner (issue 33)
 
 
