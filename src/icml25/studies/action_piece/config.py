@@ -147,7 +147,7 @@ class Config(StudyConfig):
 
 STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "download": ("paper",),
-    "prepare": ("world", "movielens.enabled", "paper", "features", "train.device"),
+    "prepare": ("world", "movielens.enabled", "paper", "features", "train.device", "threads"),
     "preprocess": ("vocab_size", "movielens", "eval.verify_merges", "paper"),
     "train": ("arms", "seeds", "model", "train", "infer", "movielens", "threads", "paper"),
     "evaluate": ("arms", "seeds", "eval", "paper", "adequacy", "floors", "world.n_items"),
