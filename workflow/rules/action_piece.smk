@@ -19,7 +19,9 @@ _AP_ARMS = [a for a in _AP["arms"] if _AP_ML or not a.startswith("ml_")]
 _AP_MANIFEST = _ap_read_manifest(Path(_ap_pkg.__file__).with_name("manifest.csv"))
 # paper scale: the category's two Amazon files (manifest names) and the feature record of prepare
 _AP_FILES = [f"reviews_{_AP_MAIN}_5", f"meta_{_AP_MAIN}"] if _AP_PAPER else []
-_AP_FEATURES = [res("action_piece", "raw", _AP_MAIN, "features.json")] if _AP_PAPER else []
+_AP_FEATURES = (
+    [res("action_piece", "raw", _AP_MAIN, "features.json")] if _AP_PAPER else []
+)
 
 
 # dataset -> its two raw tables; arm -> its dataset (ml_* arms train on MovieLens)
@@ -48,7 +50,12 @@ if _AP_PAPER:
     rule action_piece__download:
         output:
             [
-                res("action_piece", "raw", "amazon", Path(_AP_MANIFEST[n].mirror_path).name)
+                res(
+                    "action_piece",
+                    "raw",
+                    "amazon",
+                    Path(_AP_MANIFEST[n].mirror_path).name,
+                )
                 for n in _AP_FILES
             ],
         log:
@@ -86,7 +93,8 @@ rule action_piece__prepare:
     params:
         **stage_params("action_piece", "prepare"),
     shell:
-        stage_cmd("action_piece", "prepare") + " --in {input} --out {output} > {log} 2>&1"
+        stage_cmd("action_piece", "prepare")
+        + " --in {input} --out {output} > {log} 2>&1"
 
 
 rule action_piece__preprocess:
