@@ -323,6 +323,14 @@ def test_decide_headline_is_relative_with_the_paper_floor():
     assert decide_headline([0.102, 0.103, 0.1025], [0.1, 0.1, 0.1], floor=0.06)[:2] == (False, True)
 
 
+def test_decide_headline_with_a_zero_baseline_is_inconclusive_not_an_error():
+    """Found by the paper rehearsal: an untrained fixed-token seed (NDCG@10 = 0) made the relative gain divide by
+    zero and evaluate crash; now the claim is inconclusive, naming why, with the values kept."""
+    rep, notrep, st = decide_headline([0.1, 0.2, 0.0], [0.05, 0.0, 0.0])
+    assert (rep, notrep) == (False, False) and st["n"] == 0 and "undefined" in st["undefined"]
+    assert st["fixed"] == [0.05, 0.0, 0.0] and st["actionpiece"] == [0.1, 0.2, 0.0]
+
+
 def test_chance_ndcg10():
     assert chance_ndcg10(1) == 1.0
     assert chance_ndcg10(300) == pytest.approx(sum(1 / np.log2(r + 1) for r in range(1, 11)) / 300)
