@@ -365,16 +365,21 @@ def test_config_rejects_bad_schedule():
         build(Config, bad)
 
 
-def test_paper_stage_raises_clear_error():
+def test_paper_config_has_the_papers_sizes_and_stages_dispatch_to_the_paper_path(tmp_path):
     from types import SimpleNamespace
 
+    from icml25.studies.magnets import paper as P
     from icml25.studies.magnets import stages
 
     paper = build(Config, merge_scale(load_yaml("config/studies/magnets.yaml"), "paper"))
-    assert paper.data == "paper" and paper.model.dim == 768 and paper.model.depth == 24
-    for fn in (stages.preprocess, stages.train, stages.evaluate):
-        with pytest.raises(SystemExit, match="paper scale .* needs GPU nodes"):
-            fn(SimpleNamespace(config=paper, name=fn.__name__), None)
+    assert (paper.data, paper.model.dim, paper.model.depth, paper.model.heads, paper.model.mlp_ratio) == (
+        "paper", 768, 24, 16, 4)  # MaskGIT size: MLP 4 x 768 = 3072
+    assert (paper.tokenizer.K, paper.paper.image_size, paper.paper.fid_samples, paper.paper.n_classes) == (
+        1024, 256, 50000, 1000)
+    assert paper.paper.vqgan.channel_multipliers == (1, 1, 2, 2, 4) and paper.adequacy.min_class_acc is None
+    stage = SimpleNamespace(config=paper, name="preprocess", inputs=(tmp_path / "imagenet_val",))
+    with pytest.raises(P.PaperInputError, match=r"no raw input for \['train', 'tokenizer', 'inception'\]"):
+        stages.preprocess(stage, None)
 
 
 # --- smoke pipeline ---------------------------------------------------------------------------------------------

@@ -477,13 +477,6 @@ def test_smoke_pipeline_claims(smoke_run):
     assert (base / "interim" / "bilateral_stamping" / "test.npz").exists()
 
 
-def test_paper_scale_stages_raise_a_clear_error():
-    from types import SimpleNamespace
-
-    from icml25.studies.unisoma.config import PaperSection
-    from icml25.studies.unisoma.stages import STAGES
-
-    stage = SimpleNamespace(scale="paper", name="train", config=SimpleNamespace(paper=PaperSection()))
-    for fn in ("download", "preprocess", "train", "evaluate"):
-        with pytest.raises(SystemExit, match="GPU node and the official pickles"):
-            STAGES[fn](stage, None)
+def test_simulator_refuses_an_unstable_step():
+    with pytest.raises(AssertionError, match="unstable"):
+        D.simulate(D.sample_loads(np.random.default_rng(0), 1), D.SimParams(dt=5e-3, load_steps=2, hold_steps=0))

@@ -1,15 +1,17 @@
 # magnets: Masked Generative Nested Transformers with Decode Time Scaling (ICML 2025;
 # https://arxiv.org/abs/2502.00382). Method and reconstructions: src/icml25/studies/magnets/README.md.
-# prepare (MNIST-5k split | paper: manifest download) -> preprocess (VQ tokenizer, evaluator CNN) -> train (nested
-# generator, one job per seed chunk) -> evaluate (decoding arms, checks, claims.json) -> report (figures).
+# prepare (MNIST-5k split | paper: manifest download) -> preprocess (VQ tokenizer, evaluator CNN | paper: MaskGIT
+# VQGAN tokens of ImageNet-256, FID reference statistics) -> train (nested generator, one job per seed chunk) ->
+# evaluate (decoding arms, checks, claims.json; paper: FID) -> report (figures).
 
 import icml25.studies.magnets as _mg_pkg
 from icml25.core.download import read_manifest as _mg_read_manifest
 
 _MG = cfg("magnets")
 _MG_PAPER = _MG["data"] == "paper"
-# GPUs only at paper scale (MaskGIT-size transformer on ImageNet-256, FID/FVD); smoke/default run on one core.
-_MG_GPUS = _MG["paper"]["gpus"] if _MG_PAPER else 0
+# GPUs when paper.device is cuda (after the top-level device switch; core.device): the paper scale's MaskGIT-size
+# transformer on ImageNet-256 and FID use them; smoke/default code runs on one core whatever the switch says, and
+# the rehearsal sets device cpu.
 _MG_RAW = (
     [
         res("magnets", "raw", "paper", name)
@@ -20,6 +22,25 @@ _MG_RAW = (
         res("magnets", "raw", "mnist_train.npz"),
         res("magnets", "raw", "mnist_test.npz"),
     ]
+)
+
+
+# preprocess outputs: default = k-means tokenizer, MNIST tokens, evaluator CNN; paper = the converted VQGAN, ImageNet
+# tokens (train, val) with labels, FID reference statistics (mean/covariance of real validation images, floor).
+_MG_PRE = (
+    dict(
+        tokenizer=res("magnets", "processed", "vqgan.pt"),
+        tokens_train=res("magnets", "processed", "tokens_train.npz"),
+        tokens_test=res("magnets", "processed", "tokens_val.npz"),
+        evaluator=res("magnets", "processed", "fid_reference.npz"),
+    )
+    if _MG_PAPER
+    else dict(
+        tokenizer=res("magnets", "processed", "tokenizer.npz"),
+        tokens_train=res("magnets", "processed", "tokens_train.npy"),
+        tokens_test=res("magnets", "processed", "tokens_test.npy"),
+        evaluator=res("magnets", "processed", "evaluator.pt"),
+    )
 )
 
 
@@ -46,10 +67,7 @@ rule magnets__preprocess:
     input:
         raw=rules.magnets__prepare.output.raw,
     output:
-        tokenizer=res("magnets", "processed", "tokenizer.npz"),
-        tokens_train=res("magnets", "processed", "tokens_train.npy"),
-        tokens_test=res("magnets", "processed", "tokens_test.npy"),
-        evaluator=res("magnets", "processed", "evaluator.pt"),
+        **_MG_PRE,
     log:
         logf("magnets", "preprocess"),
     benchmark:
@@ -60,7 +78,7 @@ rule magnets__preprocess:
     resources:
         mem_mb=64000 if _MG_PAPER else 2000,
         runtime=1440 if _MG_PAPER else 20,
-        gpu=_MG_GPUS,
+        gpu=gpus("magnets", "preprocess", _MG["paper"]["gpus"]),
     params:
         **stage_params("magnets", "preprocess"),
     shell:
@@ -72,7 +90,7 @@ rule magnets__preprocess:
 rule magnets__train:
     input:
         tokens=rules.magnets__preprocess.output.tokens_train,
-        raw=_MG_RAW[0],
+        raw=[] if _MG_PAPER else _MG_RAW[0],  # MNIST labels; the paper's tokens_train.npz holds its labels
     output:
         res("magnets", "models", "{arm}", "chunk{chunk}.pt"),
     log:
@@ -89,7 +107,7 @@ rule magnets__train:
         # paper: ~1-2k accelerator-hours for the MaskGIT-size nested transformer on ImageNet-256
         mem_mb=128000 if _MG_PAPER else 2000,
         runtime=10080 if _MG_PAPER else 30,
-        gpu=_MG_GPUS,
+        gpu=gpus("magnets", "train", _MG["paper"]["gpus"]),
     params:
         **stage_params("magnets", "train"),
         seeds=lambda w: " ".join(map(str, seed_chunks("magnets")[int(w.chunk)])),
@@ -124,7 +142,7 @@ rule magnets__evaluate:
     resources:
         mem_mb=64000 if _MG_PAPER else 3000,
         runtime=2880 if _MG_PAPER else 30,
-        gpu=_MG_GPUS,
+        gpu=gpus("magnets", "evaluate", _MG["paper"]["gpus"]),
     params:
         **stage_params("magnets", "evaluate"),
     shell:

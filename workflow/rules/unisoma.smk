@@ -2,20 +2,24 @@
 # https://github.com/therontau0054/Unisoma). Method and reconstructions: src/icml25/studies/unisoma/README.md.
 # smoke/default: download (simulated bilateral stamping, official pickle schema) -> preprocess (restricted load
 # -> npz, normalisers) -> train (one job per arm and seed chunk) -> evaluate (claims.json) -> report.
-# paper: the official datasets of manifest.csv (sha256 UNPINNED, pinned at first load), one GPU job per
-# dataset x task; planned here, its stages stop with an error naming what they need.
+# paper: the official pickles of manifest.csv placed by hand (paper.manual_dir; sha256 UNPINNED, pinned at first
+# use with trust_unpinned) -> preprocess per dataset -> train per experiment x seed chunk (every arm, a GPU each)
+# -> evaluate (one claim per experiment) -> report.
 
 _UNI = cfg("unisoma")
 _UNI_PAPER = SCALE == "paper"
 _UNI_SPLITS = ["train", "eval", "test"]
 _UNI_RAW = res("unisoma", "raw", "{dataset}_dataset_{split}.pkl")
+_UNI_EXPERIMENTS = list(_UNI["paper"]["experiments"]) if _UNI_PAPER else []
 _UNI_DATASETS = (
-    list(_UNI["paper"]["datasets"]) if _UNI_PAPER else ["bilateral_stamping"]
+    list(dict.fromkeys(e.split("/")[0] for e in _UNI_EXPERIMENTS))
+    if _UNI_PAPER
+    else ["bilateral_stamping"]
 )
 _UNI_INTERIM = res("unisoma", "interim", "{dataset}", "{split}.npz")
 _UNI_NORM = res("unisoma", "processed", "{dataset}", "normalisers.npz")
 _UNI_MODEL = (
-    res("unisoma", "models", "{dataset}", "{task}.pt")
+    res("unisoma", "models", "{dataset}", "{task}", "chunk{chunk}.pt")
     if _UNI_PAPER
     else res("unisoma", "models", "{arm}", "chunk{chunk}.pt")
 )
@@ -79,12 +83,12 @@ rule unisoma__train:
     log:
         logf(
             "unisoma",
-            "train_{dataset}_{task}" if _UNI_PAPER else "train_{arm}_chunk{chunk}",
+            "train_{dataset}_{task}_chunk{chunk}" if _UNI_PAPER else "train_{arm}_chunk{chunk}",
         ),
     benchmark:
         bench(
             "unisoma",
-            "train_{dataset}_{task}" if _UNI_PAPER else "train_{arm}_chunk{chunk}",
+            "train_{dataset}_{task}_chunk{chunk}" if _UNI_PAPER else "train_{arm}_chunk{chunk}",
         )
     wildcard_constraints:
         arm="[a-z_]+",
@@ -97,11 +101,13 @@ rule unisoma__train:
     resources:
         mem_mb=64000 if _UNI_PAPER else 2000,
         runtime=int(_UNI["paper"]["gpu_hours"] * 60) if _UNI_PAPER else 30,
-        gpu=1 if _UNI_PAPER else 0,
+        gpu=gpus("unisoma", "train"),  # 1 when paper.device is cuda (core.device)
     params:
         **stage_params("unisoma", "train"),
         args=lambda w: (
-            f"--set paper_job={w.dataset}/{w.task}"
+            "--set experiment={}/{} --seeds {}".format(
+                w.dataset, w.task, " ".join(map(str, seed_chunks("unisoma")[int(w.chunk)]))
+            )
             if _UNI_PAPER
             else "--arm {} --seeds {}".format(
                 w.arm, " ".join(map(str, seed_chunks("unisoma")[int(w.chunk)]))
@@ -113,11 +119,11 @@ rule unisoma__train:
 
 
 _UNI_MODELS = (
-    expand(
-        _UNI_MODEL,
-        dataset=_UNI_DATASETS,
-        task=_UNI["paper"]["tasks"],
-    )
+    [
+        _UNI_MODEL.format(dataset=e.split("/")[0], task=e.split("/")[1], chunk=c)
+        for e in _UNI_EXPERIMENTS
+        for c in seed_chunks("unisoma")
+    ]
     if _UNI_PAPER
     else expand(_UNI_MODEL, arm=_UNI["arms"], chunk=seed_chunks("unisoma"))
 )
@@ -142,7 +148,7 @@ rule unisoma__evaluate:
     resources:
         mem_mb=64000 if _UNI_PAPER else 2000,
         runtime=240 if _UNI_PAPER else 15,
-        gpu=1 if _UNI_PAPER else 0,
+        gpu=gpus("unisoma", "evaluate"),
     params:
         **stage_params("unisoma", "evaluate"),
     shell:

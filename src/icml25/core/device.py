@@ -54,6 +54,8 @@ DEVICE_KEYS: dict[str, str] = {
     "ntk_dfl": "device",
     "sard": "device",
     "roste": "paper.device",
+    "unisoma": "paper.device",
+    "magnets": "paper.device",
 }
 
 #: Arms of a study's device stage that never use the device (numpy-only arms), as a predicate on the arm name:

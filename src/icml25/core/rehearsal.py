@@ -18,6 +18,8 @@ What a study provides:
   placed by hand on a cluster, e.g. ImageNet class folders) written as a miniature tree under ``root`` =
   ``results/rehearsal/mirror/manual/<slug>/`` in the exact layout the study's loader checks; the rehearsal yaml
   points the study's placement key at that relative path (jobs run in the repository root).
+  A study that downloads nothing (its data are generated at every scale) has no ``manifest.csv``; its
+  ``write_miniatures`` returns ``[]`` and the rehearsal runs its paper DAG at reduced size only.
 * ``config/rehearsal/<slug>.yaml``: overrides applied on top of the paper scale (few seeds, small widths, few
   steps, ``device: cpu``), validated by the study's ``Config`` like any scale.
 
@@ -97,7 +99,8 @@ def build_mirror(slugs: Sequence[str], out: str | Path) -> dict[str, list[str]]:
     for slug in slugs:
         module = importlib.import_module(f"icml25.studies.{slug}.rehearsal")
         manifest_path = package_dir(slug) / "manifest.csv"
-        entries = read_manifest(manifest_path, rehearsal=False)
+        has_manifest = manifest_path.is_file()  # a study without downloads (generated data) has none
+        entries = read_manifest(manifest_path, rehearsal=False) if has_manifest else {}
         files = files_dir(out, slug)
         names = list(module.write_miniatures(files, entries))
         if hasattr(module, "write_manual"):
@@ -106,7 +109,8 @@ def build_mirror(slugs: Sequence[str], out: str | Path) -> dict[str, list[str]]:
         if unknown:
             raise RehearsalError(f"{slug} rehearsal: wrote rows {unknown} that are not in its manifest.csv")
         written[slug] = names
-        _write_manifest(manifest_path, files, names, manifest_dir(out) / slug / "manifest.csv")
+        if has_manifest:
+            _write_manifest(manifest_path, files, names, manifest_dir(out) / slug / "manifest.csv")
     return written
 
 

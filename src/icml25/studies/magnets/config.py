@@ -77,20 +77,44 @@ class Adequacy(Section):
     """Adequacy gates of the quality claims c2 and c3 (ours; issue 31): FD ratios between generators mean something
     only when the full-size generator works. Both are computed from the same evaluate run."""
 
-    min_class_acc: float = Field(0.5, ge=0, le=1, description="the full-size generator (full_nocache) must reach at "
-                                                                "least this class accuracy of its samples, mean over "
-                                                                "seeds (chance 0.1; the evaluator scores ~0.9 on "
-                                                                "real test images) (ours)")
+    min_class_acc: float | None = Field(
+        0.5, ge=0, le=1,
+        description="the full-size generator (full_nocache) must reach at least this class accuracy of its samples, "
+                    "mean over seeds (chance 0.1; the evaluator scores ~0.9 on real test images) (ours); null = no "
+                    "class gate (paper scale: no classifier with ImageNet's label order is part of the FID network)")
     max_fd_over_floor: float = Field(3.0, gt=1, description="the full-size generator's FD, mean over seeds, must be "
                                                              "at most this multiple of the tokenizer floor (FD of "
                                                              "round-tripped vs real test images) (ours)")
 
 
+class VQGANSection(Section):
+    """Sizes of the MaskGIT VQGAN tokenizer (``vqgan.VQGANConfig``); the published ImageNet-256 checkpoint's by
+    default. Smaller values only in the rehearsal (its miniature checkpoint has the same tree at these sizes)."""
+
+    filters: int = Field(128, ge=1, description="base channels F of the encoder/decoder")
+    channel_multipliers: tuple[Annotated[int, Field(ge=1)], ...] = Field(
+        (1, 1, 2, 2, 4), min_length=1, description="channels F*m per level; 2**(levels-1) pixels per token side")
+    num_res_blocks: int = Field(2, ge=1, description="ResBlocks per level")
+    embedding_dim: int = Field(256, ge=1, description="code dimension")
+    groups: int = Field(32, ge=1, description="GroupNorm groups (divides every channel count)")
+
+
 class Paper(Section):
     dataset: Literal["imagenet256"] = Field("imagenet256", description="[R] paper setting: ImageNet-256 "
                                                                         "class-conditional")
-    gpus: int = Field(8, ge=0, description="GPUs per paper-scale train/evaluate job")
-    fid_samples: int = Field(50000, ge=1, description="samples for FID at paper scale")
+    gpus: int = Field(8, ge=0, description="GPUs a paper-scale preprocess/train/evaluate job asks for when "
+                                           "paper.device is cuda (each job uses one device)")
+    fid_samples: int = Field(50000, ge=1, description="generated samples per arm and seed for FID at paper scale "
+                                                      "(equal per class)")
+    device: Literal["cpu", "cuda"] = Field("cuda", description="torch device of the paper-scale preprocess, train "
+                                                               "and evaluate jobs (the rehearsal: cpu)")
+    n_classes: int = Field(1000, ge=2, description="ImageNet classes (distinct wnids the training shards must hold)")
+    image_size: int = Field(256, ge=16, description="centre-crop side in pixels (ImageNet-256)")
+    batch: int = Field(250, ge=1, description="images per batch of tokenisation, decoding and Inception features")
+    inception_width: int = Field(1, ge=1, description="[R] Inception channel divisor: 1 = the real FID network "
+                                                      "(the rehearsal only: 16, a reduced feature net)")
+    log_every: int = Field(1000, ge=1, description="log the training curves to MLflow every this many steps")
+    vqgan: VQGANSection = VQGANSection()
 
 
 class Config(StudyConfig):
@@ -122,6 +146,19 @@ class Config(StudyConfig):
             raise ValueError("tokenizer.K: MNIST-5k tokens are stored as uint8, K <= 255")
         if self.decode.n_samples % 10:
             raise ValueError("decode.n_samples: must be a multiple of 10 (equal samples per class)")
+        if self.data == "paper":
+            p = self.paper
+            if p.fid_samples % p.n_classes:
+                raise ValueError("paper.fid_samples: must be a multiple of paper.n_classes (equal per class)")
+            if p.image_size % 2 ** (len(p.vqgan.channel_multipliers) - 1):
+                raise ValueError("paper.image_size: must be a multiple of 2**(levels-1) of "
+                                 "paper.vqgan.channel_multipliers")
+            side = p.image_size // 2 ** (len(p.vqgan.channel_multipliers) - 1)
+            if not 1 <= self.decode.T <= side * side:
+                raise ValueError(f"decode.T: must be in 1..{side * side} tokens per image")
+            bad = [c for c in {p.vqgan.filters * m for m in p.vqgan.channel_multipliers} if c % p.vqgan.groups]
+            if bad:
+                raise ValueError(f"paper.vqgan.groups: does not divide the channel counts {sorted(bad)}")
         if len(set(self.decode_arms)) != len(self.decode_arms):
             raise ValueError("decode_arms: duplicates")
         return self
@@ -130,8 +167,8 @@ class Config(StudyConfig):
 #: Config keys each stage reads (dotted paths). The stage sees only these.
 STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "prepare": ("data", "split_seed"),
-    "preprocess": ("data", "tokenizer", "evaluator"),
-    "train": ("data", "arms", "seeds", "model", "train", "tokenizer.K"),
+    "preprocess": ("data", "tokenizer", "evaluator", "paper"),
+    "train": ("data", "arms", "seeds", "model", "train", "tokenizer.K", "paper"),
     "evaluate": ("data", "seeds", "decode_arms", "decode", "tokenizer.pool", "tokenizer.patch", "paper",
                  "adequacy"),
     "report": ("decode_arms",),

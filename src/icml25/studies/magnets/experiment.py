@@ -84,9 +84,10 @@ def mechanism_checks(model: NestedMaskedTransformer, settings: Mapping[str, Any]
     dc = settings["decode"]
     g = torch.Generator().manual_seed(10_000 + seed)
     B, N, K = 16, model.seq_len, model.vocab
-    tokens = torch.randint(0, K + 1, (B, N), generator=g)
-    cls = torch.randint(0, model.n_classes, (B,), generator=g)
-    m64 = _copy(model).double()
+    dev = model.pos_emb.device  # inputs are drawn on the CPU generator and moved to the model's device
+    tokens = torch.randint(0, K + 1, (B, N), generator=g).to(dev)
+    cls = torch.randint(0, model.n_classes, (B,), generator=g).to(dev)
+    m64 = _copy(model).double().to(dev)
     with torch.no_grad():
         d_sa = max(float((m64(tokens, cls, f) - sliced_standalone(m64, f)(tokens, cls, 1.0)).abs().max())
                    for f in m64.widths)
@@ -94,17 +95,17 @@ def mechanism_checks(model: NestedMaskedTransformer, settings: Mapping[str, Any]
         d_cache = 0.0
         for f in model.widths:
             ref = model(tokens, cls, f)
-            rows = torch.stack([torch.randperm(N + 1, generator=g) for _ in range(B)])
+            rows = torch.stack([torch.randperm(N + 1, generator=g) for _ in range(B)]).to(dev)
             cache = model.new_cache(B, f)
             out = model.run_rows(tokens, cls, f, rows, N + 1, cache)
             pos = rows - 1  # the class row (-1) is not a position
             keep = pos >= 0
             got = torch.zeros_like(ref)
-            got[torch.arange(B).unsqueeze(1).expand(-1, N + 1)[keep], pos[keep]] = out[keep]
+            got[torch.arange(B, device=dev).unsqueeze(1).expand(-1, N + 1)[keep], pos[keep]] = out[keep]
             d_cache = max(d_cache, float((got - ref).abs().max()))
     widths = sorted(model.widths)
     alternating = [widths[t % 2] if len(widths) > 1 else widths[0] for t in range(dc["T"])]
-    classes = torch.arange(model.n_classes).repeat(2)
+    classes = torch.arange(min(model.n_classes, 10), device=dev).repeat(2)  # ImageNet: the first 10 classes
     runs = [decode_trace(model, classes, alternating, use, dc["T"], dc["choice_temperature"],
                          torch.Generator().manual_seed(20_000 + seed), on_width_change="refresh")
             for use in (True, False)]
@@ -127,7 +128,7 @@ def mechanism_checks(model: NestedMaskedTransformer, settings: Mapping[str, Any]
 
 def _copy(model: NestedMaskedTransformer) -> NestedMaskedTransformer:
     new = NestedMaskedTransformer(model.vocab, model.n_classes, model.seq_len, model.dim, model.depth, model.heads,
-                                  model.mlp_ratio, model.widths)
+                                  model.mlp_ratio, model.widths).to(model.pos_emb.device)
     new.load_state_dict(model.state_dict())
     return new.eval()
 

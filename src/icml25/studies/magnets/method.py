@@ -72,7 +72,8 @@ def count_flops(schedule: Sequence[float], use_cache: bool, N: int = 49, dim: in
 
 
 def _gumbel(shape: tuple[int, ...], generator: torch.Generator | None) -> torch.Tensor:
-    u = torch.rand(shape, generator=generator, dtype=torch.float64).clamp_(1e-20, 1 - 1e-12)
+    u = torch.rand(shape, generator=generator, dtype=torch.float64,
+                   device=generator.device if generator is not None else None).clamp_(1e-20, 1 - 1e-12)
     return -torch.log(-torch.log(u))
 
 
@@ -89,21 +90,22 @@ def decode_trace(model: NestedMaskedTransformer, class_ids: torch.Tensor, schedu
     model.eval()
     B, N, K = class_ids.shape[0], model.seq_len, model.vocab
     sizes = mask_counts(N, T)
-    tokens = torch.full((B, N), model.mask_id, dtype=torch.long)
-    unknown = torch.ones(B, N, dtype=torch.bool)
-    decoded_prev = torch.zeros(B, 0, dtype=torch.long)
+    dev = class_ids.device  # the model's device; random numbers come from ``generator``'s device
+    tokens = torch.full((B, N), model.mask_id, dtype=torch.long, device=dev)
+    unknown = torch.ones(B, N, dtype=torch.bool, device=dev)
+    decoded_prev = torch.zeros(B, 0, dtype=torch.long, device=dev)
     cache, prev = None, None
     trace = {"flops": [], "measured_flops": [], "logits": [], "unknown": [], "rows": [], "full": []}
     for t, f in enumerate(schedule):
         # Random numbers first, same shapes whatever the path: cache and no-cache draw identical streams.
-        g_sample = _gumbel((B, N, K), generator)
-        g_choice = _gumbel((B, N), generator)
+        g_sample = _gumbel((B, N, K), generator).to(dev)
+        g_choice = _gumbel((B, N), generator).to(dev)
         u = sizes[t]
         pos_u = unknown.nonzero()[:, 1].view(B, u)  # (B, u) still-masked positions, ascending
         full = _full_pass(t, use_cache, f, prev, on_width_change)
         if full:
             pos_k = (~unknown).nonzero()[:, 1].view(B, N - u)
-            rows = torch.cat([pos_u + 1, pos_k + 1, torch.zeros(B, 1, dtype=torch.long)], 1)
+            rows = torch.cat([pos_u + 1, pos_k + 1, torch.zeros(B, 1, dtype=torch.long, device=dev)], 1)
             cache = model.new_cache(B, f)
         else:
             if f != cache.width:
@@ -173,6 +175,8 @@ def nested_loss(model: NestedMaskedTransformer, tokens: torch.Tensor, class_ids:
     """One batch, one mask, every width: L = CE(p_1) + Σ_{f<1}[λ_ce CE(p_f) + λ_kd KL(sg(p_1) ‖ p_f)] over the
     masked positions (CE with label smoothing). Returns (loss, {"ce_f<f>", "kd_f<f>"} floats)."""
     inp, mask = random_mask(tokens, model.mask_id, generator)
+    dev = model.pos_emb.device  # masks come from ``generator``'s device (CPU in the study), the model may be on a GPU
+    inp, mask, tokens, class_ids = inp.to(dev), mask.to(dev), tokens.to(dev), class_ids.to(dev)
     target = tokens[mask]
     full = model(inp, class_ids, 1.0)[mask]
     loss = F.cross_entropy(full, target, label_smoothing=label_smoothing)

@@ -148,7 +148,8 @@ class NestedMaskedTransformer(nn.Module):
         d = self.width_dim(width_fraction)
         h, hd = d // self.head_dim, self.head_dim
         if rows is None:
-            rows = torch.cat([torch.arange(1, N + 1), torch.zeros(1, dtype=torch.long)]).expand(B, -1)
+            rows = torch.cat([torch.arange(1, N + 1, device=tokens.device),
+                              torch.zeros(1, dtype=torch.long, device=tokens.device)]).expand(B, -1)
             n_out = N if n_out is None else n_out
         elif n_out is None:
             raise ValueError("run_rows: n_out is required with explicit rows")
@@ -192,7 +193,8 @@ def sliced_standalone(model: NestedMaskedTransformer, width_fraction: float) -> 
     its full-width forward must equal ``model.forward(..., width_fraction)``."""
     d = model.width_dim(width_fraction)
     small = NestedMaskedTransformer(model.vocab, model.n_classes, model.seq_len, d, model.depth,
-                                    d // model.head_dim, model.mlp_ratio, (1.0,)).to(model.pos_emb.dtype)
+                                    d // model.head_dim, model.mlp_ratio, (1.0,)).to(device=model.pos_emb.device,
+                                                                      dtype=model.pos_emb.dtype)
     big = dict(model.state_dict())
     with torch.no_grad():
         for name, p in small.state_dict().items():
@@ -214,7 +216,7 @@ class PlainTransformer(nn.Module):
             nn.TransformerEncoderLayer(D, model.heads, model.mlp_ratio * D, dropout=0.0, activation="gelu",
                                        batch_first=True, norm_first=True) for _ in range(model.depth))
         self.ln_f, self.head = nn.LayerNorm(D), nn.Linear(D, model.vocab)
-        self.to(model.pos_emb.dtype)
+        self.to(device=model.pos_emb.device, dtype=model.pos_emb.dtype)
         with torch.no_grad():
             for name in ("tok_emb", "cls_emb", "ln_f", "head"):
                 getattr(self, name).load_state_dict(getattr(model, name).state_dict())

@@ -52,6 +52,20 @@ def samples_figure(samples: Mapping[str, np.ndarray], arms: Sequence[str], per_a
     return fig
 
 
+def image_grid_figure(samples: Mapping[str, np.ndarray], arms: Sequence[str]):
+    """Paper scale: one row of decoded RGB samples (uint8 (n, H, W, 3)) per arm (first seed)."""
+    plt = _plt()
+    arms = [a for a in arms if f"images_{a}" in samples]
+    fig, axes = plt.subplots(max(1, len(arms)), 1, figsize=(8, 1.2 * max(1, len(arms))), squeeze=False)
+    for ax, arm in zip(axes[:, 0], arms):
+        ax.imshow(np.concatenate(list(samples[f"images_{arm}"]), axis=1))
+        ax.set_yticks([])
+        ax.set_xticks([])
+        ax.set_ylabel(arm, rotation=0, ha="right", fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
 def report_markdown(doc: Mapping[str, Any], table: pd.DataFrame) -> str:
     """Verdict table and the per-arm metrics (means over seeds)."""
     lines = ["# magnets — report", "", f"Paper: {doc.get('paper', {}).get('title', '')} "

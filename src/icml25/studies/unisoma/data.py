@@ -30,11 +30,13 @@ SCHEMA_KEYS = {
         "init_metal_pos", "init_rubber_pos", "die_1_pos", "die_2_pos", "final_metal_pos", "final_rubber_pos",
         "final_metal_stress", "final_rubber_stress", "final_metal_peeq", "final_rubber_peeq"),
 }
-#: Globals an ndarray pickle needs (numpy 1.x and 2.x module paths); everything else is refused.
+#: Globals an ndarray pickle needs (numpy 1.x and 2.x module paths); everything else is refused. ``_frombuffer``
+#: is how numpy reduces an array under pickle protocol 5 (an array from bytes, dtype, shape and order: no code).
 ALLOWED_GLOBALS = frozenset({
     ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
     ("numpy", "ndarray"), ("numpy", "dtype"),
     ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
+    ("numpy.core.numeric", "_frombuffer"), ("numpy._core.numeric", "_frombuffer"),
     ("_codecs", "encode"),
 })
 MAX_PICKLE_BYTES = 2 * 1024 ** 3

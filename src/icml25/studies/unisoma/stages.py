@@ -7,7 +7,8 @@ train      → models/{arm}/chunk{k}.pt: per seed the state dict, architecture a
 evaluate   → claims.json + metrics/eval.json (per-sample test metrics, CIs, checks)
 report     → figures/error_maps.png + report.md
 
-At paper scale (official datasets, one GPU job per dataset x task) every stage stops with a clear error.
+At paper scale every stage runs its counterpart in :mod:`.paper_stages` (the official datasets, the nine experiments of the official
+code, one GPU job per experiment x seed chunk).
 """
 from __future__ import annotations
 
@@ -35,14 +36,14 @@ SPLITS = ("train", "eval", "test")
 log = logging.getLogger(f"icml25.{SLUG}")
 
 
-def _paper_guard(stage: Stage) -> None:
-    if stage.scale == "paper":
-        p = stage.config.paper
-        raise SystemExit(
-            f"{SLUG} {stage.name}: the paper scale trains Unisoma on the official datasets {list(p.datasets)} "
-            f"(tasks {list(p.tasks)}), one GPU job per dataset x task (about {p.gpu_hours:g} GPU-hours each on an "
-            "A100). It needs a GPU node and the official pickles placed by hand under raw/manual/ (see the study "
-            "README and manifest.csv); it cannot run on this machine.")
+def _paper(stage: Stage, run: Any) -> bool:
+    """At paper scale run the stage of :mod:`.paper_stages` (the official datasets) and return True."""
+    if stage.scale != "paper":
+        return False
+    from . import paper_stages
+
+    getattr(paper_stages, stage.name)(stage, run)
+    return True
 
 
 def _norm(path: Path) -> dict[str, np.ndarray]:
@@ -51,7 +52,8 @@ def _norm(path: Path) -> dict[str, np.ndarray]:
 
 def download(stage: Stage, run: Any) -> None:
     """Simulate the three splits in the official bilateral-stamping pickle schema."""
-    _paper_guard(stage)
+    if _paper(stage, run):
+        return
     cfg = stage.config
     d = cfg.data
     sizes = {"train": d.n_train, "eval": d.n_eval, "test": d.n_test}
@@ -66,7 +68,8 @@ def download(stage: Stage, run: Any) -> None:
 
 def preprocess(stage: Stage, run: Any) -> None:
     """Restricted load + schema check of each pickle -> interim/{split}.npz; normalisers from the train split."""
-    _paper_guard(stage)
+    if _paper(stage, run):
+        return
     cfg = stage.config
     arrays = {}
     for i, split in enumerate(SPLITS):
@@ -85,7 +88,8 @@ def _load_splits(paths: list[Path]) -> dict[str, dict[str, np.ndarray]]:
 def train(stage: Stage, run: Any) -> None:
     """Train one arm for each seed of its chunk; ``train/loss`` and ``train/val_rel_l2_*`` per epoch in one nested
     run per seed; the chunk file (state dicts + histories) is the job's model."""
-    _paper_guard(stage)
+    if _paper(stage, run):
+        return
     cfg, arm = stage.config, stage.arm
     if arm not in cfg.arms:
         raise SystemExit(f"{SLUG} train: arm {arm!r} is not in the config's arms {list(cfg.arms)}")
@@ -117,7 +121,8 @@ def _load_chunk(path: Path) -> dict:
 
 def evaluate(stage: Stage, run: Any) -> None:
     """Inputs: 3 raw pickles, 3 interim npz, normalisers, then the model chunks. Writes claims + metrics."""
-    _paper_guard(stage)
+    if _paper(stage, run):
+        return
     cfg = stage.config
     torch.set_num_threads(cfg.threads)
     raw, interim, norm_path, chunks = stage.inputs[:3], stage.inputs[3:6], stage.input(6), stage.inputs[7:]
@@ -245,6 +250,11 @@ def report(stage: Stage, run: Any) -> None:
     from .report import error_figure, report_markdown
 
     doc = read_json(stage.input(0))
+    if doc.get("scale") == "paper":
+        from . import paper_stages
+
+        paper_stages.report(stage, run, doc)
+        return
     save_figure(error_figure(doc), stage.output(0))
     write_text(stage.output(1), report_markdown(doc))
     run.log_artifact(stage.output(0))
