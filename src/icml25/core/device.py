@@ -44,6 +44,7 @@ DEVICES = ("auto", "cpu", "cuda")
 #: The study key each torch study reads its device from (dotted path in its Config). The top-level switch writes
 #: into it; ``overrides.<slug>.<key>`` set by the user wins. Studies without a key here choose no device.
 DEVICE_KEYS: dict[str, str] = {
+    "action_piece": "train.device",
     "coastalbench": "train.device",
     "fedecado": "image.device",
     "kernel_adaptation": "langevin.device",
