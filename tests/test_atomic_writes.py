@@ -35,11 +35,12 @@ def test_rip_dpo_copies_the_best_checkpoint_atomically(tmp_path, monkeypatch):
         (ckpt / f"checkpoint-{step}").mkdir(parents=True)
         for i in range(3):
             (ckpt / f"checkpoint-{step}" / f"shard{i}.bin").write_bytes(bytes([step, i]))
-    fake = types.SimpleNamespace(AutoTokenizer=types.SimpleNamespace(from_pretrained=lambda m: None),
+    loader = types.SimpleNamespace(from_pretrained=lambda m, **k: None)
+    fake = types.SimpleNamespace(AutoTokenizer=loader, AutoModelForCausalLM=loader, bfloat16=None,
                                  cuda=types.SimpleNamespace(empty_cache=lambda: None))
     monkeypatch.setattr(P, "_need", lambda name: fake)
     monkeypatch.setattr(P, "dpo_trl_train", lambda *a, **k: {})
-    monkeypatch.setattr(P, "val_reward_vllm", lambda p, *a, **k: float(str(p).endswith("20")))
+    monkeypatch.setattr(P, "val_reward", lambda p, *a, **k: float(str(p).endswith("20")))
     real_copytree = shutil.copytree
 
     def dying_copytree(src, dst, *a, **k):  # the node dies after the first of three shards
@@ -48,13 +49,13 @@ def test_rip_dpo_copies_the_best_checkpoint_atomically(tmp_path, monkeypatch):
 
     monkeypatch.setattr(shutil, "copytree", dying_copytree)
     out = tmp_path / "policy"
-    kw = dict(val_prompts=["p"], reward_model="r", beta=0.1, lr=1e-6, batch=1, epochs=1, seed=0, gpus=1,
-              eval_every=1, max_length=None, max_new_tokens=8)
+    paper = types.SimpleNamespace(lr=1e-6, batch=1, epochs=1, gpus=1, eval_every=1, max_length=None)
+    kw = dict(val_prompts=["p"], reward="r", paper=paper, beta=0.1, seed=0)
     with pytest.raises(OSError, match="node lost"):
-        P.dpo_trl("m", pd.DataFrame(), out, **kw)
+        P.dpo_trl(P.LocalModel("m"), pd.DataFrame(), out, **kw)
     assert not out.exists()  # before: a directory holding one shard of three looked like a model
     monkeypatch.setattr(shutil, "copytree", real_copytree)
-    record = P.dpo_trl("m", pd.DataFrame(), out, **kw)
+    record = P.dpo_trl(P.LocalModel("m"), pd.DataFrame(), out, **kw)
     assert record["best_step"] == 20 and sorted(p.name for p in out.iterdir()) == ["shard0.bin", "shard1.bin",
                                                                                     "shard2.bin"]
 

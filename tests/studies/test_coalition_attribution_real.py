@@ -1,6 +1,7 @@
 """coalition_attribution at paper scale (issue 34): the real-data loaders on hand-made files with hand-computed
-values, the paper's networks, the games' masking, the text model's pinned revision, the claims entries of the
-real-data experiments and the untested Go entry, and the rehearsal's miniatures read by the real loaders."""
+values, the paper's networks, the games' masking, the text models' commits (models.csv through core.hub), the claims
+entries of the real-data experiments and the untested Go entry, the rehearsal's miniatures read by the real loaders
+and a rehearsal-style train_real whose commit reaches claims.json's models block."""
 from __future__ import annotations
 
 import gzip
@@ -157,18 +158,77 @@ def test_analyse_game_on_a_unanimity_game():
 
 
 # ----------------------------------------------------------------------------------------------------- text model
-def test_revision_pins():
-    from icml25.studies.coalition_attribution.realtext import REVISIONS, resolve_revision
+C1 = "0123456789abcdef0123456789abcdef01234567"
+BERT_COMMIT = "6da4b6a26a1877e173fca3225479512db81a5e5b"
 
-    assert resolve_revision("google-bert/bert-large-uncased") == REVISIONS["google-bert/bert-large-uncased"]
-    assert len(REVISIONS["google-bert/bert-large-uncased"]) == 40
-    with pytest.raises(ValueError, match="no pinned revision"):
-        resolve_revision("meta-llama/Llama-2-7b-hf")
-    assert resolve_revision("meta-llama/Llama-2-7b-hf", trust_unpinned=True) == "main"
-    assert resolve_revision("meta-llama/Llama-2-7b-hf", "abc") == "abc"
-    with pytest.raises(ValueError, match="not one of"):
-        resolve_revision("someone/else")
-    assert resolve_revision(str(ROOT)) is None  # a local directory
+
+class _Spy:
+    """Stands in for a transformers Auto class: records ``from_pretrained``'s arguments."""
+
+    def __init__(self, make):
+        self.calls, self.make = [], make
+
+    def from_pretrained(self, path, **kwargs):
+        self.calls.append((path, kwargs))
+        return self.make()
+
+
+def test_models_csv_pins_bert_and_leaves_llama_unpinned():
+    from icml25.core import hub
+    from icml25.studies.coalition_attribution.realtext import MODELS_CSV, hub_model
+
+    rows = hub.read_models(MODELS_CSV)
+    assert {m.repo_id: m.revision for m in rows.values()} == {"google-bert/bert-large-uncased": BERT_COMMIT,
+                                                               "meta-llama/Llama-2-7b-hf": hub.UNPINNED}
+    assert hub_model("meta-llama/Llama-2-7b-hf", C1).revision == C1  # real.<experiment>.revision replaces it
+    with pytest.raises(hub.HubError, match="not one of"):
+        hub_model("someone/else")
+    with pytest.raises(hub.HubError, match="not a 40-hex commit"):
+        hub_model("meta-llama/Llama-2-7b-hf", "abc")
+
+
+def test_pinned_row_passes_its_commit_and_unpinned_needs_the_opt_in(monkeypatch):
+    """BERT-large reaches from_pretrained at its models.csv commit with trust_remote_code=False; LLaMA (UNPINNED) is
+    refused before any network call without trust_unpinned, and with it loads at the one commit resolved."""
+    import types
+
+    transformers = pytest.importorskip("transformers")
+    from icml25.core import hub
+    from icml25.studies.coalition_attribution.realtext import load_model, resolve_model
+
+    tok = _Spy(lambda: types.SimpleNamespace(pad_token=None, eos_token=None, unk_token="<unk>", pad_token_id=7))
+    net = _Spy(lambda: types.SimpleNamespace(config=types.SimpleNamespace(pad_token_id=None)))
+    monkeypatch.setattr(transformers, "AutoTokenizer", tok)
+    monkeypatch.setattr(transformers, "AutoModelForSequenceClassification", net)
+    no_net = lambda repo: pytest.fail(f"network call for {repo}")  # noqa: E731
+    bert = resolve_model("google-bert/bert-large-uncased", commit_of=no_net)
+    assert (bert.name, bert.path, bert.revision, bert.source) == ("bert_large_uncased",
+                                                                 "google-bert/bert-large-uncased", BERT_COMMIT,
+                                                                 "pinned")
+    t, m = load_model(bert)
+    want = {"revision": BERT_COMMIT, "trust_remote_code": False}
+    assert tok.calls == [("google-bert/bert-large-uncased", want)]
+    assert net.calls == [("google-bert/bert-large-uncased", {"num_labels": 2, **want})]
+    assert t.pad_token == "<unk>" and m.config.pad_token_id == 7  # no pad, no eos token: unk pads
+    with pytest.raises(hub.HubError, match="trust_unpinned=true"):
+        resolve_model("meta-llama/Llama-2-7b-hf", commit_of=no_net)
+    llama = resolve_model("meta-llama/Llama-2-7b-hf", trust_unpinned=True, commit_of=lambda r: C1)
+    assert (llama.revision, llama.source) == (C1, "resolved")
+    load_model(llama)
+    assert tok.calls[-1] == ("meta-llama/Llama-2-7b-hf", {"revision": C1, "trust_remote_code": False})
+
+
+def test_text_model_config_validates_model_and_revision():
+    from icml25.core.config import ConfigError, build, load_yaml, merge_scale
+    from icml25.studies.coalition_attribution.config import Config
+
+    paper = merge_scale(load_yaml(YAML), "paper")
+    cfg = build(Config, paper)
+    assert (cfg.real.sst2_bert_large.revision, cfg.real.sst2_bert_large.local_dir) == (None, None)
+    for key, value, match in (("revision", "main", "sst2_llama.revision"), ("model", "gpt2", "models.csv")):
+        bad = {**paper, "real": {**paper["real"], "sst2_llama": {**paper["real"]["sst2_llama"], key: value}}}
+        with pytest.raises(ConfigError, match=match):
+            build(Config, bad)
 
 
 @pytest.fixture(scope="module")
@@ -182,9 +242,12 @@ def tiny_models(tmp_path_factory):
 
 
 def test_word_masking_game(tiny_models):
-    from icml25.studies.coalition_attribution.realtext import load_model, masked_sequences
+    from icml25.core.hub import directory_digest
+    from icml25.studies.coalition_attribution.realtext import load_model, masked_sequences, resolve_model
 
-    tok, model = load_model(str(tiny_models / "tiny-bert"))
+    res = resolve_model("google-bert/bert-large-uncased", local_dir=tiny_models / "tiny-bert")
+    assert (res.revision, res.source) == (f"local:{directory_digest(tiny_models / 'tiny-bert')}", "local")
+    tok, model = load_model(res)
     assert type(model).__name__ == "BertForSequenceClassification" and not model.config.to_dict().get("auto_map")
     words = "the film is mesmerizing .".split()
     seqs = masked_sequences(tok, words, [1, 3])
@@ -193,10 +256,53 @@ def test_word_masking_game(tiny_models):
     mask_id = tok.mask_token_id
     assert seqs[0].tolist() == [ids[0], ids[1], mask_id, ids[3], mask_id, ids[5], ids[6]]   # [CLS] the _ is _ . [SEP]
     assert seqs[1].tolist() == [ids[0], ids[1], ids[2], ids[3], mask_id, ids[5], ids[6]]    # bit 0 = word 1 present
-    tok_l, model_l = load_model(str(tiny_models / "tiny-llama"))
+    tok_l, model_l = load_model(resolve_model("meta-llama/Llama-2-7b-hf", local_dir=tiny_models / "tiny-llama"))
     assert type(model_l).__name__ == "LlamaForSequenceClassification"
     s = masked_sequences(tok_l, words, [0])
     assert s[0, 1] == tok_l.unk_token_id != tok_l.pad_token_id                     # no mask token: unk [R]
+
+
+def test_rehearsal_style_train_real_records_the_commit_for_claims(tiny_models, tmp_path):
+    """train_real of sst2_bert_large as the rehearsal runs it (its yaml; the tiny BERT as real.sst2_bert_large.
+    local_dir, the miniature SST-2.zip): the document records the local model by its digest, and evaluate's
+    hub_models turns the documents into claims.json's models block (a conflict between experiments is refused)."""
+    import json
+
+    import yaml
+
+    from icml25.core.claims import Evidence, check, load_claims, write_claims
+    from icml25.core.config import deep_merge, load_yaml
+    from icml25.core.download import record_path, sha256_file
+    from icml25.core.hub import directory_digest
+    from icml25.studies.coalition_attribution.__main__ import main as stage_cli
+    from icml25.studies.coalition_attribution.rehearsal import sst2_zip
+    from icml25.studies.coalition_attribution.stages import hub_models
+
+    doc = load_yaml(YAML)
+    rehearsal = load_yaml(ROOT / "config" / "rehearsal" / "coalition_attribution.yaml")
+    doc["scales"]["paper"] = deep_merge(deep_merge(doc["scales"]["paper"], rehearsal),
+                                        {"real": {"sst2_bert_large": {"local_dir": str(tiny_models / "tiny-bert")}}})
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump(doc))
+    raw = tmp_path / "SST-2.zip"
+    raw.write_bytes(sst2_zip())
+    record_path(raw).write_text(sha256_file(raw))  # as a verified download leaves it
+    out = tmp_path / "sst2_bert_large.json"
+    assert stage_cli(["train_real", "--scale", "paper", "--no-track", "--config", str(cfg), "--arm",
+                      "sst2_bert_large", "--in", str(raw), "--out", str(out)]) == 0
+    rec = json.loads(out.read_text())
+    local = {"repo_id": "google-bert/bert-large-uncased", "source": "local",
+             "revision": f"local:{directory_digest(tiny_models / 'tiny-bert')}"}
+    assert rec["model"]["hub"] == {"bert_large_uncased": local} and rec["model"]["revision"] == local["revision"]
+    models = hub_models({"sst2_bert_large": rec, "mnist_vgg11": {"model": {"arch": "vgg11"}}})
+    assert models == {"bert_large_uncased": local}  # image experiments load no hub model
+    with pytest.raises(ValueError, match="sst2_bert_large loaded it at local:"):
+        hub_models({"sst2_bert_large": rec, "z": {"model": {"hub": {"bert_large_uncased": {**local, "revision": C1}}}}})
+    c = check("k1", "x holds", holds=True, data="synthetic", test="exact", threshold="== 0",
+              statistic={"value": 0.0}, evidence=Evidence(1, "case", None, "exact"))
+    write_claims(tmp_path / "claims.json", study="coalition_attribution", scale="paper", data_source="remote",
+                 claims=[c], models=models)
+    assert load_claims(tmp_path / "claims.json")["models"] == {"bert_large_uncased": local}
 
 
 # ------------------------------------------------------------------------------------------ claims of paper scale

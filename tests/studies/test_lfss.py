@@ -450,6 +450,144 @@ def test_imagenet_subset_manual_placement(tmp_path):
     assert not (tmp_path / "out.npz").exists()
 
 
+# ------------------------------------------------------------------------ layout check of placed folders (issue 35)
+def _imagenet_tree(root: Path, per_class: int = 2, wnids=None) -> Path:
+    """A hand-made ImageNet-10 tree: ``per_class`` JPEGs of distinct colours per class folder, and a hidden file."""
+    for i, w in enumerate(wnids or D.IMAGENET10):
+        (root / w).mkdir(parents=True)
+        for k in range(per_class):
+            (root / w / f"{w}_{k}.JPEG").write_bytes(_jpeg((20 * i, 10 * k, 0)))
+    (root / (wnids or D.IMAGENET10)[0] / ".DS_Store").write_bytes(b"\0junk")  # hidden files are ignored
+    return root
+
+
+def test_imagenet_layout_check_reports_a_good_tree(tmp_path, monkeypatch):
+    root = _imagenet_tree(tmp_path / "train")
+    rep = D.check_imagenet_layout(root, "imagenet10", counts="any", sample=2)
+    assert rep["classes"] == {w: 2 for w in D.IMAGENET10} and rep["total"] == 20 and len(rep["decoded"]) == 20
+    one = D.check_imagenet_layout(root, "imagenet10", counts="any", sample=1)
+    assert one["decoded"] == [str(root / w / f"{w}_0.JPEG") for w in D.IMAGENET10]  # the first file of each class
+    assert D._sample(list(range(10)), 3) == [0, 4, 9] and D._sample([1, 2], 5) == [1, 2]
+    # the published counts: 732-1300 a class; a 2-image class is named with its count
+    with pytest.raises(DataError, match=rf"train/{D.IMAGENET10[0]}: 2 images, an ILSVRC2012 training class has "
+                                        r"732-1300 \(10 class folder\(s\) out of range"):
+        D.check_imagenet_layout(root, "imagenet10")
+    # the same rule with hand-set expectations: within range, then the subset's total against the published one
+    monkeypatch.setattr(D, "ILSVRC_TRAIN_PER_CLASS", (1, 5))
+    monkeypatch.setattr(D, "PUBLISHED_TOTALS", {**D.PUBLISHED_TOTALS, "imagenet10": 20})
+    assert D.check_imagenet_layout(root, "imagenet10")["total"] == 20
+    monkeypatch.setattr(D, "PUBLISHED_TOTALS", {**D.PUBLISHED_TOTALS, "imagenet10": 21})
+    with pytest.raises(DataError, match="imagenet10 has 20 training images, published: 21"):
+        D.check_imagenet_layout(root, "imagenet10")
+    assert D.PUBLISHED_TOTALS == {"imagenet10": 21, "imagenet_dogs": 19_500, "imagenet1k": 1_281_167}
+
+
+def _bad_parent(root):
+    (root / "train").mkdir()
+    for w in D.IMAGENET10:
+        (root / w).rename(root / "train" / w)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda r: __import__("shutil").rmtree(r), "data.imagenet_root '.*/train' is not a directory"),
+    (_bad_parent, "holds train/<wnid>/ folders: set data.imagenet_root to .*/train/train"),
+    (lambda r: __import__("shutil").rmtree(r / D.IMAGENET10[9]), f"needs the class folders {D.IMAGENET10[9]}/"),
+    (lambda r: (r / D.IMAGENET10[2] / D.IMAGENET10[2]).mkdir(),
+     f"{D.IMAGENET10[2]}/{D.IMAGENET10[2]}: a folder inside class folder {D.IMAGENET10[2]}/"),
+    (lambda r: (r / D.IMAGENET10[3] / "labels.txt").write_text("x"),
+     f"{D.IMAGENET10[3]}/labels.txt: not an image file"),
+    (lambda r: [p.unlink() for p in (r / D.IMAGENET10[4]).iterdir()], f"no images for class {D.IMAGENET10[4]}"),
+    (lambda r: (r / D.IMAGENET10[5] / f"{D.IMAGENET10[5]}_1.JPEG").write_bytes(b"<html>not found</html>"),
+     f"{D.IMAGENET10[5]}_1.JPEG: not a readable image"),
+])
+def test_imagenet_layout_check_names_each_kind_of_bad_tree(tmp_path, edit, message):
+    root = _imagenet_tree(tmp_path / "train")
+    edit(root)
+    with pytest.raises(DataError, match=message):
+        D.check_imagenet_layout(root, "imagenet10", counts="any", sample=2)
+
+
+def test_imagenet1k_layout_needs_the_1000_folders_and_counts_mode_is_checked(tmp_path):
+    root = _imagenet_tree(tmp_path / "train", 1, wnids=["n01440764", "n01443537", "n01484850"])
+    with pytest.raises(DataError, match="imagenet1k needs the 1000 class folders n########/, found 3"):
+        D.check_imagenet_layout(root, "imagenet1k", counts="any")
+    with pytest.raises(DataError, match="layout.counts must be published or any, got 'some'"):
+        D.check_imagenet_layout(root, "imagenet1k", counts="some")
+
+
+def test_tiny_imagenet_layout_check(tmp_path):
+    import zipfile
+
+    from icml25.studies.lfss import rehearsal as R
+
+    good = tmp_path / "tiny.zip"
+    good.write_bytes(R.tiny_imagenet_zip())  # 200 wnids, one training image each, 10 validation images
+    rep = D.check_tiny_imagenet_zip(good, counts="any", sample=2)
+    assert len(rep["classes"]) == 200 and rep["total"] == 200 and sum(rep["val"].values()) == R.TINY_VAL
+    assert len(rep["decoded"]) == 200
+    with pytest.raises(DataError, match="tiny.zip:tiny-imagenet-200/train/n01440000/images/: 1 images, expected 500"):
+        D.check_tiny_imagenet_zip(good)
+
+    def rewrite(name, change):
+        out = tmp_path / name
+        with zipfile.ZipFile(good) as src, zipfile.ZipFile(out, "w") as dst:
+            for info in src.infolist():
+                data = change(info.filename, src.read(info.filename))
+                if data is not None:
+                    dst.writestr(info.filename, data)
+        return out
+
+    missing_val = rewrite("a.zip", lambda n, b: None if n.endswith("val/images/val_3.JPEG") else b)
+    with pytest.raises(DataError, match="a.zip:tiny-imagenet-200/val/val_annotations.txt:4: expected 'file<TAB>wnid'"):
+        D.check_tiny_imagenet_zip(missing_val, counts="any")
+    dup = rewrite("b.zip", lambda n, b: b + b"n01440000\n" if n.endswith("wnids.txt") else b)
+    with pytest.raises(DataError, match="wnids.txt: 201 wnids \\(200 distinct\\), expected 200 distinct"):
+        D.check_tiny_imagenet_zip(dup, counts="any")
+    png = rewrite("c.zip", lambda n, b: b)
+    with zipfile.ZipFile(png, "a") as zf:
+        zf.writestr("tiny-imagenet-200/train/n01440000/images/x.png", b"")
+    with pytest.raises(DataError, match="train/n01440000/images/x.png: not a JPEG"):
+        D.check_tiny_imagenet_zip(png, counts="any")
+    with pytest.raises(DataError, match="wnids.txt' missing \\(is this tiny-imagenet-200.zip"):
+        D.check_tiny_imagenet_zip(rewrite("d.zip", lambda n, b: None if n.endswith("wnids.txt") else b))
+
+
+def test_layout_stage_writes_its_report_or_stops_naming_the_path(tmp_path):
+    root = _imagenet_tree(tmp_path / "train")
+    text = YAML.read_text().replace("data: {dataset: cifar10,", f"data: {{dataset: imagenet10, "
+                                                                f"imagenet_root: '{root}',")
+    yaml = tmp_path / "lfss.yaml"
+    yaml.write_text(text.replace("counts: published", "counts: any"))
+    out = tmp_path / "raw" / "layout.json"
+    assert stage_cli(["layout", "--scale", "paper", "--no-track", "--config", str(yaml), "--out", str(out)]) == 0
+    rep = json.loads(out.read_text())
+    assert rep["total"] == 20 and rep["counts"] == "any" and rep["classes"][D.IMAGENET10[9]] == 2
+    yaml.write_text(text)  # the published counts: the 2-image classes stop the stage, nothing is written
+    out.unlink()
+    with pytest.raises(SystemExit, match=f"lfss layout: lfss: {root}/{D.IMAGENET10[0]}: 2 images"):
+        stage_cli(["layout", "--scale", "paper", "--no-track", "--config", str(yaml), "--out", str(out)])
+    assert not out.exists()
+
+
+def test_branches_config_merges_validates_and_names_bad_entries():
+    from icml25.studies.lfss.config import branch_config
+
+    rehearsal = load_yaml(ROOT / "config" / "rehearsal" / "lfss.yaml")
+    cfg = _config("paper", **rehearsal)
+    b = branch_config(cfg.model_dump(mode="json"), "imagenet10")
+    assert (b["data"]["dataset"], b["data"]["n_classes"], b["model"]["backbone"], b["train"]["batch_size"]) == (
+        "imagenet10", 10, "resnet34", 8)
+    assert b["branches"] == {} and b["model"]["width"] == cfg.model.width and b["seeds"] == [2000, 2001, 2002]
+    assert b["data"]["imagenet_root"] == "results/rehearsal/mirror/manual/lfss" and b["layout"]["counts"] == "any"
+    for bad, message in [({"models": {}}, "branches.models: a branch name is"),
+                         ({"x": {"data": {"dataset": "imagenet_dogs"}}}, "imagenet_dogs has 15 classes, got 10"),
+                         ({"x": {"branches": {}}}, "a branch cannot hold branches")]:
+        with pytest.raises(ConfigError, match=message):
+            _config("paper", branches=bad)
+    with pytest.raises(ValueError, match="no branch 'y'"):
+        branch_config(cfg.model_dump(mode="json"), "y")
+
+
 # ----------------------------------------------------------------------------------------- the training loop
 def test_old_network_snapshot_is_frozen_under_train_mode_forwards():
     torch.manual_seed(0)
@@ -761,6 +899,8 @@ def test_stages_reject_bad_input(tmp_path):
     ("resnet18", "imagenet", 64, 512, 11_176_512),   # = torchvision resnet18 (11,689,512) - fc (513,000)
     ("resnet34", "imagenet", 64, 512, 21_284_672),   # = 21,797,672 - 513,000
     ("resnet50", "imagenet", 64, 2048, 23_508_032),  # = 25,557,032 - 2,049,000
+    ("resnet34", "cifar", 96, 512, 21_276_992),      # the ImageNet-subset networks as configured (3x3 stem):
+    ("resnet50", "cifar", 96, 2048, 23_500_352),     # the imagenet-stem counts - 9,408 + 1,728
 ])
 def test_resnet_shapes_and_parameter_counts(name, stem, size, width, n_params):
     from icml25.studies.lfss.model import encoder
@@ -854,6 +994,47 @@ def test_paper_path_trains_resnet18_on_rgb(tmp_path):
         with pytest.raises(RuntimeError, match="train.device=cuda but torch sees no CUDA device"):
             resolve_device("cuda")
     assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+@pytest.mark.parametrize("backbone", ["resnet34", "resnet50"])
+def test_paper_resnets_at_full_width_train_through_the_loop(backbone):
+    """Issue 35: the ImageNet-subset backbones at width 1 with the paper's heads (h 4096, D 256) take real steps of
+    the lfss arm through the training loop (4 RGB images, batch 2, 2 epochs so L_p is active): finite losses, the
+    encoder moves, features of the head's width. The step cost at the paper's batch and 96 px is measured by
+    benchmarks/lfss_resnet_step.py (README, Scales)."""
+    from icml25.studies.lfss.train import train_arm
+
+    cfg = _config("paper")
+    settings = {"data": {"n_classes": 2}, "model": {**cfg.model.model_dump(), "backbone": backbone, "width": 1.0},
+                "train": {**cfg.train.model_dump(), "epochs": 2, "eta": 1, "warmup_epochs": 1, "batch_size": 2,
+                          "threads": 1, "device": "cpu"},
+                "augment": cfg.augment.model_dump(), "stability": {**cfg.stability.model_dump(), "record_every": 1,
+                                                                   "kmeans_n_init": 1}}
+    assert (settings["model"]["hidden"], settings["model"]["dim"]) == (4096, 256)
+    x, y = np.random.default_rng(1).random((4, 3, 32, 32), dtype=np.float32), np.array([0, 0, 1, 1])
+    torch.manual_seed(3)
+    init = LFSSNet(hidden=4096, dim=256, in_channels=3, backbone=backbone).encoder_q[0].weight.detach().clone()
+    out = train_arm(x, y, settings, "lfss", 3)
+    assert all(math.isfinite(c[k]) for c in out["curves"] for k in ("loss", "loss_n", "loss_ss", "loss_p"))
+    assert out["curves"][1]["loss_p"] > 0 and out["features"].shape == (4, 256)
+    assert sum(p.numel() for p in out["net"].encoder_q.parameters()) == {"resnet34": 21_276_992,
+                                                                         "resnet50": 23_500_352}[backbone]
+    assert not torch.equal(init, out["net"].encoder_q[0].weight)
+
+
+def test_resnet_step_benchmark_counts_and_step():
+    """benchmarks/lfss_resnet_step.py on a tiny batch: closed counts, a finite loss, extrapolation bookkeeping."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("lfss_resnet_step", ROOT / "benchmarks" / "lfss_resnet_step.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.CLOSED_COUNTS == {"resnet18": 11_689_512 - 513_000 - 9_408 + 1_728,
+                                   "resnet34": 21_797_672 - 513_000 - 9_408 + 1_728,
+                                   "resnet50": 25_557_032 - 2_049_000 - 9_408 + 1_728}
+    row = bench.measure("resnet18", 32, batch=4, micro=2, micro_steps=1)
+    assert row["encoder_params"] == 11_168_832 and math.isfinite(row["loss"]) and row["extrapolated"]
+    assert (row["micro_run"], row["micro_total"]) == (1, 2) and row["wall_s"] > 0
 
 
 # ------------------------------------------------------------------------------------- rehearsal (issue 34)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -529,6 +530,9 @@ def ett_mirror():
     return MIRROR
 
 
+PILE_COMMIT = "ea89753da2b451928436adb333c7a2e892461c7d"  # main of AutonLab/Timeseries-PILE (README, Data)
+
+
 def test_manifest_pins_the_ett_commit_and_every_hash():
     entries = D.remote_manifest()
     assert set(entries) == set(REMOTE_DATASETS)
@@ -537,15 +541,45 @@ def test_manifest_pins_the_ett_commit_and_every_hash():
         assert "/1d16c8f4f943005d613b5bc962e9eeb06058cf07/" in e.url
         assert e.mirror_path == f"zhouhaoyi/ETDataset/ETT-small/{e.name}.csv"
         assert len(e.sha256) == 64 and int(e.sha256, 16) >= 0
-    assert entries["ETTh1"].sha256 == ETTH1_SHA
+    # ETTh1 and ETTh2: sha256 and size of the bytes of the ETDataset snapshot at that commit (README, Data)
+    assert (entries["ETTh1"].sha256, entries["ETTh1"].size) == (ETTH1_SHA, 2_589_657)
+    assert entries["ETTh2"].sha256 == "a3dc2c597b9218c7ce1cd55eb77b283fd459a1d09d753063f944967dd6b9218b"
+    assert entries["ETTh2"].size == 2_417_960
     assert entries["ETTm2"].sha256 == "db973ca252c6410a30d0469b13d696cf919648d0f3fd588c60f03fdbdbadd1fd"
-    for name, (file, _) in D.AUTOFORMER.items():  # no revision could be pinned offline: explicit UNPINNED rows
+    for name, (file, _) in D.AUTOFORMER.items():  # every URL at a commit, never at a branch
         e = entries[name]
-        assert e.url == ("https://huggingface.co/datasets/AutonLab/Timeseries-PILE/resolve/main/forecasting/"
-                         f"autoformer/{file}")
-        assert e.sha256 == "" and e.mirror_path == f"AutonLab/Timeseries-PILE/forecasting/autoformer/{file}"
-    for e in entries.values():  # every mirror path follows the spec's rewriting rule
+        assert e.url == (f"https://huggingface.co/datasets/AutonLab/Timeseries-PILE/resolve/{PILE_COMMIT}/"
+                         f"forecasting/autoformer/{file}")
+        assert e.mirror_path == f"AutonLab/Timeseries-PILE/forecasting/autoformer/{file}"
+    # Weather and Exchange pinned from two public records; Electricity and Traffic stay UNPINNED (trust_unpinned)
+    assert (entries["Weather"].sha256, entries["Weather"].size) == (
+        "9b2b19b13e342d9c9b9c51620d42b4be232df7fba30e7f5c4968b7c79ab138ad", 7_182_728)
+    assert (entries["Exchange"].sha256, entries["Exchange"].size) == (
+        "d55e7aa2641009814a18ba3279431b13f6d413b0eab195b9ff21988d8cf94e97", 630_212)
+    assert entries["Electricity"].sha256 == entries["Traffic"].sha256 == ""
+    for e in entries.values():  # every mirror path follows the spec's rewriting rule; every revision a commit
         assert e.mirror_path == D.mirror_path_for(e.url)
+        assert re.fullmatch("[0-9a-f]{40}", D.url_revision(e.url)), e.url
+
+
+def test_url_revision_and_the_data_files_record():
+    assert D.url_revision("https://raw.githubusercontent.com/o/r/0123abc/a/b.csv") == "0123abc"
+    assert D.url_revision("https://huggingface.co/datasets/o/r/resolve/9f8e/x/y.csv") == "9f8e"
+    with pytest.raises(ValueError, match="no mirror rule for 'https://example.org/x.csv'"):
+        D.url_revision("https://example.org/x.csv")
+    entries = D.remote_manifest()
+    rows = [{"name": "synth", "source": "make_fat_tailed_ett(...)", "bytes": "10", "sha256": "ab" * 32},
+            {"name": "ETTh1", "source": entries["ETTh1"].url, "bytes": "2589657", "sha256": ETTH1_SHA},
+            {"name": "Traffic", "source": entries["Traffic"].url, "bytes": "123", "sha256": "cd" * 32}]
+    block = D.data_files(rows, entries)
+    assert block == {
+        "ETTh1": {"url": entries["ETTh1"].url, "revision": "1d16c8f4f943005d613b5bc962e9eeb06058cf07",
+                  "sha256": ETTH1_SHA, "bytes": 2589657, "pin": "manifest"},
+        "Traffic": {"url": entries["Traffic"].url, "revision": PILE_COMMIT, "sha256": "cd" * 32, "bytes": 123,
+                    "pin": "trusted_first_download"}}
+    rows[1]["source"] = "https://raw.githubusercontent.com/zhouhaoyi/ETDataset/main/ETT-small/ETTh1.csv"
+    with pytest.raises(ValueError, match="ETTh1 was read from .*/main/ETT-small/ETTh1.csv'"):
+        D.data_files(rows, entries)
 
 
 def test_mirror_path_rewriting_rules():
@@ -589,8 +623,34 @@ def autoformer_mirror(tmp_path):
     return root, folder, values
 
 
-def test_autoformer_bundle_through_loopback_http_and_directory_mirrors(autoformer_mirror, http_server, tmp_path):
+def _unpinned_bundle(monkeypatch, where: Path):
+    """The manifest with every Autoformer row UNPINNED (Weather and Exchange are pinned to the real files' hashes,
+    which the tiny stand-ins here cannot match), read through the real parser."""
+    from icml25.core.download import read_manifest
+
+    entries = D.remote_manifest()
+    text = Path(D.__file__).with_name("manifest.csv").read_text()
+    for name in ("Weather", "Exchange"):
+        text = text.replace(f",{entries[name].sha256},{entries[name].size},", ",UNPINNED,,")
+    path = where / "unpinned_manifest.csv"
+    path.write_text(text)
+    unpinned = read_manifest(path, rehearsal=False)
+    assert all(unpinned[n].sha256 == "" for n in D.AUTOFORMER)
+    monkeypatch.setattr(D, "remote_manifest", lambda: unpinned)
+
+
+def test_pinned_autoformer_rows_refuse_other_bytes(autoformer_mirror, tmp_path):
+    root, folder, _ = autoformer_mirror
+    for name in ("Weather", "Exchange"):  # the stand-in is not the real file: refused even with the opt-in
+        with pytest.raises(DownloadError, match="size mismatch|sha256 mismatch"):
+            D.fetch_remote(name, tmp_path / "raw" / f"{name}.csv", root, trust_unpinned=True)
+    assert not (tmp_path / "raw").exists() or list((tmp_path / "raw").iterdir()) == []
+
+
+def test_autoformer_bundle_through_loopback_http_and_directory_mirrors(autoformer_mirror, http_server, tmp_path,
+                                                                       monkeypatch):
     root, folder, values = autoformer_mirror
+    _unpinned_bundle(monkeypatch, tmp_path)
     base = http_server(root)
     for mirror, raw in ((base, tmp_path / "raw_http"), (root, tmp_path / "raw_dir")):
         for name, (file, n) in D.AUTOFORMER.items():
@@ -616,8 +676,10 @@ def test_autoformer_bundle_through_loopback_http_and_directory_mirrors(autoforme
     assert not dest.exists() and not list(dest.parent.glob(".*part"))
 
 
-def test_autoformer_download_rejects_a_page_that_is_not_the_csv(autoformer_mirror, http_server, tmp_path):
+def test_autoformer_download_rejects_a_page_that_is_not_the_csv(autoformer_mirror, http_server, tmp_path,
+                                                                monkeypatch):
     root, folder, _ = autoformer_mirror
+    _unpinned_bundle(monkeypatch, tmp_path)
     (folder / "traffic.csv").write_text("<!DOCTYPE html><html><body>Access denied</body></html>\n")
     (folder / "weather.csv").write_bytes(_autoformer_bytes("Weather")[0].split(b"\n")[0] + b"\n")
     raw = tmp_path / "raw"
@@ -678,8 +740,8 @@ def test_unpinned_file_needs_trust_and_a_valid_header(tmp_path, monkeypatch):
 
     # the manifest as it would read with ETTh2's hash unknown: the explicit UNPINNED marker
     text = Path(D.__file__).with_name("manifest.csv").read_text()
-    sha = D.remote_manifest()["ETTh2"].sha256
-    (tmp_path / "manifest.csv").write_text(text.replace(sha, "UNPINNED"))
+    e = D.remote_manifest()["ETTh2"]
+    (tmp_path / "manifest.csv").write_text(text.replace(f"{e.sha256},{e.size},", "UNPINNED,,"))
     entries = read_manifest(tmp_path / "manifest.csv")
     assert entries["ETTh2"].sha256 == "" and entries["ETTh1"].sha256 == ETTH1_SHA
     monkeypatch.setattr(D, "remote_manifest", lambda: entries)
@@ -1034,6 +1096,23 @@ def test_smoke_all_stages(tmp_path, monkeypatch):
     assert evaluation["cells"]["synth"]["mof_flow"]["test_mse"]["mean"] == rec["metrics"]["test_mse"]
     assert all((r / f"figures/{n}.png").stat().st_size > 5000 for n in ("kurtosis", "flow_curves", "forecasts"))
     assert "c4_morph" in (r / "report.md").read_text()
+    # with the download record of a remote file among its inputs (paper scale), evaluate says in claims.json which
+    # revision and sha256 were read and that the hash was trusted on the first download (an UNPINNED row)
+    assert "data_files" not in doc
+    record = tmp_path / "downloads" / "manifest.csv"
+    record.parent.mkdir()
+    url = D.remote_manifest()["Electricity"].url
+    pd.DataFrame([{"name": "synth", "source": "generator", "bytes": 1, "sha256": "00" * 32},
+                  {"name": "Electricity", "source": url, "bytes": 5, "sha256": "ef" * 32}]).to_csv(record, index=False)
+    common = ["--scale", "smoke", "--results", str(r), "--config", str(YAML)]
+    records = [str(r / f"models/{arm}/chunk0.json") for arm in cfg.arms]
+    assert stage_cli(["evaluate", *common, "--in", *records, str(record), "--out", str(tmp_path / "c.json"),
+                      str(tmp_path / "e.json")]) == 0
+    with_files = load_claims(tmp_path / "c.json")
+    assert with_files["data_files"] == {"Electricity": {
+        "url": url, "revision": "ea89753da2b451928436adb333c7a2e892461c7d", "sha256": "ef" * 32, "bytes": 5,
+        "pin": "trusted_first_download"}}
+    assert with_files["claims"] == doc["claims"]
     # MLflow: one nested run per seed with the per-epoch curves, the model, per-arm evaluate runs, verdict tags
     from mlflow.tracking import MlflowClient
 

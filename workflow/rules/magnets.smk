@@ -9,9 +9,9 @@ from icml25.core.download import read_manifest as _mg_read_manifest
 
 _MG = cfg("magnets")
 _MG_PAPER = _MG["data"] == "paper"
-# GPUs only at paper scale on paper.device cuda (MaskGIT-size transformer on ImageNet-256, FID; the rehearsal runs
-# on cpu); smoke/default run on one core.
-_MG_GPUS = _MG["paper"]["gpus"] if _MG_PAPER and _MG["paper"]["device"] == "cuda" else 0
+# GPUs when paper.device is cuda (after the top-level device switch; core.device): the paper scale's MaskGIT-size
+# transformer on ImageNet-256 and FID use them; smoke/default code runs on one core whatever the switch says, and
+# the rehearsal sets device cpu.
 _MG_RAW = (
     [
         res("magnets", "raw", "paper", name)
@@ -78,7 +78,7 @@ rule magnets__preprocess:
     resources:
         mem_mb=64000 if _MG_PAPER else 2000,
         runtime=1440 if _MG_PAPER else 20,
-        gpu=_MG_GPUS,
+        gpu=gpus("magnets", "preprocess", _MG["paper"]["gpus"]),
     params:
         **stage_params("magnets", "preprocess"),
     shell:
@@ -107,7 +107,7 @@ rule magnets__train:
         # paper: ~1-2k accelerator-hours for the MaskGIT-size nested transformer on ImageNet-256
         mem_mb=128000 if _MG_PAPER else 2000,
         runtime=10080 if _MG_PAPER else 30,
-        gpu=_MG_GPUS,
+        gpu=gpus("magnets", "train", _MG["paper"]["gpus"]),
     params:
         **stage_params("magnets", "train"),
         seeds=lambda w: " ".join(map(str, seed_chunks("magnets")[int(w.chunk)])),
@@ -142,7 +142,7 @@ rule magnets__evaluate:
     resources:
         mem_mb=64000 if _MG_PAPER else 3000,
         runtime=2880 if _MG_PAPER else 30,
-        gpu=_MG_GPUS,
+        gpu=gpus("magnets", "evaluate", _MG["paper"]["gpus"]),
     params:
         **stage_params("magnets", "evaluate"),
     shell:

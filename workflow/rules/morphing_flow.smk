@@ -4,10 +4,15 @@
 # -> preprocess (split, scale)
 # -> train (one job per arm and seed chunk; GPU at paper scale) -> evaluate (claims.json) -> report (figures).
 
+from icml25.studies.morphing_flow.config import REMOTE_DATASETS as MF_REMOTE_DATASETS
+
 _MF = "morphing_flow"
 _MF_CFG = cfg(_MF)
 _MF_PAPER = SCALE == "paper"
 _MF_DATASETS = _MF_CFG["datasets"]
+# the download record (raw/manifest.csv) goes to evaluate when remote files are read: claims.json then says which
+# revision and sha256 of each was used, and whether the hash was pinned or trusted on the first download
+_MF_REMOTE = any(name in MF_REMOTE_DATASETS for name in _MF_DATASETS)
 
 
 rule morphing_flow__download:
@@ -93,6 +98,7 @@ _MF_RECORDS = expand(
 rule morphing_flow__evaluate:
     input:
         records=_MF_RECORDS,
+        downloads=[rules.morphing_flow__download.output.manifest] if _MF_REMOTE else [],
     output:
         claims=res(_MF, "claims.json"),
         metrics=res(_MF, "metrics", "eval.json"),
@@ -110,7 +116,8 @@ rule morphing_flow__evaluate:
         **stage_params(_MF, "evaluate"),
     shell:
         stage_cmd(_MF, "evaluate")
-        + " --in {input.records} --out {output.claims} {output.metrics} > {log} 2>&1"
+        + (" --in {input.records} {input.downloads}" if _MF_REMOTE else " --in {input.records}")
+        + " --out {output.claims} {output.metrics} > {log} 2>&1"
 
 
 rule morphing_flow__report:

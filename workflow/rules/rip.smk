@@ -10,7 +10,8 @@ from icml25.core.download import read_manifest as _rip_read_manifest
 _RIP = cfg("rip")
 _RIP_WORLD = _RIP["source"] == "world"
 # torch runs one thread per job (2 shared cores: more threads spin-wait and slow everything down).
-# GPUs only at paper scale: vLLM sampling + ArmoRM scoring, and TRL DPO on 8 GPUs.
+# GPUs only at paper scale: vLLM sampling + ArmoRM scoring, TRL DPO on 8 GPUs, and the evaluation (vLLM answers of
+# 22 policies + the local judge).
 _RIP_GPUS = _RIP["paper"]["gpus"] if SCALE == "paper" else 0
 _RIP_MANIFEST = _rip_read_manifest(Path(_rip_pkg.__file__).with_name("manifest.csv"))
 _RIP_RAW = [
@@ -38,7 +39,8 @@ _RIP_RECORDS = expand(
     arm=_RIP["arms"],
     chunk=seed_chunks("rip"),
 )
-_RIP_PT = [p[: -len(".json")] + ".pt" for p in _RIP_RECORDS] if _RIP_WORLD else []
+# The trained weights the evaluation reads beside each record: .pt files (world) or HF model folders (paper).
+_RIP_PT = [p[: -len(".json")] + (".pt" if _RIP_WORLD else "_hf") for p in _RIP_RECORDS]
 
 
 rule rip__prepare:
@@ -182,8 +184,9 @@ rule rip__evaluate:
         "../../envs/core.yaml" if _RIP_WORLD else "../../envs/rip-paper.yaml"
     threads: 1
     resources:
-        mem_mb=2000,
-        runtime=30,
+        mem_mb=2000 if _RIP_WORLD else 128000,
+        runtime=30 if _RIP_WORLD else 1440,
+        gpu=_RIP_GPUS,
     params:
         **stage_params("rip", "evaluate"),
     shell:

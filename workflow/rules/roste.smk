@@ -2,8 +2,9 @@
 # Method and reconstructions: src/icml25/studies/roste/README.md.
 # smoke/default: prepare (generated data) -> pretrain (one tiny decoder per alpha) -> preprocess (rotation search
 # per alpha and seed) -> train (one job per trained arm and seed chunk) -> evaluate (claims.json) -> report.
-# paper: prepare (the dataset's manifest files; the model into the HF cache) -> pretrain (tokenise; the hub model is
-# the SFT start) -> preprocess (rotation search) -> train (GPU jobs) -> evaluate -> report (roste/paper_stages.py).
+# paper: prepare (the dataset's manifest files; the model resolved once and fetched into the HF cache at that commit,
+# raw/paper/hub_model.json) -> pretrain (tokenise; the hub model is the SFT start) -> preprocess (rotation search)
+# -> train (GPU jobs) -> evaluate -> report (roste/paper_stages.py).
 
 import icml25.studies.roste as _roste_pkg
 from icml25.core.download import read_manifest as _roste_read_manifest
@@ -37,6 +38,9 @@ _ROSTE_DATA = (
     if _ROSTE_PAPER
     else [res("roste", "raw", "data.pt")]
 )
+# paper: prepare's record of the hub model it resolved (core.hub: the models.csv commit, an UNPINNED row's hub
+# commit under trust_unpinned, or paper.local_dir's digest); pretrain copies it into the start record.
+_ROSTE_HUB = [res("roste", "raw", "paper", "hub_model.json")] if _ROSTE_PAPER else []
 # paper: the hub model is the SFT start (no pretraining here); one "alpha" slot keeps the file layout.
 _ROSTE_PRE = res("roste", "models", "pretrain_a{alpha}.pt")
 
@@ -44,6 +48,7 @@ _ROSTE_PRE = res("roste", "models", "pretrain_a{alpha}.pt")
 rule roste__prepare:
     output:
         _ROSTE_DATA,
+        _ROSTE_HUB,
     log:
         logf("roste", "prepare"),
     benchmark:
@@ -64,6 +69,7 @@ rule roste__prepare:
 rule roste__pretrain:
     input:
         _ROSTE_DATA,
+        _ROSTE_HUB,
     output:
         _ROSTE_PRE,
     log:

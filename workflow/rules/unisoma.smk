@@ -101,7 +101,7 @@ rule unisoma__train:
     resources:
         mem_mb=64000 if _UNI_PAPER else 2000,
         runtime=int(_UNI["paper"]["gpu_hours"] * 60) if _UNI_PAPER else 30,
-        gpu=gpus("unisoma", "train") if _UNI_PAPER else 0,
+        gpu=gpus("unisoma", "train"),  # 1 when paper.device is cuda (core.device)
     params:
         **stage_params("unisoma", "train"),
         args=lambda w: (
@@ -148,7 +148,7 @@ rule unisoma__evaluate:
     resources:
         mem_mb=64000 if _UNI_PAPER else 2000,
         runtime=240 if _UNI_PAPER else 15,
-        gpu=gpus("unisoma", "evaluate") if _UNI_PAPER else 0,
+        gpu=gpus("unisoma", "evaluate"),
     params:
         **stage_params("unisoma", "evaluate"),
     shell:

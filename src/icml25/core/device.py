@@ -44,6 +44,7 @@ DEVICES = ("auto", "cpu", "cuda")
 #: The study key each torch study reads its device from (dotted path in its Config). The top-level switch writes
 #: into it; ``overrides.<slug>.<key>`` set by the user wins. Studies without a key here choose no device.
 DEVICE_KEYS: dict[str, str] = {
+    "action_piece": "train.device",
     "coastalbench": "train.device",
     "fedecado": "image.device",
     "kernel_adaptation": "langevin.device",
@@ -54,6 +55,7 @@ DEVICE_KEYS: dict[str, str] = {
     "sard": "device",
     "roste": "paper.device",
     "unisoma": "paper.device",
+    "magnets": "paper.device",
 }
 
 #: Arms of a study's device stage that never use the device (numpy-only arms), as a predicate on the arm name:

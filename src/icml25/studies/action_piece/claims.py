@@ -15,6 +15,14 @@ from icml25.core.claims import Claim, Evidence, check, gate, summarize, untested
 from .evaluate import chance_ndcg10, decide_ablation, decide_headline, decide_mechanism, decide_paired, decide_utilisation
 
 DATA = "Markov feature world (generated, [R]; sizes: config world.*), leave-last-out test split"
+
+
+def amazon_data(category: str) -> str:
+    """The data line of the paper-scale claims."""
+    return (f"Amazon 2014 {category} 5-core (reviews + meta, manifest.csv), sentence-T5 + faiss OPQ/PQ item "
+            "features, leave-last-out test split")
+
+
 RULE = ("95% Student-t interval of the per-seed effect: reproduced iff CI low > 0 and mean >= floor; not reproduced "
         "iff CI high < floor; else inconclusive")
 
@@ -39,13 +47,14 @@ def _evidence(stat: Mapping[str, Any], paper_data: bool) -> Evidence:
 def build_claims(per_seed: Mapping[str, Mapping[int, Mapping[str, float]]],
                  info: Mapping[str, Mapping[int, Mapping[str, Any]]], world_stats: Mapping[str, Any] | None, *,
                  n_items: int, min_cross_share: float = 0.1, min_learner_over_chance: float = 2.0,
-                 headline_floor: float = 0.06, paper_data: bool = False) -> list[Claim]:
+                 headline_floor: float = 0.06, paper_data: bool = False, data: str = DATA) -> list[Claim]:
     """Claims 1-3, check 4 and the untested entry 5 (ids ``c1_headline``, ``c2_ablation_naive``,
     ``c3_utilisation``, ``c4_mechanism``, ``c5_reported``).
 
     ``per_seed``: {arm: {seed: ranking metrics}}; ``info``: {train arm: {seed: utilisation etc.}};
     ``world_stats``: the world vocabulary's ``vocab_stats.json`` (``cross_share``, checks); ``n_items``: items of
-    the world (chance NDCG@10); ``paper_data``: whether the run used the paper's data (Amazon), else the world."""
+    the world (chance NDCG@10); ``paper_data``: whether the run used the paper's data (Amazon), else the world;
+    ``data``: the data line of the claims (the world's, or :func:`amazon_data` at paper scale)."""
     ws = world_stats or {}
     cross = ws.get("cross_share")
     g_cross = gate("cross_action_merges", cross, at_least=min_cross_share,
@@ -69,7 +78,7 @@ def build_claims(per_seed: Mapping[str, Mapping[int, Mapping[str, float]]],
         seeds, a, b = _paired(per_seed, "actionpiece", other)
         rep, notrep, stat = fn(a, b)
         out.append(Claim(
-            id=cid, title=title, source="paper", data=DATA, statement=statement,
+            id=cid, title=title, source="paper", data=data, statement=statement,
             test=f"{floor_txt}; paired by training seed", threshold=RULE,
             verdict=verdict(rep, notrep), statistic={**stat, "seeds": seeds},
             metrics=_metrics(per_seed, ("actionpiece", other)), evidence=_evidence(stat, paper_data),
@@ -83,7 +92,7 @@ def build_claims(per_seed: Mapping[str, Mapping[int, Mapping[str, float]]],
     un = [info["naive_seg"][s]["utilisation_q1"] for s in seeds]
     rep, notrep, stat = decide_utilisation(us, un)
     out.append(Claim(
-        id="c3_utilisation", title="SPR uses more of the vocabulary", source="paper", data=DATA,
+        id="c3_utilisation", title="SPR uses more of the vocabulary", source="paper", data=data,
         statement="The share of merged tokens used when encoding the test inputs is larger under SPR (q=1) than "
                   "under naive segmentation (paper §4.4.2, diagnostic).",
         test="e_s = utilisation(SPR, q=1) - utilisation(naive) per seed; floor 0", threshold=RULE,
@@ -98,7 +107,8 @@ def build_claims(per_seed: Mapping[str, Mapping[int, Mapping[str, float]]],
         "c4_mechanism", "The heap-selected merge weight equals a brute-force recount of the corpus and is its argmax "
         "(ties: smallest pair); SPR encodings expand to the input feature multiset; per sequence the weights sum to "
         "n_tokens - n_runs.", holds=holds if world_stats else None,
-        data="world vocabulary construction (train prefixes)",
+        data="world vocabulary construction (train prefixes)" if data == DATA
+        else f"vocabulary construction on the train prefixes of: {data}",
         test="heap W* vs brute-force recount at the checked merges; SPR multiset over 20 seeds x 200 sequences; "
              "mass identity at every checked merge", threshold="exact equality (integers x L)",
         evidence=Evidence(len(ws.get("checks", [])), "merges"), statistic=stat, title="vocabulary construction exact",
@@ -116,7 +126,7 @@ def build_claims(per_seed: Mapping[str, Mapping[int, Mapping[str, float]]],
     c5 = untested(
         "c5_reported", "The q-ensemble (iv) vs one SPR encoding (iii) on the world, and ActionPiece (iv) vs fixed "
         "tokens (i) on MovieLens.", scale="paper", source="ours", title="ensemble effect; MovieLens",
-        data=DATA + "; MovieLens (dslabs)",
+        data=data + "; MovieLens (dslabs)",
         reason="no pass/fail rule at this scale: the ensemble effect has no threshold in the paper, and MovieLens "
                "(off at default; movielens.enabled) runs one seed for one epoch and stays untrained (NDCG@10 < "
                "0.01); the paper scale (5 seeds, the "

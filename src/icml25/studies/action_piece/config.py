@@ -59,6 +59,17 @@ class TrainSection(Section):
     epochs: int = Field(3, ge=1, description="epochs (validation NDCG@10 after each selects the model)")
     val_users: int | None = Field(None, ge=1, description="validation users scored after each epoch for model "
                                   "selection (the first ones in user order; null: all) [R: CPU time]")
+    eval_every: int = Field(1, ge=1, description="validate every this many epochs (and after the last); the "
+                            "authors' trainer: 10")
+    patience: int | None = Field(None, ge=1, description="early stopping: stop after this many epochs without a "
+                                 "better validation NDCG@10 (authors: 20); null: run every epoch")
+    schedule: Literal["constant", "cosine"] = Field("constant", description="learning-rate schedule: constant, "
+                                                    "or linear warm-up then cosine decay to 0 over all steps "
+                                                    "(the authors' trainer)")
+    warmup_steps: int = Field(0, ge=0, description="warm-up steps of the cosine schedule (authors: 10,000)")
+    clip: float | None = Field(None, gt=0, description="gradient-norm clipping (authors: 1.0); null: none")
+    device: Literal["cpu", "cuda"] = Field("cpu", description="torch device of training, inference and the item "
+                                           "encoder (the top-level device switch writes it)")
 
 
 class InferSection(Section):
@@ -92,12 +103,28 @@ class FloorsSection(Section):
 
 
 class PaperSection(Section):
-    """Paper scale (GPU; not runnable here): Amazon 2014 5-core categories, sentence-T5 + faiss features."""
+    """Paper scale: Amazon 2014 5-core categories (manifest.csv), sentence-T5 (models.csv) + faiss features."""
 
     categories: tuple[Literal["Sports_and_Outdoors", "Beauty", "CDs_and_Vinyl"], ...] = Field(
-        ("Sports_and_Outdoors", "Beauty", "CDs_and_Vinyl"), description="Amazon 2014 categories")
-    encoder: str = Field("sentence-transformers/sentence-t5-base", description="item text encoder")
-    gpus: int = Field(1, ge=1, description="GPUs per training job")
+        ("Sports_and_Outdoors", "Beauty", "CDs_and_Vinyl"), min_length=1,
+        description="Amazon 2014 categories; the first is run per invocation")
+    encoder_dir: str | None = Field(None, description="a local directory holding the item encoder (models.csv row "
+                                    "sentence_t5) in save_pretrained layout, replacing the hub id (rehearsal: a "
+                                    "tiny model; a cluster without network: the placed weights); null: the hub")
+    gpus: int = Field(1, ge=1, description="GPUs per GPU job (prepare's encoder, train)")
+
+
+class FeaturesSection(Section):
+    """Paper-scale item features (paper §4.1; the authors' tokenizer): sentence-T5 text embeddings -> whitened PCA
+    -> faiss OPQ<M>,IVF1,PQ<M>x<bits> codes + a hash feature."""
+
+    k_core: int = Field(5, ge=1, description="iterative k-core on interactions (the files are 5-core already)")
+    pca_dim: int = Field(128, ge=1, description="whitened PCA components of the sentence embeddings")
+    pq_codebooks: int = Field(4, ge=1, description="M: product-quantiser codebooks (features per item, + hash)")
+    pq_bits: int = Field(8, ge=1, le=16, description="bits per code (codebook size 2**bits)")
+    hash_buckets: int = Field(128, ge=1, description="values of the hash feature that tells colliding items apart")
+    embed_batch: int = Field(512, ge=1, description="texts per encoder batch")
+    seed: int = Field(0, ge=0, description="seed of PCA and the hash permutations")
 
 
 class Config(StudyConfig):
@@ -112,13 +139,15 @@ class Config(StudyConfig):
     infer: InferSection = Field(InferSection(), description="inference")
     eval: EvalSection = Field(EvalSection(), description="evaluation")
     paper: PaperSection = Field(PaperSection(), description="paper scale")
+    features: FeaturesSection = Field(FeaturesSection(), description="paper-scale item features")
     adequacy: AdequacySection = Field(AdequacySection(), description="adequacy gates of claims 1-3")
     floors: FloorsSection = Field(FloorsSection(), description="effect-size floors from the paper")
     threads: int = Field(1, ge=1, description="torch threads per job")
 
 
 STAGE_KEYS: dict[str, tuple[str, ...]] = {
-    "prepare": ("world", "movielens.enabled", "paper"),
+    "download": ("paper",),
+    "prepare": ("world", "movielens.enabled", "paper", "features", "train.device", "threads"),
     "preprocess": ("vocab_size", "movielens", "eval.verify_merges", "paper"),
     "train": ("arms", "seeds", "model", "train", "infer", "movielens", "threads", "paper"),
     "evaluate": ("arms", "seeds", "eval", "paper", "adequacy", "floors", "world.n_items"),

@@ -40,7 +40,13 @@ def decide_paired(a: Sequence[float], b: Sequence[float], *, floor: float = 0.0,
 
 def decide_headline(ndcg_actionpiece: Sequence[float], ndcg_fixed: Sequence[float], floor: float = 0.06):
     """Claim 1: (iv) actionpiece vs (i) fixed_tokens, relative test NDCG@10 gain per seed, floor = the paper's
-    smallest reported gain (+6%)."""
+    smallest reported gain (+6%). A seed whose baseline NDCG@10 is 0 (an untrained learner; the rehearsal found
+    it) leaves the relative gain undefined: inconclusive, with the per-seed values kept and the reason named."""
+    b = np.asarray(ndcg_fixed, float)
+    if b.size and (b <= 0).any():
+        return False, False, {"d": [], "mean_d": None, "n": 0, "floor": floor, "relative": True,
+                              "undefined": "fixed-token NDCG@10 is 0 on some seed: the relative gain is undefined",
+                              "actionpiece": [float(v) for v in ndcg_actionpiece], "fixed": b.tolist()}
     return decide_paired(ndcg_actionpiece, ndcg_fixed, floor=floor, relative=True)
 
 

@@ -72,8 +72,10 @@ def rank_lists(model: torch.nn.Module, tok: ActionPieceTokenizer, inputs: Sequen
     bad = total = 0
     m, eos = tok.n_categories, tok.eos_id
     model.eval()
+    device = next(model.parameters()).device
     for k in range(0, len(inputs), chunk):
-        seqs = beam_search(model, pad(inputs[k:k + chunk]), beams, m + 1, eos, allowed=tok.vocab_size).tolist()
+        src = pad(inputs[k:k + chunk]).to(device)
+        seqs = beam_search(model, src, beams, m + 1, eos, allowed=tok.vocab_size).tolist()
         for row in seqs:
             dec = []
             for b in row:
@@ -166,10 +168,14 @@ def run(settings: Mapping[str, Any], arm: str, seed: int, items: Sequence[tuple[
     tgts = pad([encode_target(tok, items[t]) for _, t in ex], IGNORE)
     fixed_inputs = [encode_input(tok, h, "none", None) for h in hist_items] if mode == "none" else None
     max_len = tr["history"] * tok.n_categories + 2
-    model = build_model(tok.vocab_size + 2, mc, max_len)
+    device = torch.device(tr.get("device") or "cpu")
+    model = build_model(tok.vocab_size + 2, mc, max_len).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=tr["lr"], weight_decay=tr["weight_decay"])
+    steps_per_epoch = -(-len(ex) // tr["batch"])
+    sched = lr_schedule(opt, tr.get("schedule", "constant"), tr.get("warmup_steps", 0), steps_per_epoch * tr["epochs"])
+    every, patience = tr.get("eval_every", 1), tr.get("patience")
     valid = [(h[-tr["history"]:], t) for h, t in splits["valid"]][:tr.get("val_users") or None]
-    losses, val, best, best_state, step = [], [], -1.0, None, 0
+    losses, val, val_epochs, best, best_state, step = [], [], [], -1.0, None, 0
     for epoch in range(tr["epochs"]):
         model.train()
         order = rng.permutation(len(ex))
@@ -179,27 +185,52 @@ def run(settings: Mapping[str, Any], arm: str, seed: int, items: Sequence[tuple[
                 src = pad([fixed_inputs[i] for i in idx])
             else:  # SPR: a fresh permutation of every set at every draw
                 src = pad([encode_input(tok, hist_items[i], "feature", rng) for i in idx])
-            loss = seq_loss(model, src, tgts[idx])
+            loss = seq_loss(model, src.to(device), tgts[idx].to(device))
             opt.zero_grad()
             loss.backward()
+            if tr.get("clip"):
+                torch.nn.utils.clip_grad_norm_(model.parameters(), tr["clip"])
             opt.step()
+            if sched is not None:
+                sched.step()
             losses.append(loss.item())
             if log:
                 log("train_loss", losses[-1], step)
             step += 1
+        if (epoch + 1) % every and epoch + 1 < tr["epochs"]:
+            continue
         ev = evaluate_cases(model, tok, valid, items, mode, 1, inf["beams"], np.random.default_rng([seed, 2]))
         v = ranking_metrics(ev["q1"])["ndcg10"]
         val.append(v)
+        val_epochs.append(epoch)
         if log:
             log("val_ndcg10", v, epoch)
         if v > best:
-            best, best_state = v, {k: t.detach().clone() for k, t in model.state_dict().items()}
+            best, best_state = v, {k: t.detach().cpu().clone() for k, t in model.state_dict().items()}
+        elif patience is not None and epoch - val_epochs[int(np.argmax(val))] >= patience:
+            break
     model.load_state_dict(best_state)
     test = [(h[-tr["history"]:], t) for h, t in splits["test"]]
     ev = evaluate_cases(model, tok, test, items, mode, inf["q"], inf["beams"], np.random.default_rng([seed, 3]))
-    return {"arm": arm, "seed": seed, "loss": losses, "val_ndcg10": val, "best_epoch": int(np.argmax(val)),
+    return {"arm": arm, "seed": seed, "loss": losses, "val_ndcg10": val, "best_epoch": int(val_epochs[int(np.argmax(val))]),
             "state": best_state, "test_q1": ev["q1"], "test_fused": ev["fused"], "invalid_rate": ev["invalid_rate"],
             "utilisation_q1": ev["utilisation_q1"], "n_examples": len(ex), "seconds": time.perf_counter() - t0}
+
+
+def lr_schedule(opt: torch.optim.Optimizer, kind: str, warmup: int, total: int):
+    """None for a constant rate; ``"cosine"``: linear warm-up over ``warmup`` steps, then cosine decay to 0 at
+    step ``total`` (the authors' trainer: transformers' cosine schedule with warm-up)."""
+    if kind == "constant":
+        return None
+    if kind != "cosine":
+        raise ValueError(f"train.schedule: unknown {kind!r}")
+
+    def factor(s: int) -> float:
+        if s < warmup:
+            return s / max(1, warmup)
+        return max(0.0, 0.5 * (1.0 + math.cos(math.pi * (s - warmup) / max(1, total - warmup))))
+
+    return torch.optim.lr_scheduler.LambdaLR(opt, factor)
 
 
 def no_merge_tokenizer(tok: ActionPieceTokenizer) -> ActionPieceTokenizer:

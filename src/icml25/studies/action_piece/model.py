@@ -174,8 +174,9 @@ def beam_search(model: nn.Module, src: torch.Tensor, beams: int, steps: int, eos
     else:
         mem = mem.repeat_interleave(beams, 0)
         pad = src_pad.repeat_interleave(beams, 0)
-    seqs = torch.zeros(N * beams, 1, dtype=torch.long)
-    score = torch.full((N, beams), float("-inf"))
+    dev = src.device
+    seqs = torch.zeros(N * beams, 1, dtype=torch.long, device=dev)
+    score = torch.full((N, beams), float("-inf"), device=dev)
     score[:, 0] = 0.0
     for t in range(steps):
         logits = (model.decode_kv(kvs, src_pad, seqs, group=beams, last_only=True) if cached
@@ -187,13 +188,13 @@ def beam_search(model: nn.Module, src: torch.Tensor, beams: int, steps: int, eos
             keep_eos = logp[:, eos].clone()
             logp[:, allowed:] = float("-inf")
             logp[:, eos] = keep_eos
-        done = (seqs[:, 1:] == eos).any(1) if t > 0 else torch.zeros(N * beams, dtype=torch.bool)
+        done = (seqs[:, 1:] == eos).any(1) if t > 0 else torch.zeros(N * beams, dtype=torch.bool, device=dev)
         logp[done] = float("-inf")
         logp[done, 0] = 0.0
         cand = (score.reshape(-1, 1) + logp).reshape(N, beams * V)
         top, idx = cand.topk(beams, dim=1)
         parent, tok = idx // V, idx % V
-        rows = (torch.arange(N).unsqueeze(1) * beams + parent).reshape(-1)
+        rows = (torch.arange(N, device=dev).unsqueeze(1) * beams + parent).reshape(-1)
         seqs = torch.cat([seqs[rows], tok.reshape(-1, 1)], dim=1)
         score = top
-    return seqs[:, 1:].reshape(N, beams, steps)
+    return seqs[:, 1:].reshape(N, beams, steps).cpu()

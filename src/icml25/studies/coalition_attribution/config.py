@@ -8,6 +8,7 @@ reruns a stage only when one of them changes. No numpy/torch import here (Snakem
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
@@ -121,16 +122,32 @@ class Adequacy(Section):
 class TextModel(Section):
     """A pretrained Hugging Face sequence classifier fine-tuned on SST-2 (realtext.py) [R: the schedule]."""
 
-    model: str = Field(description="hub model id (loaded at its pinned revision, trust_remote_code=False) or a local "
-                                   "directory (the rehearsal's tiny model of the same class)")
-    revision: str | None = Field(None, description="hub commit; null: the pin in realtext.REVISIONS (a local "
-                                                   "directory needs none)")
+    model: str = Field(description="hub model id: a repo_id of coalition_attribution/models.csv, loaded at its "
+                                   "commit there with trust_remote_code=False (icml25.core.hub)")
+    revision: str | None = Field(None, pattern=r"^[0-9a-f]{40}$",
+                                 description="hub commit (40 hex) replacing the models.csv row's; null: the row's "
+                                             "(an UNPINNED row needs trust_unpinned: true, which resolves the hub's "
+                                             "commit once and records it in MLflow and claims.json)")
+    local_dir: str | None = Field(None, description="a local save_pretrained directory standing in for the hub "
+                                                    "weights of model (the rehearsal's tiny model of the same class, "
+                                                    "or weights placed by hand), recorded as local:<sha256>; null: "
+                                                    "the hub")
     trainable: Literal["all", "head"] = Field("all", description="[R] fine-tune every weight, or only the "
                                                                  "classification head on the frozen model")
     epochs: int = Field(3, ge=1, description="[R] fine-tuning epochs")
     lr: float = Field(2e-5, gt=0, description="[R] AdamW peak learning rate (10 % warm-up, linear decay)")
     batch_size: int = Field(32, ge=1, description="[R] sentences per step")
     max_length: int = Field(128, ge=8, description="tokens per sentence when fine-tuning (longer ones truncated)")
+
+    @model_validator(mode="after")
+    def _listed(self):
+        from icml25.core.hub import read_models
+
+        known = sorted(m.repo_id for m in read_models(Path(__file__).with_name("models.csv")).values())
+        if self.model not in known:
+            raise ValueError(f"model: {self.model!r} is not a repo_id of coalition_attribution/models.csv {known} "
+                             "(a local directory goes in local_dir)")
+        return self
 
 
 class ImageModel(Section):

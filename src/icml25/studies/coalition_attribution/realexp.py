@@ -108,10 +108,11 @@ def run_image(experiment: str, files: Mapping[str, Any], real: Mapping[str, Any]
             "seconds": {"train": t1 - t0, "games": time.perf_counter() - t1}}
 
 
-def run_text(experiment: str, files: Mapping[str, Any], real: Mapping[str, Any], device: str,
-             trust_unpinned: bool = False,
+def run_text(experiment: str, files: Mapping[str, Any], real: Mapping[str, Any], device: str, resolved: Any,
              log_metric: Callable[[str, float, int], None] | None = None) -> dict[str, Any]:
-    """SST-2 with a pretrained text model: fine-tune, dev accuracy, word games on dev sentences."""
+    """SST-2 with a pretrained text model: fine-tune, dev accuracy, word games on dev sentences. ``resolved``: the
+    :class:`~icml25.core.hub.ResolvedModel` of ``real[experiment]`` (:func:`.realtext.resolve_model`), loaded at its
+    commit and recorded in the returned ``model.hub``."""
     import torch
 
     from .realdata import read_sst2
@@ -123,7 +124,7 @@ def run_text(experiment: str, files: Mapping[str, Any], real: Mapping[str, Any],
     (s_tr, y_tr), (s_dev, y_dev) = data["train"], data["dev"]
     tr = _subsample(len(y_tr), real["max_train"], seed)
     torch.manual_seed(seed)  # the classification head is initialised at load
-    tok, model = load_model(settings["model"], settings["revision"], trust_unpinned=trust_unpinned)
+    tok, model = load_model(resolved)
     model.to(device)
     fit = fine_tune(model, tok, [s_tr[i] for i in tr], y_tr[tr], settings, seed, device,
                     log=(lambda e, l: log_metric("train_real/loss", l, e)) if log_metric else None)
@@ -145,8 +146,9 @@ def run_text(experiment: str, files: Mapping[str, Any], real: Mapping[str, Any],
                        "variables": [words[w] for w in chosen], "word_index": chosen,
                        **analyse_game(values, tuple(real["coalition_sizes"]), real["zero_tol"])})
     return {"experiment": experiment, "dataset": "sst2",
-            "model": {"model": settings["model"], "revision": settings["revision"],
-                      "class": type(model).__name__, **{k: v for k, v in settings.items() if k not in ("model", "revision")}},
+            "model": {"model": settings["model"], "revision": resolved.revision, "class": type(model).__name__,
+                      "hub": {resolved.name: resolved.record()},
+                      **{k: v for k, v in settings.items() if k not in ("model", "revision")}},
             "train": {"n": int(len(tr)), **fit}, "test": {"n": int(len(te)), "accuracy": acc, "split": "dev"},
             "n_variables": n, "inputs": inputs,
             "seconds": {"train": t1 - t0, "games": time.perf_counter() - t1}}

@@ -1,9 +1,12 @@
 """The SST-2 experiments of Sec. 5 (Zheng, Deng & Zhang, ICML 2025): a pretrained Hugging Face text model fine-tuned
 on SST-2, and the word-masking game of a sentence.
 
-* Loading (:func:`load_model`): ``AutoTokenizer`` / ``AutoModelForSequenceClassification`` at the pinned hub revision
-  of :data:`REVISIONS` (or an explicit one), always ``trust_remote_code=False``; a local directory (the rehearsal's
-  tiny model of the same class) needs no revision. An ``UNPINNED`` revision needs ``trust_unpinned``.
+* Loading: :func:`resolve_model` finds the model's row in ``models.csv`` (:mod:`icml25.core.hub`; BERT-large at a
+  pinned commit, LLaMA ``UNPINNED``) and gives the path and commit to load: the row's commit, the config's
+  ``real.<experiment>.revision`` (a 40-hex commit) in its place, an ``UNPINNED`` row's hub commit resolved once under
+  ``trust_unpinned``, or ``local_dir`` (the rehearsal's tiny model of the same class, recorded as ``local:<sha256>``).
+  :func:`load_model` loads ``AutoTokenizer`` / ``AutoModelForSequenceClassification`` there, always
+  ``trust_remote_code=False``.
 * Fine-tuning [R] (the paper gives no schedule): AdamW, weight decay 0.01, linear warm-up over the first 10 % of the
   steps and linear decay to 0; ``trainable: all`` (BERT-large) or ``head`` (LLaMA: the frozen model's last-token
   state through a trained linear head, a reconstruction sized for one GPU).
@@ -15,58 +18,62 @@ on SST-2, and the word-masking game of a sentence.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-UNPINNED = "UNPINNED"
-#: Hub commit of each paper model. bert-large-uncased: the commit of google-bert/bert-large-uncased that a public test
-#: suite pins (not verified from here, no network); LLaMA: the paper names no version [R] and none could be pinned
-#: offline, so it is UNPINNED (loading needs trust_unpinned; the weights are gated behind Meta's licence).
-REVISIONS: dict[str, str] = {
-    "google-bert/bert-large-uncased": "6da4b6a26a1877e173fca3225479512db81a5e5b",
-    "meta-llama/Llama-2-7b-hf": UNPINNED,
-}
+from icml25.core import hub
+
+#: The paper's text models at their hub commits (``name,repo_id,revision,licence``, :mod:`icml25.core.hub`).
+#: bert-large-uncased: the commit of google-bert/bert-large-uncased that a public test suite pins (not verified from
+#: here, no network); LLaMA: the paper names no version [R] and none could be pinned offline, so it is UNPINNED
+#: (loading needs trust_unpinned; the weights are gated behind Meta's licence).
+MODELS_CSV = Path(__file__).with_name("models.csv")
 
 
-def resolve_revision(model_id: str, revision: str | None = None, trust_unpinned: bool = False) -> str | None:
-    """The revision to load ``model_id`` at: ``revision`` if given, else :data:`REVISIONS`'s entry; a local
-    directory needs none (None). ``UNPINNED`` raises ``ValueError`` unless ``trust_unpinned`` (then the hub's
-    main branch is loaded)."""
-    if Path(model_id).is_dir():
-        return None
-    if revision is None:
-        if model_id not in REVISIONS:
-            raise ValueError(f"text model {model_id!r} is not one of {sorted(REVISIONS)}: give real.<experiment>."
-                             "revision (a hub commit)")
-        revision = REVISIONS[model_id]
-    if revision == UNPINNED:
-        if not trust_unpinned:
-            raise ValueError(f"text model {model_id!r} has no pinned revision (UNPINNED): set its revision, or run "
-                             "with trust_unpinned=true to load the hub's main branch")
-        return "main"
-    return revision
+def hub_model(model_id: str, revision: str | None = None) -> hub.HubModel:
+    """The row of :data:`MODELS_CSV` whose ``repo_id`` is ``model_id``; ``revision`` (a 40-hex commit, the config's
+    ``real.<experiment>.revision``) replaces the row's. Raises :class:`~icml25.core.hub.HubError` for an id that
+    is not listed or a revision that is not a commit."""
+    rows = hub.read_models(MODELS_CSV)
+    row = next((m for m in rows.values() if m.repo_id == model_id), None)
+    if row is None:
+        raise hub.HubError(f"{MODELS_CSV}: text model {model_id!r} is not one of "
+                           f"{sorted(m.repo_id for m in rows.values())}")
+    if revision is not None:
+        if not re.fullmatch(r"[0-9a-f]{40}", revision):
+            raise hub.HubError(f"text model {model_id!r}: revision {revision!r} is not a 40-hex commit")
+        row = hub.HubModel(row.name, row.repo_id, revision, row.licence)
+    return row
 
 
-def load_model(model_id: str, revision: str | None = None, *, trust_unpinned: bool = False, num_labels: int = 2):
-    """(tokenizer, model) of a sequence classifier at its pinned revision; ``trust_remote_code=False`` always. A
-    tokenizer without a pad token gets its eos (else unk) token as pad, and the model's config the same id."""
+def resolve_model(model_id: str, revision: str | None = None, *, local_dir: str | Path | None = None,
+                  trust_unpinned: bool = False, commit_of: Callable[[str], str] = hub.hub_commit
+                  ) -> hub.ResolvedModel:
+    """Where and at which commit to load ``model_id`` (:func:`icml25.core.hub.resolve` of :func:`hub_model`): a
+    pinned row at its commit, an UNPINNED one refused unless ``trust_unpinned`` (then ``commit_of(repo_id)`` is
+    resolved once), ``local_dir`` in place of the hub id."""
+    return hub.resolve(hub_model(model_id, revision), trust_unpinned=trust_unpinned, local_dir=local_dir,
+                       commit_of=commit_of)
+
+
+def load_model(model: hub.ResolvedModel, num_labels: int = 2):
+    """(tokenizer, model) of a sequence classifier: ``from_pretrained(model.path, **model.kwargs())``, i.e. at the
+    resolved commit and ``trust_remote_code=False``. A tokenizer without a pad token gets its eos (else unk) token
+    as pad, and the model's config the same id."""
     try:
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
     except ImportError as e:  # pragma: no cover - the paper path's extra
         raise RuntimeError("the SST-2 experiments need transformers: pip install 'icml25[coalition_attribution]'") from e
-    rev = resolve_revision(model_id, revision, trust_unpinned)
-    kwargs: dict[str, Any] = {"trust_remote_code": False}
-    if rev is not None:
-        kwargs["revision"] = rev
-    tok = AutoTokenizer.from_pretrained(model_id, **kwargs)
-    model = AutoModelForSequenceClassification.from_pretrained(model_id, num_labels=num_labels, **kwargs)
+    tok = AutoTokenizer.from_pretrained(model.path, **model.kwargs())
+    net = AutoModelForSequenceClassification.from_pretrained(model.path, num_labels=num_labels, **model.kwargs())
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token if tok.eos_token is not None else tok.unk_token
-    model.config.pad_token_id = tok.pad_token_id
-    return tok, model
+    net.config.pad_token_id = tok.pad_token_id
+    return tok, net
 
 
 def baseline_token_id(tok) -> int:

@@ -13,7 +13,7 @@ Deterministic: fixed seeds, fixed mtimes (0) in the gzip, tar and zip headers. `
 text models of the rehearsal locally (no download): a ``BertForSequenceClassification`` and a
 ``LlamaForSequenceClassification`` of a few thousand weights with a word-level tokenizer over the miniature's
 vocabulary, saved with ``save_pretrained``; ``config/rehearsal/coalition_attribution.yaml`` points
-``real.sst2_*.model`` at them.
+``real.sst2_*.local_dir`` at them (standing in for the hub weights of ``real.sst2_*.model``).
 """
 from __future__ import annotations
 

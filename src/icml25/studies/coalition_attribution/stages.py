@@ -8,8 +8,10 @@ train      → models/{arm}/chunk{k}.npz: per seed the games, γ, I_and, I_or, S
              errors, the coalitions' R, R', Q (and, for ``mlp``, the trained networks' weights and fit);
              ``mlp_adam`` reads the ``mlp`` games of its chunk (the same networks)
 train_real → models/real/{experiment}.json (paper scale, one GPU job per real-data experiment: the trained network's
-             test accuracy, the explained inputs' games, interactions, identity errors and R, R', Q)
-evaluate   → claims.json, metrics/eval.json (claim statistics, Table 4 beside ours), metrics/coalitions.csv
+             test accuracy, the explained inputs' games, interactions, identity errors and R, R', Q; a text model's
+             hub commit (core.hub) under ``model.hub`` and as the MLflow params ``hub/<name>/...``)
+evaluate   → claims.json (with the ``models`` block of the text models' commits at paper scale), metrics/eval.json
+             (claim statistics, Table 4 beside ours), metrics/coalitions.csv
 report     → figures/table4_compare.png, report.md
 """
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from icml25.core import hub
 from icml25.core.claims import log_verdicts, write_claims
 from icml25.core.cli import Stage
 from icml25.core.config import config_hash, to_dict
@@ -180,6 +183,21 @@ def train(stage: Stage, run: Any) -> None:
     run.log_model(stage.output(0), cfg)
 
 
+def hub_models(docs: dict[str, dict[str, Any]]) -> dict[str, dict[str, str]]:
+    """The ``models`` block of claims.json from the real-data experiments' documents (``{experiment: doc}``): every
+    ``model.hub`` entry by its models.csv name. Two experiments that loaded one model at different commits raise
+    ``ValueError`` naming both."""
+    out: dict[str, dict[str, str]] = {}
+    seen: dict[str, str] = {}
+    for experiment, doc in sorted(docs.items()):
+        for name, rec in ((doc.get("model") or {}).get("hub") or {}).items():
+            if name in out and out[name] != rec:
+                raise ValueError(f"models/real/{experiment}.json: hub model {name} at {rec.get('revision')}, but "
+                                 f"{seen[name]} loaded it at {out[name].get('revision')}")
+            out[name], seen[name] = dict(rec), experiment
+    return out
+
+
 def _collect(paths) -> dict[str, dict[int, dict[str, np.ndarray]]]:
     """{arm: {seed: {key: array}}} from the train outputs (the arm is the parent directory's name)."""
     out: dict[str, dict[int, dict[str, np.ndarray]]] = {}
@@ -209,13 +227,19 @@ def evaluate(stage: Stage, run: Any) -> None:
     data = _collect(toy_paths)
     claims, extra = evaluate_claims(data, stage.config.claims, stage.config.identities.tol,
                                     adequacy=to_dict(stage.config.adequacy))
+    models: dict[str, dict[str, str]] = {}
     if stage.scale == "paper":  # the real-data experiments of Sec. 5 (and the untested Go case)
         real_docs = {p.stem: read_json(p) for p in real_paths}
         more, extra["real"] = real_entries(real_docs, stage.config.identities.tol)
         claims += more
+        try:
+            models = hub_models(real_docs)  # the commits the text models were loaded at (train_real)
+        except ValueError as err:
+            raise SystemExit(f"{SLUG} evaluate: {err}") from err
     seeds = sorted({s for by in data.values() for s in by})
     doc = write_claims(stage.output(0), study=SLUG, scale=stage.scale, data_source=stage.data_source,
-                       claims=claims, config_hash=config_hash(stage.config), paper=PAPER, seeds=seeds)
+                       claims=claims, config_hash=config_hash(stage.config), paper=PAPER, seeds=seeds,
+                       models=models or None)
     tables = {arm: table_by_type(by_seed) for arm, by_seed in data.items()}
     write_json(stage.output(1), {"scale": stage.scale, "seeds": seeds, "table": tables, **extra,
                                  "claims": [{"id": c.id, "kind": c.kind, "verdict": c.verdict,
@@ -292,7 +316,16 @@ def train_real(stage: Stage, run: Any) -> None:
         run.log_metric(key, float(value), step=int(step))
 
     if experiment in TEXT:
-        doc = run_text(experiment, files, real, device, trust_unpinned=stage.trust_unpinned, log_metric=log_metric)
+        from .realtext import resolve_model
+
+        settings = real[experiment]
+        try:  # the commit is resolved once here, loaded by run_text and recorded in the document and MLflow
+            resolved = resolve_model(settings["model"], settings["revision"], local_dir=settings["local_dir"],
+                                     trust_unpinned=stage.trust_unpinned)
+        except hub.HubError as err:
+            raise SystemExit(f"{SLUG} train_real {experiment}: {err}") from err
+        hub.record(run, [resolved])
+        doc = run_text(experiment, files, real, device, resolved, log_metric=log_metric)
     else:
         doc = run_image(experiment, files, real, device, log_metric=log_metric)
     doc["device"] = device

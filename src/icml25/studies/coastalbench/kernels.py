@@ -28,6 +28,7 @@ except ImportError:  # pragma: no cover
     numba = None
 
 BACKEND = "numba" if numba is not None else "numpy"
+NO_TILES = 2**62  #: tile size of a table whose offsets are plain buffer offsets
 _I32_MAX, _I32_MIN = np.int32(2**31 - 1), np.int32(-(2**31))
 
 
@@ -42,11 +43,17 @@ class SourceTable:
     the rho cells that are 0 in shards. ``base_a``/``base_b`` (levels,): buffer offset of level k of the
     first/second operand (the second is level k + 1 for w/AKs). The per-cell arrays ``copy_dst``/``copy_src``,
     ``pair_dst``/``pair_a``/``pair_b`` and ``invalid`` (used by the NumPy kernels) are expanded on first use.
+
+    ``tile_size``: values per storage tile of the layout; no run crosses a tile, so a kernel can find each tile
+    wherever the record lies (``tiles[slot]``: offset of tile ``slot`` in the buffer, e.g. a mapped file). Without
+    tiles (``NO_TILES``) offsets are plain buffer offsets.
     """
 
-    def __init__(self, copy_runs, pair_runs, zero_runs, base_a, base_b) -> None:
+    def __init__(self, copy_runs, pair_runs, zero_runs, base_a, base_b, tile_size: int = NO_TILES) -> None:
         self.copy_runs, self.pair_runs, self.zero_runs = copy_runs, pair_runs, zero_runs
         self.base_a, self.base_b = base_a, base_b
+        self.tile_size = int(tile_size)
+        self.identity = np.zeros(1, np.int64)  # tiles where the buffer holds them (one huge "tile")
         self.count = int(copy_runs[:, -1].sum() + pair_runs[:, -1].sum())  # valid cells per level
         self._cells: tuple[np.ndarray, ...] | None = None
 
@@ -74,35 +81,40 @@ def _expand(runs: np.ndarray) -> list[np.ndarray]:
     return [np.repeat(runs[:, j], lengths) + within for j in range(runs.shape[1] - 1)]
 
 
-def _runs(dst: np.ndarray, *srcs: np.ndarray) -> np.ndarray:
-    """(start dst, start srcs..., length) of maximal runs where dst and every src step by +1 together."""
+def _runs(dst: np.ndarray, *srcs: np.ndarray, tile_size: int = NO_TILES) -> np.ndarray:
+    """(start dst, start srcs..., length) of maximal runs where dst and every src step by +1 together, none
+    starting a new tile (src offset a multiple of ``tile_size``) inside."""
     if dst.size == 0:
         return np.zeros((0, 2 + len(srcs)), np.int64)
     brk = np.diff(dst) != 1
     for s in srcs:
-        brk |= np.diff(s) != 1
+        brk |= (np.diff(s) != 1) | (s[1:] % tile_size == 0)
     starts = np.concatenate([[0], np.flatnonzero(brk) + 1])
     lengths = np.diff(np.concatenate([starts, [dst.size]]))
     return np.stack([dst[starts], *(s[starts] for s in srcs), lengths], axis=1).astype(np.int64)
 
 
-def _np_build(cells, ia, ib, pair, rows, cols, nx, invalid):
+def _np_build(cells, ia, ib, pair, rows, cols, nx, invalid, ts):
     def off(flat):
         j, i = np.divmod(flat, nx)
         return rows[j] + cols[i]
 
     oa, ob = off(ia), off(ib)
-    return (_runs(cells[~pair], oa[~pair]), _runs(cells[pair], oa[pair], ob[pair]), _runs(invalid))
+    return (_runs(cells[~pair], oa[~pair], tile_size=ts), _runs(cells[pair], oa[pair], ob[pair], tile_size=ts),
+            _runs(invalid))
 
 
 def source_table(cells, ia, ib, wa, wb, invalid, *, vertical: bool, rows, cols, bases,
-                 backend: str | None = None) -> SourceTable:
+                 tile_size: int | None = None, backend: str | None = None) -> SourceTable:
     """Build a :class:`SourceTable` from a rho-point table (strictly increasing flat rho ``cells``, flat source
     indices ``ia``/``ib``, float32 weights ``wa``/``wb`` or None, sorted ``invalid``; see
     :func:`.records.rho_point_table`) and a source layout: source point (j, i) of level k lies at
     ``bases[k] + rows[j] + cols[i]`` (int64 arrays; see :class:`.records.SourceLayout`).
 
-    Weights 1/2 and 1/2 make a pair; 1 and 0 (or no weights) a copy of the first source.
+    Weights 1/2 and 1/2 make a pair; 1 and 0 (or no weights) a copy of the first source. ``tile_size``: values
+    per storage tile when a level's offsets ``rows[j] + cols[i]`` count ``tile_size`` per tile (runs then stop at
+    tile starts, see :class:`SourceTable`); every level base must be a whole number of tiles plus an offset inside
+    the tile that keeps the level's values in it.
     """
     cells = np.asarray(cells, np.int64)
     ia = np.asarray(ia, np.int64)
@@ -120,23 +132,34 @@ def source_table(cells, ia, ib, wa, wb, invalid, *, vertical: bool, rows, cols, 
         if x.size > 1 and (np.diff(x) <= 0).any():
             raise ValueError(f"source_table: {what} must be strictly increasing")
     rows, cols = np.asarray(rows, np.int64), np.asarray(cols, np.int64)
+    ts = NO_TILES if tile_size is None else int(tile_size)
     build = _nb_build if (backend or BACKEND) == "numba" else _np_build
-    copy_runs, pair_runs, zero_runs = build(cells, ia, ib, pair, rows, cols, cols.size, invalid)
+    copy_runs, pair_runs, zero_runs = build(cells, ia, ib, pair, rows, cols, cols.size, invalid, ts)
     bases = np.asarray(bases, np.int64)
     base_a = bases[:-1].copy() if vertical else bases.copy()
     base_b = bases[1:].copy() if vertical else bases.copy()
-    return SourceTable(copy_runs, pair_runs, zero_runs, base_a, base_b)
+    return SourceTable(copy_runs, pair_runs, zero_runs, base_a, base_b, ts)
 
 
-def first_values(buf: np.ndarray, tab: SourceTable) -> np.ndarray:
+def _at(tab: SourceTable, tiles: np.ndarray | None, offsets):
+    """Buffer positions of table offsets (slot layout) for a record whose tiles lie at ``tiles`` (None: in slot
+    order)."""
+    if tiles is None:
+        return offsets
+    slot = np.asarray(offsets, np.int64) // tab.tile_size
+    return tiles[slot] + (offsets - slot * tab.tile_size)
+
+
+def first_values(buf: np.ndarray, tab: SourceTable, tiles: np.ndarray | None = None) -> np.ndarray:
     """float64 (levels,): each level's value at its first valid cell (0 if it has none); the statistics shift."""
     out = np.zeros(tab.levels)
     c, p = tab.copy_runs, tab.pair_runs
     for k in range(tab.levels):
         if len(c) and (not len(p) or c[0, 0] < p[0, 0]):
-            out[k] = buf[tab.base_a[k] + c[0, 1]]
+            out[k] = buf[_at(tab, tiles, tab.base_a[k] + c[0, 1])]
         elif len(p):
-            out[k] = (buf[tab.base_a[k] + p[0, 1]] + buf[tab.base_b[k] + p[0, 2]]) * np.float32(0.5)
+            out[k] = (buf[_at(tab, tiles, tab.base_a[k] + p[0, 1])]
+                      + buf[_at(tab, tiles, tab.base_b[k] + p[0, 2])]) * np.float32(0.5)
     return out
 
 
@@ -199,8 +222,15 @@ if numba is not None:
         return x ^ ((x >> 31) & np.int32(0x7FFFFFFF))
 
     # fastmath "reassoc" only on the float64 sums (lets them vectorise); the values themselves are plain float32
+    @numba.njit(cache=True, nogil=True, inline="always")
+    def _pos(p, tiles, ts):  # pragma: no cover - compiled
+        # buffer position of slot-layout offset p (its tile found in tiles)
+        slot = p // ts
+        return tiles[slot] + (p - slot * ts)
+
     @numba.njit(cache=True, nogil=True, fastmath={"reassoc"})
-    def _nb_moments(buf, base_a, base_b, copy_runs, pair_runs, shift, s1, s2, kmin, kmax):  # pragma: no cover
+    def _nb_moments(buf, tiles, ts, base_a, base_b, copy_runs, pair_runs, shift, s1, s2, kmin, kmax
+                    ):  # pragma: no cover - compiled
         half = np.float32(0.5)
         for k in range(base_a.size):
             a0, b0, sh = base_a[k], base_b[k], shift[k]
@@ -209,7 +239,8 @@ if numba is not None:
             lo = kmin[k]
             hi = kmax[k]
             for r in range(copy_runs.shape[0]):
-                x = buf[a0 + copy_runs[r, 1] : a0 + copy_runs[r, 1] + copy_runs[r, 2]]
+                p = _pos(a0 + copy_runs[r, 1], tiles, ts)
+                x = buf[p : p + copy_runs[r, 2]]
                 xi = x.view(np.int32)
                 for c in range(x.size):
                     d = np.float64(x[c]) - sh
@@ -220,8 +251,10 @@ if numba is not None:
                     hi = max(hi, q)
             for r in range(pair_runs.shape[0]):
                 n = pair_runs[r, 3]
-                x = buf[a0 + pair_runs[r, 1] : a0 + pair_runs[r, 1] + n]
-                y = buf[b0 + pair_runs[r, 2] : b0 + pair_runs[r, 2] + n]
+                p = _pos(a0 + pair_runs[r, 1], tiles, ts)
+                q = _pos(b0 + pair_runs[r, 2], tiles, ts)
+                x = buf[p : p + n]
+                y = buf[q : q + n]
                 for c in range(n):
                     v = (x[c] + y[c]) * half
                     d = np.float64(v) - sh
@@ -236,7 +269,7 @@ if numba is not None:
             kmax[k] = hi
 
     @numba.njit(cache=True, nogil=True)
-    def _nb_zscore(buf, base_a, base_b, copy_runs, pair_runs, zero_runs, mean, std, out, kmin, kmax
+    def _nb_zscore(buf, tiles, ts, base_a, base_b, copy_runs, pair_runs, zero_runs, mean, std, out, kmin, kmax
                    ):  # pragma: no cover - compiled
         half = np.float32(0.5)
         for k in range(base_a.size):
@@ -246,7 +279,8 @@ if numba is not None:
             o = out[k]
             for r in range(copy_runs.shape[0]):
                 n = copy_runs[r, 2]
-                x = buf[a0 + copy_runs[r, 1] : a0 + copy_runs[r, 1] + n]
+                p = _pos(a0 + copy_runs[r, 1], tiles, ts)
+                x = buf[p : p + n]
                 xi = x.view(np.int32)
                 w = o[copy_runs[r, 0] : copy_runs[r, 0] + n]
                 for c in range(n):
@@ -256,8 +290,10 @@ if numba is not None:
                     hi = max(hi, q)
             for r in range(pair_runs.shape[0]):
                 n = pair_runs[r, 3]
-                x = buf[a0 + pair_runs[r, 1] : a0 + pair_runs[r, 1] + n]
-                y = buf[b0 + pair_runs[r, 2] : b0 + pair_runs[r, 2] + n]
+                p = _pos(a0 + pair_runs[r, 1], tiles, ts)
+                q = _pos(b0 + pair_runs[r, 2], tiles, ts)
+                x = buf[p : p + n]
+                y = buf[q : q + n]
                 w = o[pair_runs[r, 0] : pair_runs[r, 0] + n]
                 for c in range(n):
                     v = (x[c] + y[c]) * half
@@ -281,9 +317,9 @@ if numba is not None:
             out[p] = _sw_half_bits(x[p])
 
     @numba.njit(cache=True, nogil=True)
-    def _nb_build(cells, ia, ib, pair, rows, cols, nx, invalid):  # pragma: no cover - compiled
+    def _nb_build(cells, ia, ib, pair, rows, cols, nx, invalid, ts):  # pragma: no cover - compiled
         # the runs of _np_build in one pass (a copy run continues the previous copy cell, a pair run the previous
-        # pair cell, whatever lies between them)
+        # pair cell, whatever lies between them; never into a new tile)
         n = cells.size
         cr = np.empty((n, 3), np.int64)
         pr = np.empty((n, 4), np.int64)
@@ -297,12 +333,12 @@ if numba is not None:
             if pair[c]:
                 ob = rows[ib[c] // nx] + cols[ib[c] % nx]
                 if npr and pr[npr - 1, 0] + pr[npr - 1, 3] == d and pr[npr - 1, 1] + pr[npr - 1, 3] == oa \
-                        and pr[npr - 1, 2] + pr[npr - 1, 3] == ob:
+                        and pr[npr - 1, 2] + pr[npr - 1, 3] == ob and oa % ts != 0 and ob % ts != 0:
                     pr[npr - 1, 3] += 1
                 else:
                     pr[npr, 0], pr[npr, 1], pr[npr, 2], pr[npr, 3] = d, oa, ob, 1
                     npr += 1
-            elif nc and cr[nc - 1, 0] + cr[nc - 1, 2] == d and cr[nc - 1, 1] + cr[nc - 1, 2] == oa:
+            elif nc and cr[nc - 1, 0] + cr[nc - 1, 2] == d and cr[nc - 1, 1] + cr[nc - 1, 2] == oa and oa % ts != 0:
                 cr[nc - 1, 2] += 1
             else:
                 cr[nc, 0], cr[nc, 1], cr[nc, 2] = d, oa, 1
@@ -334,14 +370,21 @@ class _Buffers:
 _BUF = _Buffers()
 
 
-def _np_values(buf: np.ndarray, tab: SourceTable, k: int) -> np.ndarray:
+def _np_values(buf: np.ndarray, tab: SourceTable, k: int, tiles: np.ndarray | None = None) -> np.ndarray:
     """The level's valid values, copy cells then pair cells, in a reused float32 buffer."""
     nc, n = int(tab.copy_runs[:, -1].sum()), tab.count
     v, w, _ = _BUF.get(n)
-    np.take(buf[tab.base_a[k] :], tab.copy_src, out=v[:nc], mode="clip")  # clip: no bounds-check buffering
+    if tiles is None:
+        np.take(buf[tab.base_a[k] :], tab.copy_src, out=v[:nc], mode="clip")  # clip: no bounds-check buffering
+    else:
+        np.take(buf, _at(tab, tiles, tab.base_a[k] + tab.copy_src), out=v[:nc])
     if n > nc:
-        np.take(buf[tab.base_a[k] :], tab.pair_a, out=v[nc:], mode="clip")
-        np.take(buf[tab.base_b[k] :], tab.pair_b, out=w[nc:], mode="clip")
+        if tiles is None:
+            np.take(buf[tab.base_a[k] :], tab.pair_a, out=v[nc:], mode="clip")
+            np.take(buf[tab.base_b[k] :], tab.pair_b, out=w[nc:], mode="clip")
+        else:
+            np.take(buf, _at(tab, tiles, tab.base_a[k] + tab.pair_a), out=v[nc:])
+            np.take(buf, _at(tab, tiles, tab.base_b[k] + tab.pair_b), out=w[nc:])
         np.add(v[nc:], w[nc:], out=v[nc:])
         np.multiply(v[nc:], np.float32(0.5), out=v[nc:])
     return v
@@ -367,20 +410,26 @@ def to_float16(x: np.ndarray, out: np.ndarray, *, backend: str | None = None) ->
 
 
 def moments(buf: np.ndarray, tab: SourceTable, shift: np.ndarray, s1: np.ndarray, s2: np.ndarray,
-            lo: np.ndarray, hi: np.ndarray, *, backend: str | None = None) -> None:
+            lo: np.ndarray, hi: np.ndarray, *, tiles: np.ndarray | None = None, backend: str | None = None) -> None:
     """Accumulate one record: s1[k] += sum(v - shift[k]), s2[k] += sum((v - shift[k])^2) over level k's valid
     values v (float64 sums); lo/hi (int32 order keys, start at +-2^31 - 1) take the min/max of v (see
     :func:`keys_to_float`). A NaN among the values makes the sums NaN (the caller reports it).
 
-    buf: the record buffer (float32, 1-D); shift, s1, s2: float64 (levels,); lo, hi: int32 (levels,).
+    buf: the record buffer (float32, 1-D); shift, s1, s2: float64 (levels,); lo, hi: int32 (levels,); tiles:
+    int64 (tiles,) buffer offset of each storage tile of the table's layout (None: the tiles in slot order).
     """
     if (backend or BACKEND) == "numba":
-        _nb_moments(buf, tab.base_a, tab.base_b, tab.copy_runs, tab.pair_runs, shift, s1, s2, lo, hi)
+        if tiles is None:
+            _nb_moments(buf, tab.identity, NO_TILES, tab.base_a, tab.base_b, tab.copy_runs, tab.pair_runs, shift,
+                        s1, s2, lo, hi)
+        else:
+            _nb_moments(buf, tiles, tab.tile_size, tab.base_a, tab.base_b, tab.copy_runs, tab.pair_runs, shift,
+                        s1, s2, lo, hi)
         return
     if tab.count == 0:
         return
     for k in range(tab.levels):
-        v = _np_values(buf, tab, k)
+        v = _np_values(buf, tab, k, tiles)
         d = _BUF.get(tab.count)[2]
         np.subtract(v, shift[k], out=d)
         # einsum, not np.dot: BLAS threads spin on a shared machine
@@ -391,17 +440,18 @@ def moments(buf: np.ndarray, tab: SourceTable, shift: np.ndarray, s1: np.ndarray
 
 
 def zscore(buf: np.ndarray, tab: SourceTable, mean: np.ndarray, std: np.ndarray, out: np.ndarray,
-           lo: np.ndarray, hi: np.ndarray, *, backend: str | None = None) -> None:
+           lo: np.ndarray, hi: np.ndarray, *, tiles: np.ndarray | None = None, backend: str | None = None) -> None:
     """out[k, cell] = (v - mean[k]) / std[k] as float16 for valid cells, 0 elsewhere; lo/hi as in
     :func:`moments` (min/max keys of v, for the caller's checks).
 
     The z-score is computed in float32 like ``x -= mean; x /= std`` and rounded to float16 like NumPy's cast, so
     the result is bit for bit that of the dataset path. out: float16 (levels, eta_rho * xi_rho); mean, std:
-    float32 (levels,).
+    float32 (levels,); tiles as in :func:`moments`.
     """
     mean, std = np.asarray(mean, np.float32), np.asarray(std, np.float32)
     if (backend or BACKEND) == "numba":
-        _nb_zscore(buf, tab.base_a, tab.base_b, tab.copy_runs, tab.pair_runs, tab.zero_runs, mean, std,
+        t, ts = (tab.identity, NO_TILES) if tiles is None else (tiles, tab.tile_size)
+        _nb_zscore(buf, t, ts, tab.base_a, tab.base_b, tab.copy_runs, tab.pair_runs, tab.zero_runs, mean, std,
                    out.view(np.uint16), lo, hi)
         return
     nc = int(tab.copy_runs[:, -1].sum())
@@ -410,7 +460,7 @@ def zscore(buf: np.ndarray, tab: SourceTable, mean: np.ndarray, std: np.ndarray,
         o[tab.invalid] = 0.0
         if tab.count == 0:
             continue
-        v = _np_values(buf, tab, k)
+        v = _np_values(buf, tab, k, tiles)
         keys = v.view(np.int32) ^ ((v.view(np.int32) >> 31) & np.int32(0x7FFFFFFF))
         lo[k], hi[k] = min(lo[k], keys.min()), max(hi[k], keys.max())
         np.subtract(v, mean[k], out=v)
@@ -428,9 +478,15 @@ def warm_up(*, backend: str | None = None) -> None:
     tab = source_table(flat[:2], flat[:2], flat[1:3], np.array([1.0, 0.5], np.float32),
                        np.array([0.0, 0.5], np.float32), flat[2:], vertical=True, rows=np.zeros(1, np.int64),
                        cols=flat, bases=np.array([0, 4]))
-    buf = np.ones(8, np.float32)
     s1, s2 = np.zeros(1), np.zeros(1)
     lo, hi = np.full(1, _I32_MAX, np.int32), np.full(1, _I32_MIN, np.int32)
-    moments(buf, tab, first_values(buf, tab), s1, s2, lo, hi)
-    zscore(buf, tab, np.zeros(1, np.float32), np.ones(1, np.float32), np.zeros((1, 4), np.float16), lo, hi)
+    # record buffers, and read-only arrays over mapped records (at any byte offset: HDF5 chunks need not be
+    # 4-byte aligned), with the tiles in slot order or anywhere
+    mapped = np.frombuffer(np.ones(9, np.float32).tobytes(), np.float32, count=8, offset=1)
+    for buf in (np.ones(8, np.float32), mapped):
+        for tiles in (None, np.zeros(1, np.int64)):
+            moments(buf, tab, first_values(buf, tab, tiles), s1, s2, lo, hi, tiles=tiles)
+            zscore(buf, tab, np.zeros(1, np.float32), np.ones(1, np.float32), np.zeros((1, 4), np.float16), lo,
+                   hi, tiles=tiles)
+    buf = np.ones(8, np.float32)
     to_float16(buf, np.zeros(8, np.float16))

@@ -8,6 +8,12 @@ kernels of :mod:`.kernels` with a table of where each valid rho cell's value lie
   straight into the buffer, chunk by chunk in file order, so the buffer holds the record *in its storage tiles*
   (:class:`SourceLayout`); the kernels' tables are built for that layout, so nothing is rearranged. Big-endian
   data is byte-swapped in place.
+* **mapped** (the same direct case in native byte order, :meth:`RomsRecords.read_record`): the file span of the
+  record's tiles is ``mmap``-ed read-only, the tiles' pages are populated in one call each run
+  (``MADV_POPULATE_READ``), and the kernels read the page cache in place, finding each tile at its own offset (the
+  tiles of a record need not be adjacent or in order, nor 4-byte aligned). This saves the copy into the buffer
+  (about half of a warm pass's memory traffic) and the buffer's fresh pages. The mapping lives as long as the
+  returned array (one record of one variable at a time).
 * **netCDF-C** (anything else: compressed, packed, netCDF-3, chunks never written): ``nc_get_vara_float`` of the
   library ``netCDF4`` loaded, into the same buffer in plain C order, unpacked (scale/offset) once.
 
@@ -16,7 +22,9 @@ big-endian, contiguous and compressed variables).
 """
 from __future__ import annotations
 
+import mmap
 import os
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -167,6 +175,17 @@ class _Plan:
     tile_bytes: int = 0
     swap: bool = False
 
+    def tile_offsets(self, k: int) -> np.ndarray:
+        """int64 (tiles,): file byte offset of each tile of the layout (slot order) in record k."""
+        sub = self.layout.tile_size * 4
+        per = self.tile_bytes // sub  # layout tiles per stored slot (a contiguous record is one slot of levels)
+        out = np.empty(int(np.prod(self.layout.tiles)), np.int64)
+        for offset, slots in self.reads[k]:
+            for i, slot in enumerate(slots):
+                first = offset + i * self.tile_bytes
+                out[slot * per : (slot + 1) * per] = first + sub * np.arange(per)
+        return out
+
 
 def _chunk_offsets(dset) -> dict[tuple[int, ...], tuple[int, int]]:
     """{chunk logical offset: (byte offset, stored size)} of every allocated chunk of an h5py dataset."""
@@ -278,6 +297,8 @@ def _nc_get_vara_float():
 
 # ------------------------------------------------------------------------------------------------------ reader
 
+_MADV_POPULATE_READ = 22  #: Linux >= 5.14 (not exported by Python's mmap module)
+
 
 class _Shared:
     """State shared by a reader and its selections: open file, plans, tables, the record buffer."""
@@ -289,6 +310,15 @@ class _Shared:
         self.tables: dict[tuple, kernels.SourceTable] = {}
         self.buffer = np.empty(0, np.float32)
         self.largest = 0
+        self.mapped = 0  # bytes of records mapped now (alive while an array over them is)
+        self.mapped_peak = 0
+
+    def mapped_add(self, nbytes: int) -> None:
+        self.mapped += nbytes
+        self.mapped_peak = max(self.mapped_peak, self.mapped)
+
+    def mapped_sub(self, nbytes: int) -> None:
+        self.mapped -= nbytes
 
     def close(self) -> None:
         if self.nc is not None:
@@ -312,12 +342,13 @@ class RomsRecords:
     validated like :func:`.roms.open_roms`; records are read with ``preadv`` at the storage chunks' offsets or
     through netCDF-C (see the module docstring) into one reused buffer; land is never looked at, since the kernels
     read only the valid cells of :func:`rho_point_table`. ``chunk_time`` records form one statistics chunk (the
-    Chan merge unit). ``direct_io=False`` reads everything through netCDF-C.
+    Chan merge unit). ``direct_io=False`` reads everything through netCDF-C; ``mmap_io=False`` reads direct
+    records with ``preadv`` even where they could be mapped.
     """
 
     def __init__(self, paths: str | Path | Sequence[str | Path], variables: Sequence[str] | None = None, *,
-                 chunk_time: int = 1, direct_io: bool = True, _parent: RomsRecords | None = None,
-                 _rows: np.ndarray | None = None) -> None:
+                 chunk_time: int = 1, direct_io: bool = True, mmap_io: bool = True,
+                 _parent: RomsRecords | None = None, _rows: np.ndarray | None = None) -> None:
         if _parent is not None:
             self.__dict__.update(_parent.__dict__)
             self.rows = _rows  # files, plans and the record buffer are shared: read one selection at a time
@@ -337,6 +368,7 @@ class RomsRecords:
             raise ValueError(f"RomsRecords: chunk_time must be >= 1, got {chunk_time}")
         self.chunk_time = int(chunk_time)
         self.direct_io = bool(direct_io)
+        self.mmap_io = bool(mmap_io) and hasattr(mmap, "MAP_POPULATE")
         info = validate_files(self.paths, self.variables)
         self.sizes = info["sizes"]
         self.grid = info["grid"]
@@ -391,7 +423,7 @@ class RomsRecords:
             rows, cols = layout.row_col_offsets()
             tab = self._io.tables[key] = kernels.source_table(
                 r.cells, r.ia, r.ib, r.wa, r.wb, r.invalid, vertical=r.vertical, rows=rows, cols=cols,
-                bases=[layout.level_base(k) for k in range(layout.levels)])
+                bases=[layout.level_base(k) for k in range(layout.levels)], tile_size=layout.tile_size)
         return tab
 
     def select(self, start: int, stop: int) -> RomsRecords:
@@ -456,6 +488,25 @@ class RomsRecords:
             self._io.buffer = np.empty(max(n, self._io.largest), np.float32)
         return self._io.buffer[:n]
 
+    def mapped(self, name: str, t: int) -> bool:
+        """Whether :meth:`read_record` maps record t of ``name`` (else it reads it with :meth:`read_raw`)."""
+        if not self.mmap_io:
+            return False
+        plan = self._plans(int(self.rows[t, 0])).get(name)
+        return plan is not None and not plan.swap
+
+    def read_record(self, name: str, t: int) -> tuple[np.ndarray, SourceLayout, np.ndarray | None]:
+        """Record t of ``name`` for the kernels: (float32 values, layout, tiles). Mapped where it can be (then
+        ``tiles`` (int64) gives each layout tile's offset in the read-only array, which unmaps when dropped), else
+        :meth:`read_raw`'s buffer with the tiles in slot order (``tiles`` None)."""
+        f, k = (int(x) for x in self.rows[t])
+        plan = self._plans(f).get(name)
+        if plan is not None and self.mmap_io and not plan.swap:
+            buf, tiles = self._map(name, t, f, plan, k)
+            return buf, plan.layout, tiles
+        buf, lay = self.read_raw(name, t)
+        return buf, lay, None
+
     def read_raw(self, name: str, t: int) -> tuple[np.ndarray, SourceLayout]:
         """Record t of ``name`` as float32 in the reader's buffer (overwritten by the next read) and its layout."""
         f, k = (int(x) for x in self.rows[t])
@@ -481,6 +532,48 @@ class RomsRecords:
         if plan.swap:
             buf.view(np.uint32).byteswap(inplace=True)
         return buf, plan.layout
+
+    def _map(self, name: str, t: int, f: int, plan: _Plan, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Record k of ``plan`` in file f mapped read-only: (float32 array over the span of its tiles, offset of
+        each layout tile in it). Only the tiles' pages are populated (and resident)."""
+        fd = self._fd(f)
+        offs = plan.tile_offsets(k)
+        tile = plan.layout.tile_size * 4
+        start, end = int(offs.min()), int(offs.max()) + tile
+        size = os.fstat(fd).st_size  # mapping past the end would fault (SIGBUS) on access, not fail here
+        if end > size:
+            raise RomsFormatError(f"{self.where(t)}: reading {name!r} failed (file ends early: {size} bytes, a "
+                                  f"chunk ends at {end})")
+        base = start - start % mmap.ALLOCATIONGRANULARITY
+        shift = (start - base) % 4  # every tile at the same byte offset modulo 4 (else read it)
+        if ((offs - base) % 4 != shift).any():
+            buf, _ = self.read_raw(name, t)
+            return buf, np.arange(offs.size, dtype=np.int64) * plan.layout.tile_size
+        try:
+            mm = mmap.mmap(fd, end - base, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ, offset=base)
+        except OSError as err:
+            raise RomsFormatError(f"{self.where(t)}: reading {name!r} failed ({err})") from err
+        page = mmap.PAGESIZE
+        for offset, slots in plan.reads[k]:  # each file-contiguous run of tiles: page tables in one call
+            a = (offset - base) // page * page
+            try:
+                mm.madvise(_MADV_POPULATE_READ, a, offset - base + len(slots) * plan.tile_bytes - a)
+            except (OSError, ValueError):  # kernel < 5.14: the pages fault in as the kernels read them
+                break
+        nbytes = offs.size * tile
+        self._io.mapped_add(nbytes)  # counted as held data until the last array over it is gone
+        weakref.finalize(mm, self._io.mapped_sub, nbytes)
+        arr = np.frombuffer(mm, np.float32, count=(len(mm) - shift) // 4, offset=shift)
+        return arr, (offs - base - shift) // 4
+
+    @property
+    def mapped_peak_bytes(self) -> int:
+        """The most bytes of mapped records alive at once since :meth:`reset_mapped_peak` (tracemalloc does not
+        see mappings; :func:`.stats.traced_normalisation_stats` adds this to its traced peak)."""
+        return int(self._io.mapped_peak)
+
+    def reset_mapped_peak(self) -> None:
+        self._io.mapped_peak = self._io.mapped
 
     def _read_netcdf(self, name: str, t: int, f: int, k: int, buf: np.ndarray) -> None:
         import ctypes
@@ -508,7 +601,8 @@ class RomsRecords:
         """Record t of ``name`` decoded to float32 as (source levels, flat source points) in C order.
 
         Source levels: 1 (2-D), N (s_rho) or N + 1 (s_w); points: those of the field's own grid (u, v or rho).
-        A view of the reader's buffer when the record is stored in plain C order, else a copy.
+        A view of the reader's buffer (or of the read-only mapped file) when the record is stored in plain C
+        order, else a copy.
         """
         buf, lay = self.read_raw(name, t)
         return lay.to_natural(buf)

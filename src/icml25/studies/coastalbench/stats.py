@@ -135,11 +135,16 @@ def _records_moments(src, variables: Sequence[str], *, per_level: bool = True, p
             for t in range(a, b):
                 for v in variables:
                     s1, s2, lo, hi, shift, _ = acc[v]
-                    buf, lay = src.read_raw(v, t)
+                    if src.mapped(v, t):
+                        buf, lay, tiles = src.read_record(v, t)
+                    else:  # compressed/packed/netCDF-3/big-endian: into the reader's buffer
+                        buf, lay = src.read_raw(v, t)
+                        tiles = None
                     tab = src.source_table(v, lay)
                     if shift is None:
-                        shift = acc[v][4] = kernels.first_values(buf, tab)
-                    kernels.moments(buf, tab, shift, s1, s2, lo, hi)
+                        shift = acc[v][4] = kernels.first_values(buf, tab, tiles)
+                    kernels.moments(buf, tab, shift, s1, s2, lo, hi, tiles=tiles)
+                    del buf  # a mapped record is unmapped here, before the next one is mapped
                     _check_values(src, v, t, tab, (s1, s2), lo, hi, fills[v])
                     acc[v][5] = tab.count
                 bar.update(1)
@@ -225,17 +230,22 @@ def traced_normalisation_stats(ds, variables: Sequence[str], **kw) -> tuple[dict
     out of the trace: the statistics of the first record are computed once, untraced, before tracing starts.
     That first call imports the kernels and loads (or JIT-compiles) the numba functions, which alone traces
     ~27 MB of Python objects (about 90 smoke chunks of 0.3 MB) in a fresh process; the record buffers it
-    allocates are freed again (``release``), so the traced pass allocates its own.
+    allocates are freed again (``release``), so the traced pass allocates its own. Records a
+    :class:`~.records.RomsRecords` maps instead of reading are invisible to tracemalloc: the most mapped bytes
+    alive at once are added to the traced peak (an upper bound of the two together).
     """
     kw_warm = {k: v for k, v in kw.items() if k != "progress"}
     normalisation_stats(_first_record(ds), variables, **kw_warm)
+    direct = _is_records(ds)
     was = tracemalloc.is_tracing()
     if not was:
         tracemalloc.start()
     tracemalloc.reset_peak()
+    if direct:
+        ds.reset_mapped_peak()
     base = tracemalloc.get_traced_memory()[0]
     stats = normalisation_stats(ds, variables, **kw)
-    peak = tracemalloc.get_traced_memory()[1] - base
+    peak = tracemalloc.get_traced_memory()[1] - base + (ds.mapped_peak_bytes if direct else 0)
     if not was:
         tracemalloc.stop()
     return stats, int(peak), largest_chunk_bytes(ds, variables)
@@ -346,12 +356,13 @@ def _write_shard_records(path, src, variables, stats, *, dtype=np.float16) -> tu
     with atomic_path(path) as tmp, NpyStreamWriter(tmp, shape, np.float16) as out:
         for t in range(len(src)):
             for v, nlev, mean, std, fill in norm:
-                buf, lay = src.read_raw(v, t)
+                buf, lay, tiles = src.read_record(v, t)
                 tab = src.source_table(v, lay)
                 lo = np.full(nlev, kernels._I32_MAX, np.int32)
                 hi = np.full(nlev, kernels._I32_MIN, np.int32)
                 block = out.reserve(nlev * ny * nx).reshape(nlev, ny * nx)
-                kernels.zscore(buf, tab, mean, std, block, lo, hi)  # straight into the staged float16 bytes
+                kernels.zscore(buf, tab, mean, std, block, lo, hi, tiles=tiles)  # straight into the staged float16
+                del buf  # a mapped record is unmapped here, before the next one is mapped
                 _check_values(src, v, t, tab, (), lo, hi, fill)
                 out.commit(nlev * ny * nx)
     src.release()  # memory stays one record however many days are written

@@ -11,7 +11,9 @@ This module imports neither torch nor scikit-learn: the Snakefile reads it at pa
 """
 from __future__ import annotations
 
-from typing import Literal
+import json
+import re
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -170,6 +172,23 @@ class Adequacy(Section):
                             "epoch (fraction; spec: 5 pts)")
 
 
+class Layout(Section):
+    """The layout check of a data set placed by hand or unpacked from a zip (the ``layout`` stage: ImageNet
+    subsets under ``data.imagenet_root``, the Tiny-ImageNet zip); the README's "Data" section documents the layout."""
+
+    counts: Literal["published", "any"] = Field(
+        "published", description="published: every class holds the published number of training images "
+                                 "(ILSVRC2012 train: 732-1300 a class, ImageNet-10 13,000, ImageNet-Dogs 19,500, "
+                                 "ImageNet-1K 1,281,167; Tiny-ImageNet 500 a class and 50 validation images a "
+                                 "class); any: at least one image a class (the rehearsal's miniatures)")
+    sample: int = Field(2, ge=1, description="images decoded per class (the first and last in sorted order, then "
+                                             "evenly spaced ones); every other file is only listed")
+
+
+#: Result directories of a study run (``results/<scale>/lfss/<dir>``); a branch may not take one of these names.
+RESULT_DIRS = ("raw", "processed", "models", "metrics", "figures", "logs", "benchmarks")
+
+
 class Config(StudyConfig):
     """lfss study configuration (merged common keys + one scale)."""
 
@@ -183,6 +202,25 @@ class Config(StudyConfig):
     evaluate: Evaluate = Field(Evaluate(), description="final clustering and the gate reference")
     claims: Claims = Field(Claims(), description="effect-size floor of claim 2")
     adequacy: Adequacy = Field(Adequacy(), description="adequacy gate of the base learner")
+    layout: Layout = Field(Layout(), description="layout check of hand-placed and zipped image folders")
+    branches: dict[str, dict[str, Any]] = Field(
+        {}, description="more data-set branches of the same DAG: name -> overrides of this config (e.g. "
+                        "{imagenet10: {data: {dataset: imagenet10, n_classes: 10}, model: {backbone: resnet34}}}); "
+                        "each runs layout/download -> report under <slug>/<name>/ with its own claims.json; read by "
+                        "the rules only (no stage reads it)")
+
+    @model_validator(mode="after")
+    def _branches(self):
+        for name, overrides in self.branches.items():
+            if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or name in RESULT_DIRS:
+                raise ValueError(f"branches.{name}: a branch name is [a-z][a-z0-9_]* and none of {list(RESULT_DIRS)}")
+            if "branches" in overrides:
+                raise ValueError(f"branches.{name}: a branch cannot hold branches")
+            try:
+                branch_config(self.model_dump(mode="json"), name)
+            except ValueError as err:
+                raise ValueError(f"branches.{name}: {err}") from None
+        return self
 
     @model_validator(mode="after")
     def _epochs(self):
@@ -194,8 +232,21 @@ class Config(StudyConfig):
         return self
 
 
+def branch_config(config: dict[str, Any], name: str) -> dict[str, Any]:
+    """The whole config of branch ``name`` (plain data, validated): ``config`` without its ``branches``, with the
+    branch's overrides merged in (nested keys replace leaves). The rules hand it to the branch's jobs."""
+    from icml25.core.config import deep_merge
+
+    base = {k: v for k, v in config.items() if k != "branches"}
+    if name not in config.get("branches", {}):
+        raise ValueError(f"lfss: no branch {name!r} (branches: {sorted(config.get('branches', {}))})")
+    merged = deep_merge(base, config["branches"][name])
+    return Config.model_validate_json(json.dumps(merged)).model_dump(mode="json")
+
+
 #: Config keys each stage reads (dotted paths; a section name covers all its keys). The stage sees only these.
 STAGE_KEYS: dict[str, tuple[str, ...]] = {
+    "layout": ("data.dataset", "data.imagenet_root", "layout"),
     "download": ("data.dataset", "data.imagenet_root", "data.image_size"),
     "preprocess": ("seeds", "data", "evaluate.pca_dim", "evaluate.kmeans_runs", "evaluate.kmeans_n_init"),
     "train": ("arms", "seeds", "data.n_classes", "model", "train", "augment", "stability"),

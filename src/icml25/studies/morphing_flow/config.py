@@ -27,8 +27,8 @@ Split = Literal["ratio", "etth", "ettm"]
 #: Every dataset the study knows, in a fixed order (``data.<name>`` holds its window settings).
 DATASETS: tuple[str, ...] = ("synth", "msft", "taylor", "ETTh1", "ETTh2", "ETTm1", "ETTm2", "Electricity", "Traffic",
                              "Weather", "Exchange")
-#: Remote datasets (paper scale): fetched through ``manifest.csv``, never available offline. The Autoformer bundle
-#: (the last four) has no revision pinned offline: its manifest rows are UNPINNED (downloads need trust_unpinned).
+#: Remote datasets (paper scale): fetched through ``manifest.csv`` (every URL at a commit), never available offline.
+#: Electricity and Traffic have no sha256 knowable offline: their rows are UNPINNED (downloads need trust_unpinned).
 REMOTE_DATASETS: tuple[str, ...] = ("ETTh1", "ETTh2", "ETTm1", "ETTm2", "Electricity", "Traffic", "Weather",
                                     "Exchange")
 

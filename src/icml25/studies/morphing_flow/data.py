@@ -389,6 +389,35 @@ def mirror_path_for(url: str) -> str:
                      f"datasets .../resolve/<rev>/... expected)")
 
 
+def url_revision(url: str) -> str:
+    """The revision a remote URL names: the ``{ref}`` of ``raw.githubusercontent.com/{owner}/{repo}/{ref}/...`` or
+    the ``{rev}`` of ``huggingface.co/datasets/{owner}/{repo}/resolve/{rev}/...`` (a 40-hex commit in every row of
+    ``manifest.csv``, tested). Any other URL raises ValueError naming it (the rule of :func:`mirror_path_for`)."""
+    mirror_path_for(url)  # the same two URL forms, or the same error
+    parts = [p for p in urllib.parse.urlparse(url).path.split("/") if p]
+    return parts[2] if parts[0] != "datasets" else parts[4]
+
+
+def data_files(rows: Sequence[Mapping[str, Any]], entries: Mapping[str, download.ManifestEntry]) -> dict[str, dict]:
+    """The ``data_files`` block of the paper-scale ``claims.json`` (and the MLflow params of the download stage):
+    for every remote dataset among ``rows`` (the download stage's ``raw/manifest.csv``: name, source, bytes,
+    sha256), the URL, the revision it names (:func:`url_revision`), the bytes and sha256 that were read, and
+    ``pin``: ``manifest`` when ``manifest.csv`` pins the hash (the download was checked against it) or
+    ``trusted_first_download`` when the row is ``UNPINNED`` and the hash was accepted under ``trust_unpinned`` (a
+    later run compares against this record). Rows of local datasets (synth, msft, taylor) are left out."""
+    out: dict[str, dict] = {}
+    for row in rows:
+        name = str(row["name"])
+        if name not in entries:
+            continue
+        entry = entries[name]
+        if str(row["source"]) != entry.url:
+            raise ValueError(f"data_files: {name} was read from {row['source']!r}, manifest.csv says {entry.url!r}")
+        out[name] = {"url": entry.url, "revision": url_revision(entry.url), "sha256": str(row["sha256"]),
+                     "bytes": int(row["bytes"]), "pin": "manifest" if entry.sha256 else "trusted_first_download"}
+    return out
+
+
 def remote_manifest() -> dict[str, download.ManifestEntry]:
     """The study's ``manifest.csv`` of remote CSVs (paper scale), parsed by :func:`icml25.core.download.read_manifest`."""
     with importlib.resources.as_file(importlib.resources.files(__package__).joinpath("manifest.csv")) as path:

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from icml25.core.claims import log_verdicts, write_claims
+from icml25.core.claims import log_verdicts, validate_claims, write_claims
 from icml25.core.cli import Stage
 from icml25.core.config import config_hash
 from icml25.core.download import sha256_file, verified
@@ -85,6 +85,8 @@ def download(stage: Stage, run: Any) -> None:
             writer.writeheader()
             writer.writerows(rows)
     run.log_params({"data_source": stage.data_source})
+    for name, rec in D.data_files(rows, D.remote_manifest()).items():  # which bytes of which revision were read
+        run.log_params({f"data/{name}/{key}": rec[key] for key in ("revision", "sha256", "pin")})
     run.log_artifact(manifest)
 
 
@@ -205,9 +207,11 @@ def evaluate(stage: Stage, run: Any) -> None:
     from .evaluate import build_claims, summaries
 
     cfg = stage.config
-    if not stage.inputs:
-        raise SystemExit(f"{SLUG} evaluate: expected --in RECORDS.json [RECORDS.json ...]")
-    records = _records(stage.inputs)
+    downloads = [p for p in stage.inputs if p.name == "manifest.csv"]  # paper scale: raw/manifest.csv
+    inputs = tuple(p for p in stage.inputs if p.name != "manifest.csv")
+    if not inputs or len(downloads) > 1:
+        raise SystemExit(f"{SLUG} evaluate: expected --in RECORDS.json [RECORDS.json ...] [raw/manifest.csv]")
+    records = _records(inputs)
     ev = cfg.eval
     claims = build_claims(records, ev.n_boot, ev.boot_seed, ev.segment_hours, min_rel_gain=ev.min_rel_gain,
                           min_baseline_kurtosis=cfg.adequacy.min_baseline_kurtosis,
@@ -215,6 +219,13 @@ def evaluate(stage: Stage, run: Any) -> None:
     doc = write_claims(stage.output(0), study=SLUG, scale=stage.scale, data_source=stage.data_source,
                        claims=claims, config_hash=config_hash(cfg), paper=PAPER,
                        seeds=sorted({r["seed"] for r in records}))
+    if downloads:  # the remote files the run read: revision, sha256, and whether the hash was pinned or trusted
+        with open(downloads[0], newline="") as fh:
+            files = D.data_files(list(csv.DictReader(fh)), D.remote_manifest())
+        if files:
+            doc = {**doc, "data_files": files}
+            validate_claims(doc)
+            write_json(stage.output(0), doc)
     cells = summaries(records, ev.segment_hours)
     identities = {f"{r['dataset']}/{r['backbone']}/H{r['pred_len']}/{r['arm']}/seed{r['seed']}": r["identities"]
                   for r in records if r["identities"] is not None}

@@ -100,12 +100,27 @@ class Dpo(Section):
 
 
 class Paper(Section):
-    """The paper path (cluster, GPUs): model ids and sizes. Untested here (no GPUs, no hub access)."""
+    """The paper path (cluster, GPUs). Models are rows of ``models.csv`` (``icml25.core.hub``: a pinned commit,
+    never remote code). Proven on CPU by the rehearsal (tiny local models, ``sampler: hf``, ``dpo_backend: torch``)."""
 
-    seed_model: str = Field("meta-llama/Llama-3.1-8B-Instruct", description="seed model id")
-    reward_model: str = Field("RLHFlow/ArmoRM-Llama3-8B-v0.1", description="reward model id")
+    seed_model: str = Field("seed", description="models.csv row of the seed model M (policy start and reference)")
+    reward_model: str = Field("reward", description="models.csv row of the pair-scoring reward model (ArmoRM)")
+    judge_model: str = Field("judge", description="models.csv row of the local judge of the evaluation (an open "
+                             "reward model other than ArmoRM) [R: stands in for the hosted GPT-4 judges]")
+    model_dirs: dict[str, str] = Field({}, description="local directories replacing models.csv rows by name "
+                                       "(the rehearsal's tiny models; weights placed by hand)")
+    sampler: Literal["vllm", "hf"] = Field("vllm", description="sampling and greedy answers: vLLM (cluster) or "
+                                           "transformers generate (CPU / one device)")
+    dpo_backend: Literal["trl", "torch"] = Field("trl", description="DPO: TRL DPOTrainer (cluster) or the "
+                                                 "transformers-only loop of hfpolicy.dpo_native")
+    device: str = Field("cuda", description="torch device of the transformers models (reward models, judge, "
+                        "reference log-probs, hf sampler, torch DPO)")
+    dtype: Literal["bfloat16", "float16", "float32"] = Field("bfloat16", description="weights dtype of those models")
+    gen_batch: int = Field(32, ge=1, description="prompts per transformers generate call (sampler hf)")
+    score_batch: int = Field(16, ge=1, description="sequences per reward-model / log-prob forward pass")
     pool_size: int = Field(20000, ge=1, description="WildChat prompts scored")
-    val_size: int = Field(470, ge=1, description="validation prompts (early stopping by mean reward)")
+    val_size: int = Field(470, ge=1, description="validation prompts (early stopping by mean reward); the held-out "
+                          "test prompts of the local-judge evaluation are another split of the same size")
     released_set: str = Field("rip_8b", description="manifest entry of the released RIP set used as a check")
     lr: float = Field(1e-6, gt=0, description="DPO learning rate")
     batch: int = Field(64, ge=1, description="DPO batch size")
@@ -115,7 +130,7 @@ class Paper(Section):
     max_length: int | None = Field(4096, ge=1, description="DPO token limit of prompt + answer; longer pairs lose "
                                    "the prompt's start (null: no limit) [R]")
     gpus: int = Field(8, ge=0, description="GPUs of the sampling, scoring and DPO jobs")
-    max_new_tokens: int = Field(2048, ge=1, description="response token limit (sampling and validation answers)")
+    max_new_tokens: int = Field(2048, ge=1, description="response token limit (sampling, validation and test answers)")
 
     @model_validator(mode="after")
     def _global_batch(self):
@@ -159,16 +174,18 @@ class Config(StudyConfig):
     adequacy: Adequacy = Field(Adequacy(), description="adequacy gates of the claims")
 
 
-_PAPER_SCORING = ("paper.seed_model", "paper.reward_model", "paper.pool_size", "paper.val_size",
-                  "paper.max_new_tokens", "paper.gpus")
+_PAPER_MODELS = ("paper.seed_model", "paper.reward_model", "paper.model_dirs", "paper.sampler", "paper.device",
+                 "paper.dtype", "paper.gen_batch", "paper.score_batch", "paper.max_new_tokens", "paper.gpus")
+_PAPER_SCORING = (*_PAPER_MODELS, "paper.pool_size", "paper.val_size")
 
 #: Config keys each stage reads (dotted paths; a section name covers all its keys). The stage sees only these.
 STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "prepare": ("source", "world", "data_seed", "sft", "model"),
     "download": (),
     "preprocess": ("pairs_table", "source", "data_seed", "sampling", "model", *_PAPER_SCORING),
-    "train": ("arms", "seeds", "source", "model", "filter", "dpo", "sampling.max_new_tokens", "paper.seed_model",
-              "paper.reward_model", "paper.lr", "paper.batch", "paper.epochs", "paper.eval_every",
-              "paper.max_length", "paper.gpus", "paper.max_new_tokens"),
-    "evaluate": ("source", "model", "filter", "sampling.max_new_tokens", "claims", "adequacy"),
+    "train": ("arms", "seeds", "source", "model", "filter", "dpo", "sampling.max_new_tokens", *_PAPER_MODELS,
+              "paper.dpo_backend", "paper.lr", "paper.batch", "paper.epochs", "paper.eval_every",
+              "paper.max_length"),
+    "evaluate": ("source", "model", "filter", "sampling.max_new_tokens", "claims", "adequacy", *_PAPER_MODELS,
+                 "paper.judge_model"),
 }

@@ -166,18 +166,23 @@ def _dpo_gate(metrics: Mapping[str, Mapping[int, Mapping[str, float]]], seed_rew
 def evaluate_claims(metrics: Mapping[str, Mapping[int, Mapping[str, float]]], seed_metrics: Mapping[str, float],
                     records: Mapping[str, Mapping[int, Mapping[str, Any]]], pairs: pd.DataFrame, q: tuple, *,
                     min_effect: float = MIN_EFFECT, dpo_min_gain: float = 0.0, min_pool_low_quality: float = 0.10,
-                    paper_data: bool = False) -> list[Claim]:
+                    paper_data: bool = False, judge: str | None = None) -> list[Claim]:
     """The spec's four claims as entries: claim 1 and 2 (paper), claim 3 as four checks, claim 4 (ours).
     ``metrics[arm][seed]`` has ``test_reward`` and ``win_rate_vs_seed``; ``seed_metrics`` the seed model's
     ``test_reward``; ``records[arm][seed]`` the train records (``step0_loss``). The unit of claims 1 and 4 is the
     DPO seed (data, seed model and pair table fixed); claim 2's is the kept prompt of the one pair table.
     ``min_effect``: the floor of claims 1 and 4; ``dpo_min_gain``, ``min_pool_low_quality``: the adequacy gates
-    (config ``claims.*``, ``adequacy.*``); ``paper_data``: whether the run used the paper's data (WildChat)."""
+    (config ``claims.*``, ``adequacy.*``); ``paper_data``: whether the run used the paper's data (WildChat).
+    ``judge``: at paper scale, what decided ``test_reward`` (the local judge and the held-out prompts); it replaces
+    the world's test-set words in the claims' data and is repeated in their notes, and adds the paper's headline
+    claim on win rates (RIP vs unfiltered DPO, each against the seed model's answers)."""
     arm_summ = {arm: {"test_reward": _summ([m["test_reward"] for _, m in sorted(by.items())])}
                 for arm, by in metrics.items()}
     seed_summ = {"seed": {"mean": seed_metrics["test_reward"], "n": 1}}
     dpo_gate = _dpo_gate(metrics, seed_metrics["test_reward"], dpo_min_gain)
     data_words = "the paper's WildChat pool" if paper_data else "synthetic instruction world (a stand-in)"
+    test_words = judge or "500 clean test prompts (held out), noise-free judge reward of greedy outputs"
+    judge_note = f"decided by a local judge, not the hosted benchmarks: {judge}" if judge else ""
     claims = []
 
     # 1. rip vs random_same_size
@@ -195,8 +200,7 @@ def evaluate_claims(metrics: Mapping[str, Mapping[int, Mapping[str, float]]], se
         d = np.asarray(c["d"])
         claims.append(Claim(
             **base1, verdict=decide_paired(d, min_effect), gates=dpo_gate,
-            data=f"{data_words}: 500 clean test prompts (held out), noise-free judge reward of greedy outputs; "
-                 f"DPO seeds {c['seeds']}, data and seed model fixed",
+            data=f"{data_words}: {test_words}; DPO seeds {c['seeds']}, data and seed model fixed",
             metrics={k: arm_summ[k]["test_reward"] for k in ("rip", "random_same_size")} | seed_summ,
             test="paired per-seed differences d_s = test_reward(rip) − test_reward(random_same_size): Student-t "
                  "95% CI, exact one-sided sign-flip p",
@@ -205,7 +209,8 @@ def evaluate_claims(metrics: Mapping[str, Mapping[int, Mapping[str, float]]], se
                                       "sign-flip p": c["sign_flip_p"], "d_s": [round(x, 4) for x in c["d"]]},
             evidence=Evidence(len(c["seeds"]), "DPO seeds", paper_data=paper_data, ci_method=c["d_ci_method"],
                               mde=c["mde"]),
-            note="" if dpo_gate else "arm none not run: the DPO adequacy gate is not computed"))
+            note="; ".join(x for x in (judge_note, "" if dpo_gate else
+                                       "arm none not run: the DPO adequacy gate is not computed") if x)))
 
     # 2. low-quality share of the rip kept set
     rip = rip_filter(pairs, *q).to_numpy()
@@ -215,31 +220,66 @@ def evaluate_claims(metrics: Mapping[str, Mapping[int, Mapping[str, float]]], se
     kept_n = int(rip.sum())
     kept_low = int(round(kept_share * kept_n)) if known else 0
     ci = clopper_pearson(kept_low, kept_n) if known else (float("nan"), float("nan"))
-    claims.append(Claim(
-        id="rip_drops_low_quality", source="paper", title="RIP drops low-quality prompts",
-        verdict=decide_low_quality(pool_share, ci),
-        statement="The RIP kept set holds far fewer low-quality prompts than the pool (Table 7 analogue).",
-        data=f"{data_words}: the pool's pair table (quality classes known by construction); deterministic",
-        metrics={"pool_low_quality_share": {"mean": pool_share},
-                 "rip_low_quality_share": {"mean": kept_share, "ci_low": ci[0], "ci_high": ci[1], "n": kept_n}},
-        test="low-quality (non-clean) share of the rip kept set (Clopper-Pearson 95%) vs 0.5 x the pool share",
-        threshold="reproduced: kept share's CI high <= 0.5 x pool share; not reproduced: CI low > 0.5 x pool share; "
-                  f"gate: pool share >= {min_pool_low_quality:g}",
-        statistic={"pool_share": pool_share, "kept_share": kept_share, "kept_share_ci": list(ci),
-                   "ratio": kept_share / pool_share if known and pool_share > 0 else None, "kept_n": kept_n,
-                   "pool_n": int(len(rip))},
-        key_numbers={"kept_share": round(kept_share, 3) if known else None,
-                     "kept CI": f"[{ci[0]:.3f}, {ci[1]:.3f}]" if known else None,
-                     "pool_share": round(pool_share, 3) if known else None, "kept_n": kept_n},
-        gates=[gate("pool_has_low_quality", pool_share, at_least=min_pool_low_quality,
-                    text="low-quality share of the pool: what the filter could remove")] if known else [],
-        evidence=Evidence(kept_n, "kept prompts", paper_data=paper_data,
-                          ci_method=f"Clopper-Pearson exact 95%, n={kept_n} kept prompts (one pair table)"),
-        note="" if known else "quality is unknown (null) in this pair table"))
+    if not known and pairs["quality"].isna().all():
+        claims.append(untested("rip_drops_low_quality", "The RIP kept set holds far fewer low-quality prompts than "
+                               "the pool (Table 7 analogue).", scale="paper", title="RIP drops low-quality prompts",
+                               paper_data=paper_data, unit="kept prompts",
+                               reason="the pool's prompts carry no quality labels (WildChat has none), so the "
+                                      "low-quality share of the kept set cannot be counted"))
+    else:
+        claims.append(Claim(
+            id="rip_drops_low_quality", source="paper", title="RIP drops low-quality prompts",
+            verdict=decide_low_quality(pool_share, ci),
+            statement="The RIP kept set holds far fewer low-quality prompts than the pool (Table 7 analogue).",
+            data=f"{data_words}: the pool's pair table (quality classes known by construction); deterministic",
+            metrics={"pool_low_quality_share": {"mean": pool_share},
+                     "rip_low_quality_share": {"mean": kept_share, "ci_low": ci[0], "ci_high": ci[1], "n": kept_n}},
+            test="low-quality (non-clean) share of the rip kept set (Clopper-Pearson 95%) vs 0.5 x the pool share",
+            threshold="reproduced: kept share's CI high <= 0.5 x pool share; not reproduced: CI low > 0.5 x pool share; "
+                      f"gate: pool share >= {min_pool_low_quality:g}",
+            statistic={"pool_share": pool_share, "kept_share": kept_share, "kept_share_ci": list(ci),
+                       "ratio": kept_share / pool_share if known and pool_share > 0 else None, "kept_n": kept_n,
+                       "pool_n": int(len(rip))},
+            key_numbers={"kept_share": round(kept_share, 3) if known else None,
+                         "kept CI": f"[{ci[0]:.3f}, {ci[1]:.3f}]" if known else None,
+                         "pool_share": round(pool_share, 3) if known else None, "kept_n": kept_n},
+            gates=[gate("pool_has_low_quality", pool_share, at_least=min_pool_low_quality,
+                        text="low-quality share of the pool: what the filter could remove")] if known else [],
+            evidence=Evidence(kept_n, "kept prompts", paper_data=paper_data,
+                              ci_method=f"Clopper-Pearson exact 95%, n={kept_n} kept prompts (one pair table)"),
+            note="" if known else "quality is unknown (null) in this pair table"))
 
     # 3. mechanism: checks
     step0 = {f"{arm}/seed{s}": rec["step0_loss"] for arm, by in records.items() for s, rec in by.items()}
     claims += mechanism_checks(pair_table_checks(pairs, q), step0)
+
+    # paper headline (abstract, Tables 1-2): RIP-filtered DPO beats unfiltered DPO on win rate; here against the
+    # seed model's answers, judged locally (only where a judge decided: paper scale)
+    if judge:
+        w = compare(metrics, "rip", "none", key="win_rate_vs_seed")
+        stmt_w = ("DPO on RIP-filtered pairs wins more often than DPO on all pairs (paper: +9.4 AlpacaEval2 LC, +8.7 "
+                  "Arena-Hard, +9.9 WildBench for Llama 3.1 8B).")
+        if w is None:
+            claims.append(untested("rip_beats_unfiltered_win_rate", stmt_w, scale="paper", unit="DPO seeds",
+                                   title="RIP beats unfiltered DPO (win rate)", paper_data=paper_data,
+                                   reason="arm none or rip not run"))
+        else:
+            claims.append(Claim(
+                id="rip_beats_unfiltered_win_rate", source="paper", title="RIP beats unfiltered DPO (win rate)",
+                statement=stmt_w, verdict=decide_paired(w["d"], min_effect), gates=dpo_gate,
+                data=f"{data_words}: {test_words}; DPO seeds {w['seeds']}",
+                metrics={arm: _summ([m["win_rate_vs_seed"] for _, m in sorted(metrics[arm].items())])
+                         for arm in ("rip", "none")},
+                test="paired per-seed differences of the win rate against the seed model's greedy answers (per "
+                     "prompt: judge reward higher = win, equal = 0.5): rip - none, Student-t 95% CI, sign-flip p",
+                threshold=f"reproduced: mean d > {min_effect:g}, all d_s > 0 and t-CI low > 0; not reproduced: mean "
+                          f"d <= 0 or t-CI high < {min_effect:g}",
+                statistic=w, key_numbers={"mean_d": round(w["mean_d"], 4),
+                                          "CI": f"[{w['d_ci_low']:.4f}, {w['d_ci_high']:.4f}]",
+                                          "sign-flip p": w["sign_flip_p"]},
+                evidence=Evidence(len(w["seeds"]), "DPO seeds", paper_data=paper_data, ci_method=w["d_ci_method"],
+                                  mde=w["mde"]),
+                note=judge_note))
 
     # 4. ours, reported only
     vs_none = compare(metrics, "rip", "none")
@@ -258,7 +298,7 @@ def evaluate_claims(metrics: Mapping[str, Mapping[int, Mapping[str, float]]], se
     claims.append(Claim(
         id="rip_vs_none_and_others", source="ours", verdict=decide_paired(vs_none["d"], min_effect),
         title="RIP beats all pairs; other filters", statement=stmt4, gates=dpo_gate,
-        data=f"{data_words}: 500 clean test prompts (held out); DPO seeds of each arm",
+        data=f"{data_words}: {test_words if judge else '500 clean test prompts (held out)'}; DPO seeds of each arm",
         metrics={arm: s["test_reward"] for arm, s in arm_summ.items()} | seed_summ,
         test="paired per-seed differences rip − none (Student-t 95% CI); each other filter − random_same_size; "
              "win rate vs seed (ties 0.5)",
@@ -266,5 +306,5 @@ def evaluate_claims(metrics: Mapping[str, Mapping[int, Mapping[str, float]]], se
         statistic={"rip_vs_none": vs_none, "vs_random": others, "win_rate_vs_seed": win},
         key_numbers=key4, evidence=Evidence(len(vs_none["seeds"]), "DPO seeds", paper_data=paper_data,
                                             ci_method=vs_none["d_ci_method"], mde=vs_none["mde"]),
-        note="reported only (ours); same decision rule as claim 1"))
+        note="; ".join(x for x in ("reported only (ours); same decision rule as claim 1", judge_note) if x)))
     return claims

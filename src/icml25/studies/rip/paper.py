@@ -1,8 +1,12 @@
-"""The paper path (spec "Scales: paper"): WildChat preparation, vLLM sampling, ArmoRM scoring and TRL DPO.
+"""The paper path (spec "Scales: paper"): WildChat preparation, sampling, ArmoRM scoring and DPO.
 
-UNTESTED HERE: this machine has no GPU and no model hub access. vLLM, transformers and TRL are imported lazily
-inside the functions that need them (extra ``rip-paper``, env ``envs/rip-paper.yaml``), so the module imports
-without them; a missing package raises an error naming the extra. The pure parts are unit-tested:
+Every hub model is a row of ``models.csv`` resolved by ``icml25.core.hub`` (a pinned commit; a local directory in
+the rehearsal) and loaded with ``trust_remote_code=False``; ArmoRM through our own head module
+(:mod:`.rewardmodels`). Two switches choose the tools: ``paper.sampler`` (``vllm`` on the cluster, ``hf`` =
+transformers ``generate``) and ``paper.dpo_backend`` (``trl`` on the cluster, ``torch`` = :mod:`.hfpolicy`'s
+loop). The ``hf``/``torch`` side runs in the rehearsal on CPU with tiny models; the vLLM and TRL functions are
+UNTESTED here (no GPU; the packages are not installed). They are imported lazily (extra ``rip-paper``, env
+``envs/rip-paper.yaml``); a missing package raises an error naming the extra. Pure parts are unit-tested:
 :func:`prepare_wildchat`, :func:`read_released_set`, and the DPO set-up (:func:`dpo_trl_dataset`,
 :func:`dpo_trl_config`, :func:`checkpoint_steps`, :func:`best_checkpoint`).
 
@@ -24,6 +28,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -81,55 +86,84 @@ def read_released_set(path: str | Path, limit: int | None = None) -> pd.DataFram
     return pd.DataFrame(rows)
 
 
-def sample_vllm(model_id: str, prompts: Sequence[str], n: int, *, temperature: float, top_p: float,
-                max_new_tokens: int, seed: int, gpus: int) -> list[list[str]]:
-    """N responses per prompt with vLLM (chat template applied by vLLM's ``chat``). [untested]"""
-    vllm = _need("vllm")
-    llm = vllm.LLM(model=model_id, tensor_parallel_size=gpus, seed=seed)
-    params = vllm.SamplingParams(n=n, temperature=temperature, top_p=top_p, max_tokens=max_new_tokens, seed=seed)
-    outs = llm.chat([[{"role": "user", "content": p}] for p in prompts], params)
-    return [[c.text for c in o.outputs] for o in outs]
+MODELS = Path(__file__).with_name("models.csv")  #: the hub models of the paper path (core.hub manifest)
 
 
-def score_armorm(model_id: str, prompts: Sequence[str], responses: Sequence[Sequence[str]],
-                 batch: int = 16) -> np.ndarray:
-    """ArmoRM preference scores (P, N) float64. [untested]"""
-    torch = _need("torch")
-    transformers = _need("transformers")
-    tok = transformers.AutoTokenizer.from_pretrained(model_id)
-    rm = transformers.AutoModelForSequenceClassification.from_pretrained(
-        model_id, trust_remote_code=True, torch_dtype=torch.bfloat16, device_map="cuda")
-    flat = [(i, j, p, r) for i, (p, rs) in enumerate(zip(prompts, responses)) for j, r in enumerate(rs)]
-    out = np.zeros((len(prompts), len(responses[0])), dtype=np.float64)
-    with torch.no_grad():
-        for s in range(0, len(flat), batch):
-            chunk = flat[s:s + batch]
-            msgs = [[{"role": "user", "content": p}, {"role": "assistant", "content": r}] for _, _, p, r in chunk]
-            ids = tok.apply_chat_template(msgs, return_tensors="pt", padding=True).to("cuda")
-            scores = rm(ids).score.float().cpu().numpy().ravel()
-            for (i, j, _, _), v in zip(chunk, scores):
-                out[i, j] = v
+@dataclass(frozen=True)
+class LocalModel:
+    """A model directory this pipeline wrote itself (a trained policy): loaded from disk, never with remote code."""
+
+    path: str
+    repo_id: str = "local"
+
+    def kwargs(self) -> dict[str, Any]:
+        return {"trust_remote_code": False}
+
+
+def resolve_models(paper, names: Sequence[str], *, trust_unpinned: bool = False) -> dict[str, Any]:
+    """``{name: ResolvedModel}`` of ``models.csv`` rows ``names`` (config ``paper.*_model`` values); a row with an
+    entry in ``paper.model_dirs`` loads from that local directory (the rehearsal's tiny models)."""
+    from icml25.core import hub
+
+    rows = hub.read_models(MODELS)
+    out = {}
+    for name in names:
+        if name not in rows:
+            raise KeyError(f"rip paper path: model {name!r} is not a row of {MODELS} (rows: {sorted(rows)})")
+        out[name] = hub.resolve(rows[name], trust_unpinned=trust_unpinned, local_dir=paper.model_dirs.get(name))
     return out
 
 
-def ref_logps_hf(model_id: str, prompts: Sequence[str], responses: Sequence[str], batch: int = 8) -> np.ndarray:
-    """Summed log π_ref(response incl. EOS | prompt) with the chat template, (B,) float64. [untested]"""
-    torch = _need("torch")
-    transformers = _need("transformers")
-    tok = transformers.AutoTokenizer.from_pretrained(model_id)
-    model = transformers.AutoModelForCausalLM.from_pretrained(model_id, torch_dtype=torch.bfloat16,
-                                                              device_map="cuda").eval()
-    out = []
-    with torch.no_grad():
-        for p, r in zip(prompts, responses):
-            head = tok.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True)
-            full = tok.apply_chat_template([{"role": "user", "content": p}, {"role": "assistant", "content": r}])
-            ids = torch.tensor([full], device="cuda")
-            logp = torch.log_softmax(model(ids).logits[0, :-1].float(), -1)
-            tgt = ids[0, 1:]
-            lp = logp.gather(-1, tgt[:, None]).squeeze(-1)[len(head) - 1:]
-            out.append(float(lp.sum()))
-    return np.asarray(out, dtype=np.float64)
+def sample_vllm(model, prompts: Sequence[str], n: int, *, temperature: float, top_p: float,
+                max_new_tokens: int, seed: int, gpus: int) -> list[list[str]]:
+    """N responses per prompt with vLLM (chat template applied by vLLM's ``chat``) from ``model`` (a resolved hub
+    model or a :class:`LocalModel`) at its recorded revision, without remote code. [untested: needs GPUs]"""
+    import gc
+
+    vllm = _need("vllm")
+    rev = model.kwargs().get("revision")
+    llm = vllm.LLM(model=model.path, revision=rev, tokenizer_revision=rev, trust_remote_code=False,
+                   tensor_parallel_size=max(1, gpus), seed=seed)
+    params = vllm.SamplingParams(n=n, temperature=temperature, top_p=top_p, max_tokens=max_new_tokens, seed=seed)
+    outs = llm.chat([[{"role": "user", "content": p}] for p in prompts], params)
+    del llm
+    gc.collect()
+    return [[c.text for c in o.outputs] for o in outs]
+
+
+def sample(model, prompts: Sequence[str], n: int, *, temperature: float, top_p: float, max_new_tokens: int,
+           seed: int, paper) -> list[list[str]]:
+    """N responses per prompt with the configured sampler (``paper.sampler``: ``vllm`` on the cluster, ``hf``:
+    transformers ``generate``); temperature 0 is greedy (n = 1)."""
+    if paper.sampler == "vllm":
+        return sample_vllm(model, prompts, n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
+                           seed=seed, gpus=paper.gpus)
+    from .hfpolicy import generate, load_causal_lm
+
+    lm, tok = load_causal_lm(model, device=paper.device, dtype=paper.dtype)
+    return generate(lm, tok, prompts, n=n, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+                    seed=seed, batch=paper.gen_batch)
+
+
+def armorm_rewards(reward, prompts: Sequence[str], responses: Sequence[Sequence[str]], paper) -> np.ndarray:
+    """ArmoRM scores (P, N) float64 of P prompts x N responses (our head on transformers' Llama backbone)."""
+    from .rewardmodels import load_armorm, score_armorm
+
+    model, tok = load_armorm(reward, device=paper.device, dtype=paper.dtype)
+    n = len(responses[0]) if responses else 0
+    if any(len(r) != n for r in responses):
+        raise ValueError("armorm_rewards: every prompt needs the same number of responses")
+    flat = score_armorm(model, tok, [p for p in prompts for _ in range(n)], [r for rs in responses for r in rs],
+                        batch=paper.score_batch)
+    return flat.reshape(len(prompts), n)
+
+
+def reference_logps(seed, prompts: Sequence[str], responses: Sequence[str], paper) -> np.ndarray:
+    """Summed log pi_ref(response incl. end-of-turn | prompt) with the chat template, (B,) float64."""
+    from .hfpolicy import load_causal_lm, ref_logps
+
+    model, tok = load_causal_lm(seed, device=paper.device, dtype=paper.dtype)
+    return ref_logps(model, tok, prompts, responses, batch=paper.score_batch)
 
 
 def dpo_trl_dataset(pairs: pd.DataFrame) -> dict[str, list]:
@@ -187,12 +221,11 @@ def best_checkpoint(val_rewards: dict[int, float]) -> int:
     return min(s for s, r in val_rewards.items() if r == best)
 
 
-def val_reward_vllm(model_dir: str | Path, prompts: Sequence[str], reward_model: str, *, max_new_tokens: int,
-                    gpus: int) -> float:
-    """Mean ArmoRM reward of greedy answers of the model in ``model_dir`` to the validation prompts. [untested]"""
-    answers = sample_vllm(str(model_dir), prompts, 1, temperature=0.0, top_p=1.0, max_new_tokens=max_new_tokens,
-                          seed=0, gpus=gpus)
-    return float(score_armorm(reward_model, prompts, answers).mean())
+def val_reward(model_dir, prompts: Sequence[str], reward, paper) -> float:
+    """Mean ArmoRM reward of the greedy answers of the model in ``model_dir`` to the validation prompts."""
+    answers = sample(LocalModel(str(model_dir)), prompts, 1, temperature=0.0, top_p=1.0,
+                     max_new_tokens=paper.max_new_tokens, seed=0, paper=paper)
+    return float(armorm_rewards(reward, prompts, answers, paper).mean())
 
 
 def dpo_trl_train(model: Any, tokenizer: Any, pairs: pd.DataFrame, config_kwargs: dict[str, Any]) -> dict:
@@ -225,9 +258,8 @@ def dpo_trl_train(model: Any, tokenizer: Any, pairs: pd.DataFrame, config_kwargs
     return record
 
 
-def dpo_trl(model_id: str, pairs: pd.DataFrame, out_dir: str | Path, *, val_prompts: Sequence[str],
-            reward_model: str, beta: float, lr: float, batch: int, epochs: int, seed: int, gpus: int,
-            eval_every: int, max_length: int | None, max_new_tokens: int) -> dict:
+def dpo_trl(seed_model, pairs: pd.DataFrame, out_dir: str | Path, *, val_prompts: Sequence[str],
+            reward, paper, beta: float, seed: int) -> dict:
     """DPO with TRL's ``DPOTrainer`` on the kept pairs, then early stopping: the checkpoint with the best mean
     validation reward is copied to ``out_dir`` (the other checkpoints are deleted). [untested on GPUs]"""
     import gc
@@ -237,14 +269,16 @@ def dpo_trl(model_id: str, pairs: pd.DataFrame, out_dir: str | Path, *, val_prom
     torch = _need("torch")
     out_dir = Path(out_dir)
     ckpt_root = out_dir.with_name(out_dir.name + "_checkpoints")
-    kwargs = dpo_trl_config(ckpt_root, beta=beta, lr=lr, batch=batch, epochs=epochs, seed=seed, gpus=gpus,
-                            eval_every=eval_every, max_length=max_length)
-    record = dpo_trl_train(model_id, transformers.AutoTokenizer.from_pretrained(model_id), pairs, kwargs)
+    kwargs = dpo_trl_config(ckpt_root, beta=beta, lr=paper.lr, batch=paper.batch, epochs=paper.epochs, seed=seed,
+                            gpus=paper.gpus, eval_every=paper.eval_every, max_length=paper.max_length)
+    policy = transformers.AutoModelForCausalLM.from_pretrained(seed_model.path, torch_dtype=torch.bfloat16,
+                                                               **seed_model.kwargs())
+    tok = transformers.AutoTokenizer.from_pretrained(seed_model.path, **seed_model.kwargs())
+    record = dpo_trl_train(policy, tok, pairs, kwargs)
     gc.collect()
     torch.cuda.empty_cache()
     steps = checkpoint_steps(ckpt_root)
-    rewards = {s: val_reward_vllm(p, val_prompts, reward_model, max_new_tokens=max_new_tokens, gpus=gpus)
-               for s, p in steps.items()}
+    rewards = {s: val_reward(p, val_prompts, reward, paper) for s, p in steps.items()}
     best = best_checkpoint(rewards)
     from icml25.core.io import atomic_dir
 
@@ -253,3 +287,32 @@ def dpo_trl(model_id: str, pairs: pd.DataFrame, out_dir: str | Path, *, val_prom
     shutil.rmtree(ckpt_root)
     record.update(best_step=best, best_val_reward=rewards[best], val_rewards={str(s): r for s, r in rewards.items()})
     return record
+
+
+def dpo_torch(seed_model, pairs: pd.DataFrame, out_dir: str | Path, *, val_prompts: Sequence[str], reward, paper,
+              beta: float, seed: int, on_log=None) -> dict:
+    """DPO without TRL (``paper.dpo_backend: torch``; one device, transformers only): :func:`.hfpolicy.dpo_native`
+    from the seed model, early stopping by the mean ArmoRM reward of greedy answers to the validation prompts; the
+    best state is saved to ``out_dir`` with ``save_pretrained`` (written beside it and renamed: never half
+    written). The same selection rule as :func:`dpo_trl`."""
+    from icml25.core.io import atomic_dir
+
+    from .hfpolicy import dpo_native, generate, load_causal_lm
+    from .rewardmodels import load_armorm, score_armorm
+
+    policy, tok = load_causal_lm(seed_model, device=paper.device, dtype=paper.dtype)
+    rm, rm_tok = load_armorm(reward, device=paper.device, dtype=paper.dtype)
+
+    def val_reward_of(model) -> float:
+        answers = [a[0] for a in generate(model, tok, val_prompts, n=1, max_new_tokens=paper.max_new_tokens,
+                                          batch=paper.gen_batch)]
+        return float(score_armorm(rm, rm_tok, val_prompts, answers, batch=paper.score_batch).mean())
+
+    best_state, rec = dpo_native(policy, tok, pairs, beta=beta, lr=paper.lr, batch=paper.batch,
+                                 epochs=paper.epochs, seed=seed, eval_every=paper.eval_every,
+                                 val_reward=val_reward_of, on_log=on_log)
+    policy.load_state_dict(best_state)
+    with atomic_dir(Path(out_dir)) as tmp:
+        policy.save_pretrained(tmp, safe_serialization=True)
+        tok.save_pretrained(tmp)
+    return rec

@@ -20,9 +20,15 @@ def reward_figure(doc: dict[str, Any]):
     fig, ax = plt.subplots(figsize=(7, 3.6))
     colors = ["0.6" if a == "seed" else ("tab:red" if a == "rip" else "tab:blue") for a in arms]
     ax.bar(arms, means, yerr=[lo, hi], color=colors, capsize=4)
-    ax.set_ylabel("test reward (noise-free judge)")
-    ax.set_ylim(min(means) - 0.1, min(1.0, max(means) + 0.05))
-    ax.set_title(f"rip ({doc['scale']}): greedy-output reward on clean test prompts, 95% CI over seeds")
+    if "reward_label" in doc:  # paper scale: an unbounded reward-model score from the local judge
+        ax.set_ylabel(f"test reward ({doc['reward_label']})")
+        span = max(max(means) - min(means), 1e-6)
+        ax.set_ylim(min(means) - 0.5 * span, max(means) + 0.5 * span)
+        ax.set_title(f"rip ({doc['scale']}): local-judge reward of greedy answers, 95% CI over seeds")
+    else:
+        ax.set_ylabel("test reward (noise-free judge)")
+        ax.set_ylim(min(means) - 0.1, min(1.0, max(means) + 0.05))
+        ax.set_title(f"rip ({doc['scale']}): greedy-output reward on clean test prompts, 95% CI over seeds")
     plt.setp(ax.get_xticklabels(), rotation=30, ha="right")
     return fig
 
@@ -39,5 +45,5 @@ def report_markdown(doc: dict[str, Any]) -> str:
         lines.append(f"| {a} | {m.get('kept_n', '')} | {tr['mean']:.4f} | [{tr['ci_low']:.4f}, "
                      f"{tr['ci_high']:.4f}] | {wr.get('mean', float('nan')):.3f} |")
     lines += ["", "| claim | verdict |", "|---|---|"]
-    lines += [f"| {c['id']} | {c['verdict']} |" for c in doc["claims"]]
+    lines += [f"| {c['id']} | {c.get('status') or c['verdict']} |" for c in doc["claims"]]
     return "\n".join(lines) + "\n"

@@ -97,11 +97,17 @@ class PaperSection(Section):
 
     model: str = Field(
         "Qwen/Qwen2.5-0.5B",
-        description="the model fine-tuned by this run (Llama/Qwen2 layout; Pythia is refused): one of the paper's five hub ids (EleutherAI/pythia-1b-deduped, "
-                    "EleutherAI/pythia-6.9b-deduped, Qwen/Qwen2.5-0.5B, Qwen/Qwen2.5-7B, meta-llama/Llama-3.1-8B) "
-                    "or a local save_pretrained directory (absolute or ./ path, e.g. a test model)")
-    revision: str | None = Field(None, description="hub commit of the model; null: the pin in roste.hf.REVISIONS "
-                                                   "(UNPINNED models need trust_unpinned: true)")
+        description="the model fine-tuned by this run (Llama/Qwen2 layout; Pythia is refused): a repo_id of "
+                    "roste/models.csv, the paper's five (EleutherAI/pythia-1b-deduped, EleutherAI/pythia-6.9b-deduped, "
+                    "Qwen/Qwen2.5-0.5B, Qwen/Qwen2.5-7B, meta-llama/Llama-3.1-8B)")
+    revision: str | None = Field(None, pattern=r"^[0-9a-f]{40}$",
+                                 description="hub commit (40 hex) the model is loaded at, replacing its models.csv "
+                                             "revision; null: the models.csv row (UNPINNED rows need trust_unpinned: "
+                                             "true, which resolves the hub's commit once and records it)")
+    local_dir: str | None = Field(None, description="a local save_pretrained directory that stands in for the hub "
+                                                    "weights of paper.model (the rehearsal's tiny model, or weights "
+                                                    "placed by hand); recorded as revision local:<sha256 of its "
+                                                    "files>; null: the hub")
     dataset: Literal["tldr", "tulu3"] = Field("tldr", description="SFT data: TL;DR (trl-lib/tldr) or the Tulu 3 "
                                                                   "mixture (allenai/tulu-3-sft-mixture)")
     train_examples: int | None = Field(None, ge=1, description="seeded subsample of the training rows (null: all; "
@@ -133,11 +139,14 @@ class PaperSection(Section):
 
     @model_validator(mode="after")
     def _known_model(self):
-        from .paper import MODELS
+        from pathlib import Path
 
-        if self.model not in MODELS and not self.model.startswith(("/", "./")):
-            raise ValueError(f"paper.model: {self.model!r} is neither one of {list(MODELS)} nor a local directory "
-                             "path (starting with / or ./)")
+        from icml25.core.hub import read_models
+
+        known = sorted(m.repo_id for m in read_models(Path(__file__).with_name("models.csv")).values())
+        if self.model not in known:
+            raise ValueError(f"paper.model: {self.model!r} is not a repo_id of roste/models.csv {known} (a local "
+                             "directory goes in paper.local_dir)")
         return self
 
 

@@ -34,13 +34,17 @@ check on a tiny random ``LlamaConfig`` model. :func:`sft_steps` runs the STE fin
 rotated weights). The K cache of a generation with ``use_cache=True`` holds unrotated, unquantized keys; the
 attention function rotates and quantizes them at every call, which computes the same attention.
 
-Model ids and revisions: :data:`REVISIONS` (the spec gives no revision: every entry is ``UNPINNED`` until a
-download has been verified; loading an unpinned model needs ``trust_unpinned=True``).
+Model ids and revisions: ``models.csv`` beside this module, read by :mod:`icml25.core.hub` (the spec gives no
+revision: every row is ``UNPINNED`` until a download has been verified; loading an unpinned row needs
+``trust_unpinned``, which resolves the hub's commit once and records it). :func:`resolve_model` gives the
+:class:`~icml25.core.hub.ResolvedModel` that :func:`load_causal_lm` and :func:`load_tokenizer` load, always with
+``trust_remote_code=False``.
 """
 from __future__ import annotations
 
 import importlib.util
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -48,21 +52,15 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from icml25.core import hub
+
 from .hadamard_any import matrix as _matrix
 from .hadamard_any import rotate
 from .hadamard_any import signs as hadamard_signs
 from .method import QuantConfig, quantize, slot_seed
 
-UNPINNED = "UNPINNED"
-#: Hub revision (commit) of each paper model. The paper names no revision and none could be verified offline,
-#: so all are UNPINNED; pin the commit here at the first verified download.
-REVISIONS: dict[str, str] = {
-    "EleutherAI/pythia-1b-deduped": UNPINNED,
-    "EleutherAI/pythia-6.9b-deduped": UNPINNED,
-    "Qwen/Qwen2.5-0.5B": UNPINNED,
-    "Qwen/Qwen2.5-7B": UNPINNED,
-    "meta-llama/Llama-3.1-8B": UNPINNED,
-}
+#: The paper models at their hub commits (``name,repo_id,revision,licence``; see :mod:`icml25.core.hub`).
+MODELS_CSV = Path(__file__).with_name("models.csv")
 EXTRA = "icml25[roste-paper]"
 ATTENTION = "roste"
 
@@ -83,55 +81,56 @@ def transformers_available() -> bool:
 # ------------------------------------------------------------------------------------------------ loading
 
 
-def resolve_revision(model_id: str, revision: str | None = None, trust_unpinned: bool = False) -> str | None:
-    """The revision to load ``model_id`` at: ``revision`` if given, else :data:`REVISIONS`'s entry. A local
-    directory needs none (returns None). An UNPINNED revision raises ``ValueError`` unless ``trust_unpinned``
-    (then the hub's ``main`` is used and the caller must record the commit it got)."""
-    if Path(model_id).is_dir():
-        return None
-    if revision is None:
-        if model_id not in REVISIONS:
-            raise ValueError(f"roste paper model {model_id!r} is not one of {sorted(REVISIONS)}; pass revision=")
-        revision = REVISIONS[model_id]
-    if revision == UNPINNED:
-        if not trust_unpinned:
-            raise ValueError(f"roste paper model {model_id!r} has no pinned revision (UNPINNED in hf.REVISIONS): "
-                             "pin the commit, or pass trust_unpinned=True to load the hub's main branch")
-        return "main"
-    return revision
+def hub_model(model_id: str, revision: str | None = None) -> hub.HubModel:
+    """The row of :data:`MODELS_CSV` whose ``repo_id`` is ``model_id``; ``revision`` (a 40-hex commit, the config's
+    ``paper.revision``) replaces the row's. Raises :class:`~icml25.core.hub.HubError` naming the file for an id
+    that is not listed or a revision that is not a commit."""
+    rows = hub.read_models(MODELS_CSV)
+    row = next((m for m in rows.values() if m.repo_id == model_id), None)
+    if row is None:
+        raise hub.HubError(f"{MODELS_CSV}: roste paper model {model_id!r} is not one of "
+                           f"{sorted(m.repo_id for m in rows.values())}")
+    if revision is not None:
+        if not re.fullmatch(r"[0-9a-f]{40}", revision):
+            raise hub.HubError(f"paper.revision: {revision!r} is not a 40-hex commit (branch and tag names move)")
+        row = hub.HubModel(row.name, row.repo_id, revision, row.licence)
+    return row
 
 
-def load_causal_lm(model_id: str, revision: str | None = None, *, trust_unpinned: bool = False,
-                   dtype: torch.dtype = torch.bfloat16, local_files_only: bool = True,
+def resolve_model(model_id: str, revision: str | None = None, *, local_dir: str | Path | None = None,
+                  trust_unpinned: bool = False, commit_of: Callable[[str], str] = hub.hub_commit) -> hub.ResolvedModel:
+    """Where and at which commit to load ``model_id`` (:func:`icml25.core.hub.resolve` of :func:`hub_model`):
+    ``local_dir`` (the rehearsal's tiny model, or weights placed by hand) replaces the hub id and is recorded as
+    ``local:<sha256>``; a pinned row loads at its commit; an UNPINNED row raises unless ``trust_unpinned``, then
+    ``commit_of(repo_id)`` is resolved once."""
+    return hub.resolve(hub_model(model_id, revision), trust_unpinned=trust_unpinned, local_dir=local_dir,
+                       commit_of=commit_of)
+
+
+def load_causal_lm(model: hub.ResolvedModel, *, dtype: torch.dtype = torch.bfloat16, local_files_only: bool = True,
                    cache_dir: str | Path | None = None) -> nn.Module:
-    """``AutoModelForCausalLM.from_pretrained`` of a paper model (or a local directory) at its pinned revision.
+    """``AutoModelForCausalLM.from_pretrained(model.path, **model.kwargs())``: the resolved commit (none for a local
+    directory) and ``trust_remote_code=False``.
 
     ``local_files_only=True`` (default) reads the Hugging Face cache only: nothing is fetched unless the caller
-    allows it. Raises ``RuntimeError`` without transformers, ``ValueError`` for an unpinned revision (see
-    :func:`resolve_revision`).
+    allows it. Raises ``RuntimeError`` without transformers.
     """
     tf = _transformers()
-    rev = resolve_revision(model_id, revision, trust_unpinned)
-    kwargs: dict[str, Any] = {"torch_dtype": dtype, "local_files_only": local_files_only}
-    if rev is not None:
-        kwargs["revision"] = rev
+    kwargs: dict[str, Any] = {"torch_dtype": dtype, "local_files_only": local_files_only, **model.kwargs()}
     if cache_dir is not None:
         kwargs["cache_dir"] = str(cache_dir)
-    return tf.AutoModelForCausalLM.from_pretrained(model_id, **kwargs)
+    return tf.AutoModelForCausalLM.from_pretrained(model.path, **kwargs)
 
 
-def load_tokenizer(model_id: str, revision: str | None = None, *, trust_unpinned: bool = False,
-                   local_files_only: bool = True, cache_dir: str | Path | None = None) -> Any:
-    """``AutoTokenizer.from_pretrained`` of a paper model (or a local directory) at the revision
-    :func:`load_causal_lm` uses; a tokenizer without a pad token pads with its EOS token."""
+def load_tokenizer(model: hub.ResolvedModel, *, local_files_only: bool = True,
+                   cache_dir: str | Path | None = None) -> Any:
+    """``AutoTokenizer.from_pretrained`` at the commit :func:`load_causal_lm` uses (``trust_remote_code=False``);
+    a tokenizer without a pad token pads with its EOS token."""
     tf = _transformers()
-    rev = resolve_revision(model_id, revision, trust_unpinned)
-    kwargs: dict[str, Any] = {"local_files_only": local_files_only}
-    if rev is not None:
-        kwargs["revision"] = rev
+    kwargs: dict[str, Any] = {"local_files_only": local_files_only, **model.kwargs()}
     if cache_dir is not None:
         kwargs["cache_dir"] = str(cache_dir)
-    tok = tf.AutoTokenizer.from_pretrained(model_id, **kwargs)
+    tok = tf.AutoTokenizer.from_pretrained(model.path, **kwargs)
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
     return tok
@@ -373,6 +372,6 @@ def sft_steps(model: nn.Module, batches: Iterable[Mapping[str, Tensor]], lr: flo
     return losses
 
 
-__all__ = ["REVISIONS", "UNPINNED", "EXTRA", "QuantLinear", "roste_attention", "register_attention",
-           "resolve_revision", "load_causal_lm", "load_tokenizer", "untie", "slot_dims", "resolve_choices",
+__all__ = ["MODELS_CSV", "EXTRA", "QuantLinear", "roste_attention", "register_attention",
+           "hub_model", "resolve_model", "load_causal_lm", "load_tokenizer", "untie", "slot_dims", "resolve_choices",
            "fold_and_rotate", "prepare_for_roste", "sft_optimizer", "sft_step", "sft_steps", "transformers_available"]

@@ -3,14 +3,18 @@
 Same rules and file layout as the smoke/default scales (see :mod:`.stages`), other contents:
 
 prepare    → raw/paper/{name}.parquet: the dataset's manifest files (sha256-verified, or UNPINNED + trust_unpinned);
-             with ``data_source: remote`` the model (``paper.model`` at its revision) is fetched into the Hugging
-             Face cache too, and loaded once to check it (every later stage reads the cache only)
+             raw/paper/hub_model.json: the model resolved once (:mod:`icml25.core.hub`: ``paper.model``'s row of
+             models.csv at its commit, ``paper.revision`` if set, an UNPINNED row's hub commit under
+             trust_unpinned, or ``paper.local_dir`` as ``local:<sha256>``); with ``data_source: remote`` the model
+             is fetched into the Hugging Face cache at that commit, and loaded once to check it (every later stage
+             reads the cache only, at the recorded commit)
 pretrain   → models/pretrain_a{α}.pt: no pretraining (the hub model is the SFT start): the tokenised SFT data
-             (prompt masked), the model id/revision and its per-channel max |activation|
+             (prompt masked), the hub record of prepare and the model's per-channel max |activation|
 preprocess → processed/rotcfg_a{α}_seed{k}.json: the rotation search on the hub model (:mod:`.hf_search`)
 train      → models/{arm}/chunk{k}.pt: per seed the fine-tuned state dict (prepared layout), loss and E(W) curves
 evaluate   → claims.json + metrics/eval.json: test_loss, token_acc, ROUGE-L per arm × seed and checks 3a-3c, with
-             the verdict functions of the default scale
+             the verdict functions of the default scale; claims.json's ``models`` block (and the MLflow params
+             ``hub/<name>/...`` of prepare and evaluate) name the commit every stage loaded
 
 Not implemented: sharding one run over several GPUs (each job trains on one device, ``paper.gpus`` only sizes the
 request) and Pythia (GPT-NeoX layout; :func:`.hf.prepare_for_roste` refuses it).
@@ -25,6 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from icml25.core import hub
 from icml25.core.claims import log_verdicts, write_claims
 from icml25.core.config import config_hash
 from icml25.core.download import parquet_check, read_manifest
@@ -34,6 +39,7 @@ from .config import PTQ_ARMS
 
 SLUG = "roste"
 MANIFEST = Path(__file__).with_name("manifest.csv")
+HUB_RECORD = "hub_model.json"  #: prepare's record of the resolved model (raw/paper/hub_model.json)
 log = logging.getLogger(f"icml25.{SLUG}.paper")
 QAT_ROTATIONS = {"ste": "none", "ste_a1": "none", "ste_rot_all": "all", "roste": "search", "roste_a1": "search"}
 DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float64": torch.float64}
@@ -55,12 +61,67 @@ def device(paper: Any) -> torch.device:
     return torch.device(paper.device)
 
 
-def _load(stage: Any, dtype: str | None = None, local_only: bool = True) -> torch.nn.Module:
+def cached_commit(repo_id: str) -> str:
+    """The commit of ``repo_id``'s ``main`` branch in the local Hugging Face cache (no network): the snapshot that
+    ``refs/main`` points at. Raises :class:`~icml25.core.hub.HubError` when the cache holds none."""
+    from huggingface_hub import try_to_load_from_cache
+
+    found = try_to_load_from_cache(repo_id, "config.json")
+    if not isinstance(found, str):
+        raise hub.HubError(f"{repo_id}: the Hugging Face cache holds no snapshot of its main branch (run prepare with "
+                           "data_source=remote, or set paper.revision to a cached commit)")
+    return Path(found).parent.name
+
+
+def resolve_paper_model(stage: Any) -> hub.ResolvedModel:
+    """prepare's single resolution of ``paper.model`` (:func:`.hf.resolve_model`): an UNPINNED row's commit comes
+    from the hub with ``data_source: remote``, else from the local cache (:func:`cached_commit`)."""
+    from .hf import resolve_model
+
+    p = stage.config.paper
+    try:
+        return resolve_model(p.model, p.revision, local_dir=p.local_dir, trust_unpinned=stage.trust_unpinned,
+                             commit_of=hub.hub_commit if stage.data_source == "remote" else cached_commit)
+    except hub.HubError as err:
+        raise SystemExit(f"{SLUG} {stage.name}: {err}") from err
+
+
+def recorded_model(stage: Any, rec: Any, where: str) -> hub.ResolvedModel:
+    """The model prepare resolved (``rec``: its ``hub_model.json`` or the start record's ``hub`` entry, read from
+    ``where``), checked against the config: the same models.csv row, the same pinned commit, and for a local
+    directory the same content digest (a directory changed since prepare is refused)."""
+    from .hf import hub_model
+
+    p = stage.config.paper
+    missing = [k for k in ("name", "repo_id", "revision", "source") if not isinstance(rec, dict) or not rec.get(k)]
+    if missing:
+        raise SystemExit(f"{SLUG} {stage.name}: {where}: hub record lacks {missing}; rerun prepare")
+    row = hub_model(p.model, p.revision)
+    if p.local_dir:
+        same_source = rec["source"] == "local"
+    elif row.pinned:
+        same_source = rec["source"] == "pinned" and rec["revision"] == row.revision
+    else:
+        same_source = rec["source"] == "resolved"
+    stale = rec["repo_id"] != row.repo_id or rec["name"] != row.name or not same_source
+    if stale:
+        raise SystemExit(f"{SLUG} {stage.name}: {where} records {rec['repo_id']} at {rec['revision']} "
+                         f"({rec['source']}), the config asks for {p.model} (revision {p.revision}, local_dir "
+                         f"{p.local_dir}); rerun prepare")
+    if rec["source"] == "local":
+        now = hub.resolve(row, local_dir=p.local_dir)
+        if now.revision != rec["revision"]:
+            raise SystemExit(f"{SLUG} {stage.name}: paper.local_dir {p.local_dir} changed since prepare "
+                             f"({rec['revision']} -> {now.revision}); rerun prepare")
+        return now
+    return hub.ResolvedModel(rec["name"], rec["repo_id"], rec["repo_id"], rec["revision"], rec["source"])
+
+
+def _load(stage: Any, res: hub.ResolvedModel, dtype: str | None = None, local_only: bool = True) -> torch.nn.Module:
     from .hf import load_causal_lm
 
     p = stage.config.paper
-    model = load_causal_lm(p.model, p.revision, trust_unpinned=stage.trust_unpinned, dtype=DTYPES[dtype or p.dtype],
-                           local_files_only=local_only)
+    model = load_causal_lm(res, dtype=DTYPES[dtype or p.dtype], local_files_only=local_only)
     return model.to(device(p)).eval()
 
 
@@ -105,10 +166,12 @@ def prepare(stage: Any, run: Any) -> None:
     p = stage.config.paper
     manifest = read_manifest(MANIFEST)
     names = dataset_files(p.dataset)
-    by_name = {Path(o).stem: Path(o) for o in stage.outputs}
+    by_name = {Path(o).stem: Path(o) for o in stage.outputs if Path(o).suffix == ".parquet"}
     missing = [n for n in names if n not in by_name]
-    if missing:
-        raise SystemExit(f"{SLUG} prepare: expected --out raw/paper/<name>.parquet for {missing}")
+    records = [Path(o) for o in stage.outputs if Path(o).name == HUB_RECORD]
+    if missing or len(records) != 1:
+        raise SystemExit(f"{SLUG} prepare: expected --out raw/paper/<name>.parquet for {names} and "
+                         f"raw/paper/{HUB_RECORD}")
     check = parquet_check(TLDR_COLUMNS if p.dataset == "tldr" else TULU_COLUMNS)
     for n in names:
         if stage.data_source == "remote":
@@ -118,7 +181,8 @@ def prepare(stage: Any, run: Any) -> None:
                              "(run with data_source=remote, and trust_unpinned=true for rows marked UNPINNED)")
         else:
             check(by_name[n])
-    model = _load(stage, local_only=stage.data_source != "remote")
+    res = resolve_paper_model(stage)
+    model = _load(stage, res, local_only=stage.data_source != "remote")
     from .hf import _decoder
 
     try:
@@ -128,11 +192,13 @@ def prepare(stage: Any, run: Any) -> None:
     n_params = sum(t.numel() for t in model.parameters())
     run.log_metrics({"prepare/model_parameters": float(n_params)})
     run.set_tags({"paper_model": p.model, "paper_dataset": p.dataset})
+    hub.record(run, [res])
+    write_json(records[0], {"name": res.name, **res.record()})
 
 
 def pretrain(stage: Any, run: Any) -> None:
     """Tokenise the SFT data with the model's tokenizer and record the start model (no pretraining here)."""
-    from .hf import load_tokenizer, resolve_revision
+    from .hf import load_tokenizer
     from .hf_search import channel_max
     from .paper_data import sft_examples
 
@@ -140,19 +206,23 @@ def pretrain(stage: Any, run: Any) -> None:
     from icml25.core.download import verified
 
     files = {Path(i).stem: verified(i) for i in stage.inputs if str(i).endswith(".parquet")}  # re-hashed
-    tok = load_tokenizer(p.model, p.revision, trust_unpinned=stage.trust_unpinned)
+    records = [Path(i) for i in stage.inputs if Path(i).name == HUB_RECORD]
+    if len(records) != 1:
+        raise SystemExit(f"{SLUG} pretrain: expected --in raw/paper/{HUB_RECORD} (prepare's record of the model)")
+    res = recorded_model(stage, read_json(records[0]), str(records[0]))
+    tok = load_tokenizer(res)
     try:
         data = sft_examples(p.dataset, files, tok, p.max_length, p.train_examples, p.tulu3_test_examples,
                             cfg.data.data_seed)
     except ValueError as err:
         raise SystemExit(f"{SLUG} pretrain (tokenise): {err}") from err
-    model = _load(stage, p.search_dtype)
+    model = _load(stage, res, p.search_dtype)
     cmax = channel_max(model, [torch.tensor(e["input_ids"]) for e in data["train"][:16]])
     if "alpha" not in stage.extra:
         raise SystemExit(f"{SLUG} pretrain: expected --set alpha=<value> (the file-layout slot of the start model)")
     alpha = float(stage.extra["alpha"])
-    out = {"paper": True, "alpha": alpha, "model": p.model,
-           "revision": resolve_revision(p.model, p.revision, stage.trust_unpinned), "dataset": p.dataset,
+    out = {"paper": True, "alpha": alpha, "model": p.model, "revision": res.revision,
+           "hub": {"name": res.name, **res.record()}, "dataset": p.dataset,
            "pad_id": int(tok.pad_token_id), "train": data["train"], "test": data["test"],
            "channel_max": cmax, "loss": [float("nan")]}
     _save_pt(stage.output(0), out)
@@ -179,12 +249,13 @@ def preprocess(stage: Any, run: Any) -> None:
         raise SystemExit(f"{SLUG} preprocess: search.r1={cfg.search.r1!r} is implemented for the tiny decoder only; "
                          "the paper path keeps R1 always on (the official code)")
     data = _start(stage)
+    res = recorded_model(stage, data.get("hub"), "the start record")
     if len(stage.outputs) != len(cfg.seeds):
         raise SystemExit(f"{SLUG} preprocess: expected one --out per seed ({len(cfg.seeds)}), got {len(stage.outputs)}")
     for seed, path in zip(cfg.seeds, stage.outputs):
         t0 = time.perf_counter()
-        rec = search_record(lambda: _load(stage, cfg.paper.search_dtype), _calib(data, cfg.search.calib_examples, seed),
-                            _quant(stage), seed)
+        rec = search_record(lambda: _load(stage, res, cfg.paper.search_dtype),
+                            _calib(data, cfg.search.calib_examples, seed), _quant(stage), seed)
         rec.update(alpha=data["alpha"], seconds=time.perf_counter() - t0)
         write_json(path, rec)
         with run.seed_run(seed) as srun:
@@ -194,12 +265,12 @@ def preprocess(stage: Any, run: Any) -> None:
             srun.log_metrics({f"preprocess/E_{k}": v for k, v in rec["totals"].items()})
 
 
-def _prepared(stage: Any, arm: str, seed: int, rotations: Any, quantized: bool) -> torch.nn.Module:
+def _prepared(stage: Any, res: hub.ResolvedModel, seed: int, rotations: Any, quantized: bool) -> torch.nn.Module:
     from .hf import prepare_for_roste
     from .method import QuantConfig
 
     q = _quant(stage) if quantized else QuantConfig(None, None, None)
-    return prepare_for_roste(_load(stage), rotations, q, seed)
+    return prepare_for_roste(_load(stage, res), rotations, q, seed)
 
 
 def train(stage: Any, run: Any) -> None:
@@ -213,6 +284,7 @@ def train(stage: Any, run: Any) -> None:
     if arm not in QAT_ROTATIONS and arm != "fp_sft":
         raise SystemExit(f"{SLUG} train: --arm must be a trained arm {['fp_sft', *QAT_ROTATIONS]}, got {arm!r}")
     data = _start(stage)
+    res = recorded_model(stage, data.get("hub"), "the start record")
     rotcfgs = {read_json(q)["seed"]: read_json(q) for q in stage.inputs[2:] if str(q).endswith(".json")}
     seeds = stage.seeds or cfg.seeds
     out: dict[str, Any] = {"paper": True, "arm": arm, "alpha": data["alpha"], "seeds": list(seeds), "runs": {}}
@@ -223,7 +295,7 @@ def train(stage: Any, run: Any) -> None:
             if seed not in rotcfgs:
                 raise SystemExit(f"{SLUG} train: arm {arm} needs the rotation configuration of seed {seed}")
             rot = {"r1": True, **rotcfgs[seed]["choices"]}
-        model = _prepared(stage, arm, seed, rot, arm != "fp_sft")
+        model = _prepared(stage, res, seed, rot, arm != "fp_sft")
         torch.manual_seed(seed)
         e_w = [(0, weight_error(model, qcfg))]
         t0 = time.perf_counter()
@@ -251,28 +323,30 @@ def train(stage: Any, run: Any) -> None:
     _save_pt(stage.output(0), out)
 
 
-def _deployed(stage: Any, arm: str, seed: int, runs: dict[str, dict[int, Any]]) -> torch.nn.Module:
+def _deployed(stage: Any, res: hub.ResolvedModel, arm: str, seed: int, runs: dict[str, dict[int, Any]]
+              ) -> torch.nn.Module:
     """The arm's deployment model: its fine-tuned weights (rtn/quarot_lite: fp_sft's of the same seed) in the
     prepared layout, with W4A4KV4 quantizers (fp_sft: none)."""
     from .hf import prepare_for_roste, untie
 
     base = runs["fp_sft" if arm in PTQ_ARMS else arm][seed]
     if arm == "quarot_lite":  # fp_sft's folded weights, then every rotation, then RTN
-        model = untie(_load(stage))
+        model = untie(_load(stage, res))
         model.load_state_dict(base["state"])
         return prepare_for_roste(model, "all", _quant(stage), seed)
-    model = _prepared(stage, arm, seed, base["rotations"], arm != "fp_sft")
+    model = _prepared(stage, res, seed, base["rotations"], arm != "fp_sft")
     model.load_state_dict(base["state"])
     return model
 
 
-def invariance_errors(stage: Any, tokens: torch.Tensor, n_random: int, seed: int = 0) -> list[dict[str, Any]]:
+def invariance_errors(stage: Any, res: hub.ResolvedModel, tokens: torch.Tensor, n_random: int, seed: int = 0
+                      ) -> list[dict[str, Any]]:
     """Check 3a on the start model in ``paper.search_dtype``: max |logits(config) - logits(unrotated)| with every
     quantizer off for "none", "all" and ``n_random`` random configurations."""
     from .hf import prepare_for_roste
     from .hf_search import OFF
 
-    model = _load(stage, stage.config.paper.search_dtype)
+    model = _load(stage, res, stage.config.paper.search_dtype)
     dev = next(model.parameters()).device
     n = model.config.num_hidden_layers
     with torch.no_grad():
@@ -285,7 +359,7 @@ def invariance_errors(stage: Any, tokens: torch.Tensor, n_random: int, seed: int
                         **{f"r{k}.{l}": bool(rng.integers(2)) for l in range(n) for k in (2, 3, 4)}})
     out = []
     for k, c in enumerate(configs):
-        m = prepare_for_roste(_load(stage, stage.config.paper.search_dtype), c, OFF, seed + k)
+        m = prepare_for_roste(_load(stage, res, stage.config.paper.search_dtype), c, OFF, seed + k)
         with torch.no_grad():
             got = m(input_ids=tokens.to(dev)).logits.double()
         out.append({"config": c, "max_abs_diff": float((got - ref).abs().max())})
@@ -303,19 +377,20 @@ def evaluate(stage: Any, run: Any) -> None:
 
     cfg, p = stage.config, stage.config.paper
     data = _start(stage)
+    res = recorded_model(stage, data.get("hub"), "the start record")
     searches = [read_json(i) for i in stage.inputs if Path(i).name.startswith("rotcfg_")]
     runs: dict[str, dict[int, Any]] = {}
     for i in stage.inputs:
         if Path(i).name.startswith("chunk"):
             doc = _load_pt(i, "trained chunk")
             runs.setdefault(doc["arm"], {}).update({int(s): r for s, r in doc["runs"].items()})
-    tok = load_tokenizer(p.model, p.revision, trust_unpinned=stage.trust_unpinned)
+    tok = load_tokenizer(res)
     test = data["test"][: p.eval_examples] if p.eval_examples else data["test"]
     per_seed: dict[str, dict[int, dict[str, float]]] = {}
     for arm in cfg.arms:
         base = "fp_sft" if arm in PTQ_ARMS else arm
         for seed in sorted(runs.get(base, {})):
-            model = _deployed(stage, arm, seed, runs)
+            model = _deployed(stage, res, arm, seed, runs)
             m = response_metrics(model, test)
             preds = greedy_texts(model, tok, [e["prompt_ids"] for e in test], p.max_new_tokens)
             m["rougeL"] = rouge_l(preds, [e["reference"] for e in test])
@@ -324,7 +399,7 @@ def evaluate(stage: Any, run: Any) -> None:
             del model
     toks = torch.tensor([e["input_ids"][: p.invariance_tokens] for e in test[:4]
                          if len(e["input_ids"]) >= p.invariance_tokens] or [test[0]["input_ids"]])
-    inv = invariance_errors(stage, toks, cfg.eval.invariance_configs)
+    inv = invariance_errors(stage, res, toks, cfg.eval.invariance_configs)
     bounds = {"rows": 0, "violations": 0, "max_ratio": 0.0}
     for r in runs.get("roste", {}).values():
         b = bound_check_weights(block_weights(r["state"]), cfg.quant.w_bits or 4)
@@ -335,9 +410,11 @@ def evaluate(stage: Any, run: Any) -> None:
     claims = build_claims(per_seed, inv, searches, bounds, ratios, paper_data=True,  # TL;DR or Tulu 3: paper data
                           c1_margin=cfg.eval.c1_margin)
     seeds_seen = sorted({s for r in per_seed.values() for s in r})
+    models = hub.record(run, [res])  # the commit every stage loaded (checked against the start record)
     doc = write_claims(stage.output(0), study=SLUG, scale=stage.scale, data_source=stage.data_source, claims=claims,
-                       config_hash=config_hash(cfg), paper=PAPER, seeds=seeds_seen)
-    metrics = {"scale": stage.scale, "model": data["model"], "revision": data["revision"], "dataset": data["dataset"],
+                       config_hash=config_hash(cfg), paper=PAPER, seeds=seeds_seen, models=models)
+    metrics = {"scale": stage.scale, "model": data["model"], "revision": res.revision, "models": models,
+               "dataset": data["dataset"],
                "per_seed": {a: {str(s): m for s, m in r.items()} for a, r in per_seed.items()},
                "curves": {a: {str(s): {"loss": r["loss"], "e_w": r["e_w"]} for s, r in rs.items()}
                           for a, rs in runs.items()},
@@ -359,4 +436,5 @@ def evaluate(stage: Any, run: Any) -> None:
 
 STAGES = {"prepare": prepare, "pretrain": pretrain, "preprocess": preprocess, "train": train, "evaluate": evaluate}
 
-__all__ = ["STAGES", "dataset_files", "device", "invariance_errors"]
+__all__ = ["STAGES", "HUB_RECORD", "cached_commit", "dataset_files", "device", "invariance_errors", "recorded_model",
+           "resolve_paper_model"]

@@ -13,7 +13,8 @@ The paper DAG (``scales.paper``, dataset ``tldr``) reads two kinds of input:
   304 = 76·4 like 4864 = 76·64, q/k/v biases, tied embeddings; 2 layers instead of 24) with transformers' own
   ``save_pretrained`` (``config.json``, ``generation_config.json``, ``model.safetensors``) and a word-level
   ``tokenizers`` tokenizer saved with ``PreTrainedTokenizerFast.save_pretrained`` (``tokenizer.json`` and its
-  configs; EOS = pad = ``<|endoftext|>`` as Qwen's). The rehearsal yaml points ``paper.model`` at that directory.
+  configs; EOS = pad = ``<|endoftext|>`` as Qwen's). The rehearsal yaml points ``paper.local_dir`` at that
+  directory (standing in for ``paper.model``'s hub weights).
   The non-power-of-2 widths make the rehearsal go through the Paley ``H_m ⊗ H_{2^k}`` rotations of
   :mod:`.hadamard_any`, as the real model does.
 
@@ -31,7 +32,7 @@ import numpy as np
 
 ROWS = {"tldr_train": 24, "tldr_test": 8}  #: manifest row -> miniature rows
 SEEDS = {"tldr_train": 20250611, "tldr_test": 20250612}
-MODEL_DIR = "qwen2_tiny"  #: under write_manual's root; config/rehearsal/roste.yaml's paper.model points here
+MODEL_DIR = "qwen2_tiny"  #: under write_manual's root; config/rehearsal/roste.yaml's paper.local_dir points here
 SUBREDDITS = ("relationships", "AskReddit", "personalfinance", "tifu", "dating_advice")
 WORDS = ("i my me we you he she they it the a an and but so to of in on at for with about after before was is am "
          "are have had do did not never always today yesterday friend boyfriend girlfriend mom dad sister brother "

@@ -98,8 +98,10 @@ def preprocess(stage: Stage, run: Any) -> None:
     if not exps:
         raise SystemExit(f"{SLUG} preprocess: {stage.input(0)} is not a dataset of paper.experiments")
     norm: dict[str, np.ndarray] = {}
+    from icml25.core.download import verified
+
     for i, split in enumerate(PD.SPLITS):
-        path = stage.input(i)
+        path = verified(stage.input(i))  # re-hash against the download's record before unpickling
         samples = PD.read_official(path, max_bytes=cfg.data.max_pickle_bytes)
         arrays: dict[str, np.ndarray] = {}
         for exp in exps:
