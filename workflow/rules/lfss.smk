@@ -26,7 +26,9 @@ _LF_DATASET = _LF_CFG["data"]["dataset"]
 _LF_BRANCHES = {name: lf_branch_config(_LF_CFG, name) for name in _LF_CFG["branches"]}
 _LF_ENV = wf.config_env_var(_LF)
 for _name, _bcfg in _LF_BRANCHES.items():
-    os.environ[f"{_LF_ENV}__{_name}"] = json.dumps(_bcfg, sort_keys=True, separators=(",", ":"))
+    os.environ[f"{_LF_ENV}__{_name}"] = json.dumps(
+        _bcfg, sort_keys=True, separators=(",", ":")
+    )
 _LF_B_KEYS = study_stage_keys(_LF)
 _LF_B_PARAMS = {
     name: {s: wf.rule_params(c, _LF_B_KEYS, _LF, s) for s in _LF_B_KEYS}
@@ -34,42 +36,41 @@ _LF_B_PARAMS = {
 }
 
 
-def branch_stage_params(slug, stage):
-    """Params of a branch rule: like stage_params, one "key=value" per key the stage reads, each the value of the
-    job's branch (every branch has the same keys: one config schema)."""
-    names = {tuple(p[stage]) for p in _LF_B_PARAMS.values()}
-    assert len(names) == 1, f"{slug}: branches differ in the keys of stage {stage}"
-    return {k: (lambda w, k=k: _LF_B_PARAMS[w.branch][stage][k]) for k in names.pop()}
-
-
-_LF_B_CHUNKS = {name: wf.seed_chunks(c["seeds"], c["seeds_per_job"]) for name, c in _LF_BRANCHES.items()}
-
-
-def _lf_b(stage):
-    """The stage command of a branch job: its own config variable instead of the study's, its rule's name."""
-    cmd = stage_cmd(_LF, stage).replace(f'"${_LF_ENV}"', f'"${_LF_ENV}__{{wildcards.branch}}"')
-    return cmd.replace(f" --rule {_LF}__{stage}", f" --rule {_LF}__branch_{stage}")
-
-
-def _lf_b_raw(w):
-    return res(_LF, w.branch, "raw", LF_RAW_FILES[_LF_BRANCHES[w.branch]["data"]["dataset"]])
-
-
-def _lf_b_layout(w, datasets):
-    """[the branch's raw/layout.json] when its data set is one of ``datasets``, else []."""
-    if _LF_BRANCHES[w.branch]["data"]["dataset"] in datasets:
-        return [res(_LF, w.branch, "raw", "layout.json")]
-    return []
-
-
-def _lf_b_trained(w):
-    c = _LF_BRANCHES[w.branch]
-    return [
-        res(_LF, w.branch, "models", arm, f"chunk{chunk}.{ext}")
-        for arm in c["arms"]
-        for chunk in _LF_B_CHUNKS[w.branch]
-        for ext in ("npz", "json")
-    ]
+# Helpers of the branch rules, as lambdas (Snakemake's linter keeps functions out of rule files).
+# Every branch has the same keys per stage (one config schema), checked here once.
+assert all(
+    len({tuple(p[s]) for p in _LF_B_PARAMS.values()}) <= 1 for s in _LF_B_KEYS
+), "lfss: branches differ in the keys of a stage"
+# params of a branch rule: like stage_params, one "key=value" per key the stage reads, valued per the job's branch
+branch_stage_params = lambda slug, stage: {
+    k: (lambda w, k=k: _LF_B_PARAMS[w.branch][stage][k])
+    for k in (next(iter(_LF_B_PARAMS.values()))[stage] if _LF_B_PARAMS else {})
+}
+_LF_B_CHUNKS = {
+    name: wf.seed_chunks(c["seeds"], c["seeds_per_job"])
+    for name, c in _LF_BRANCHES.items()
+}
+# the stage command of a branch job: its own config variable instead of the study's, its rule's name
+_lf_b = lambda stage: (
+    stage_cmd(_LF, stage)
+    .replace(f'"${_LF_ENV}"', f'"${_LF_ENV}__{{wildcards.branch}}"')
+    .replace(f" --rule {_LF}__{stage}", f" --rule {_LF}__branch_{stage}")
+)
+_lf_b_raw = lambda w: res(
+    _LF, w.branch, "raw", LF_RAW_FILES[_LF_BRANCHES[w.branch]["data"]["dataset"]]
+)
+# [the branch's raw/layout.json] when its data set is one of `datasets`, else []
+_lf_b_layout = lambda w, datasets: (
+    [res(_LF, w.branch, "raw", "layout.json")]
+    if _LF_BRANCHES[w.branch]["data"]["dataset"] in datasets
+    else []
+)
+_lf_b_trained = lambda w: [
+    res(_LF, w.branch, "models", arm, f"chunk{chunk}.{ext}")
+    for arm in _LF_BRANCHES[w.branch]["arms"]
+    for chunk in _LF_B_CHUNKS[w.branch]
+    for ext in ("npz", "json")
+]
 
 
 if _LF_DATASET in _LF_LAYOUT_SETS:
@@ -121,7 +122,9 @@ rule lfss__download:
 rule lfss__preprocess:
     input:
         raw=rules.lfss__download.output.raw,
-        layout=[res(_LF, "raw", "layout.json")] if _LF_DATASET == "tiny_imagenet" else [],
+        layout=(
+            [res(_LF, "raw", "layout.json")] if _LF_DATASET == "tiny_imagenet" else []
+        ),
     output:
         images=res(_LF, "processed", "images.npz"),
         reference=res(_LF, "processed", "pca50_kmeans_acc.json"),
@@ -251,12 +254,12 @@ if _LF_BRANCHES:
             raw=lambda w: [_lf_b_raw(w)] if _lf_b_layout(w, ("tiny_imagenet",)) else [],
         output:
             report=res(_LF, "{branch}", "raw", "layout.json"),
-        wildcard_constraints:
-            branch=_LF_B_RE,
         log:
             res(_LF, "{branch}", "logs", "layout.log"),
         benchmark:
             res(_LF, "{branch}", "benchmarks", "layout.tsv")
+        wildcard_constraints:
+            branch=_LF_B_RE,
         conda:
             "../../envs/lfss.yaml"
         threads: 1
@@ -273,13 +276,13 @@ if _LF_BRANCHES:
             layout=lambda w: _lf_b_layout(w, _LF_FOLDERS),
         output:
             raw=res(_LF, "{branch}", "raw", "{file}"),
-        wildcard_constraints:
-            branch=_LF_B_RE,
-            file=r"[\w.-]+\.(npz|zip|tar\.gz)",
         log:
             res(_LF, "{branch}", "logs", "download_{file}.log"),
         benchmark:
             res(_LF, "{branch}", "benchmarks", "download_{file}.tsv")
+        wildcard_constraints:
+            branch=_LF_B_RE,
+            file=r"[\w.-]+\.(npz|zip|tar\.gz)",
         conda:
             "../../envs/lfss.yaml"
         threads: 1
@@ -298,12 +301,12 @@ if _LF_BRANCHES:
         output:
             images=res(_LF, "{branch}", "processed", "images.npz"),
             reference=res(_LF, "{branch}", "processed", "pca50_kmeans_acc.json"),
-        wildcard_constraints:
-            branch=_LF_B_RE,
         log:
             res(_LF, "{branch}", "logs", "preprocess.log"),
         benchmark:
             res(_LF, "{branch}", "benchmarks", "preprocess.tsv")
+        wildcard_constraints:
+            branch=_LF_B_RE,
         conda:
             "../../envs/lfss.yaml"
         threads: 1
@@ -354,12 +357,12 @@ if _LF_BRANCHES:
         output:
             claims=res(_LF, "{branch}", "claims.json"),
             metrics=res(_LF, "{branch}", "metrics", "eval.json"),
-        wildcard_constraints:
-            branch=_LF_B_RE,
         log:
             res(_LF, "{branch}", "logs", "evaluate.log"),
         benchmark:
             res(_LF, "{branch}", "benchmarks", "evaluate.tsv")
+        wildcard_constraints:
+            branch=_LF_B_RE,
         conda:
             "../../envs/lfss.yaml"
         threads: 1
@@ -381,12 +384,12 @@ if _LF_BRANCHES:
             stability=res(_LF, "{branch}", "figures", "stability_hist.png"),
             curves=res(_LF, "{branch}", "figures", "acc_curves.png"),
             md=res(_LF, "{branch}", "report.md"),
-        wildcard_constraints:
-            branch=_LF_B_RE,
         log:
             res(_LF, "{branch}", "logs", "report.log"),
         benchmark:
             res(_LF, "{branch}", "benchmarks", "report.tsv")
+        wildcard_constraints:
+            branch=_LF_B_RE,
         conda:
             "../../envs/lfss.yaml"
         threads: 1
@@ -404,4 +407,8 @@ rule lfss__all:
     input:
         rules.lfss__evaluate.output.claims,
         rules.lfss__report.output.stability,
-        [res(_LF, name, part) for name in _LF_BRANCHES for part in ("claims.json", "report.md")],
+        [
+            res(_LF, name, part)
+            for name in _LF_BRANCHES
+            for part in ("claims.json", "report.md")
+        ],

@@ -116,7 +116,11 @@ rule morphing_flow__evaluate:
         **stage_params(_MF, "evaluate"),
     shell:
         stage_cmd(_MF, "evaluate")
-        + (" --in {input.records} {input.downloads}" if _MF_REMOTE else " --in {input.records}")
+        + (
+            " --in {input.records} {input.downloads}"
+            if _MF_REMOTE
+            else " --in {input.records}"
+        )
         + " --out {output.claims} {output.metrics} > {log} 2>&1"
 
 

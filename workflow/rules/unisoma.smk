@@ -83,12 +83,20 @@ rule unisoma__train:
     log:
         logf(
             "unisoma",
-            "train_{dataset}_{task}_chunk{chunk}" if _UNI_PAPER else "train_{arm}_chunk{chunk}",
+            (
+                "train_{dataset}_{task}_chunk{chunk}"
+                if _UNI_PAPER
+                else "train_{arm}_chunk{chunk}"
+            ),
         ),
     benchmark:
         bench(
             "unisoma",
-            "train_{dataset}_{task}_chunk{chunk}" if _UNI_PAPER else "train_{arm}_chunk{chunk}",
+            (
+                "train_{dataset}_{task}_chunk{chunk}"
+                if _UNI_PAPER
+                else "train_{arm}_chunk{chunk}"
+            ),
         )
     wildcard_constraints:
         arm="[a-z_]+",
@@ -106,7 +114,9 @@ rule unisoma__train:
         **stage_params("unisoma", "train"),
         args=lambda w: (
             "--set experiment={}/{} --seeds {}".format(
-                w.dataset, w.task, " ".join(map(str, seed_chunks("unisoma")[int(w.chunk)]))
+                w.dataset,
+                w.task,
+                " ".join(map(str, seed_chunks("unisoma")[int(w.chunk)])),
             )
             if _UNI_PAPER
             else "--arm {} --seeds {}".format(
@@ -120,8 +130,8 @@ rule unisoma__train:
 
 _UNI_MODELS = (
     [
-        _UNI_MODEL.format(dataset=e.split("/")[0], task=e.split("/")[1], chunk=c)
-        for e in _UNI_EXPERIMENTS
+        _UNI_MODEL.format(dataset=dataset, task=task, chunk=c)
+        for dataset, task in (e.split("/") for e in _UNI_EXPERIMENTS)
         for c in seed_chunks("unisoma")
     ]
     if _UNI_PAPER
