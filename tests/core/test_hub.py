@@ -105,3 +105,13 @@ def test_record_logs_params_and_claims_carry_the_models(tmp_path):
     with pytest.raises(hub.HubError, match=r"models.judge: \['revision'\] missing"):
         write_claims(tmp_path / "bad.json", study="s", scale="paper", data_source="remote", claims=[c],
                      models={"judge": {"repo_id": "org/j", "source": "resolved"}})
+
+
+def test_model_by_repo_finds_the_row_and_applies_a_commit(tmp_path):
+    p = _write(tmp_path, f"policy,org/p,{C1},MIT\njudge,org/j,UNPINNED,MIT\n")
+    assert hub.model_by_repo(p, "org/j") == hub.HubModel("judge", "org/j", hub.UNPINNED, "MIT")
+    assert hub.model_by_repo(p, "org/j", C2).revision == C2
+    with pytest.raises(hub.HubError, match=r"models.csv: text model 'org/x' is not one of \['org/j', 'org/p'\]"):
+        hub.model_by_repo(p, "org/x", what="text model")
+    with pytest.raises(hub.HubError, match="paper.revision: 'main' of model 'org/p' is not a 40-hex commit"):
+        hub.model_by_repo(p, "org/p", "main", revision_key="paper.revision")

@@ -105,6 +105,23 @@ def read_models(path: str | Path) -> dict[str, HubModel]:
     return out
 
 
+def model_by_repo(path: str | Path, repo_id: str, revision: str | None = None, *, what: str = "model",
+                  revision_key: str = "revision") -> HubModel:
+    """The row of the model manifest at ``path`` whose ``repo_id`` is ``repo_id``; ``revision`` (a 40-hex commit
+    from the study's config key ``revision_key``) replaces the row's. Raises :class:`HubError` naming the file for
+    an id that is not listed, or the key for a revision that is not a commit."""
+    rows = read_models(path)
+    row = next((m for m in rows.values() if m.repo_id == repo_id), None)
+    if row is None:
+        raise HubError(f"{path}: {what} {repo_id!r} is not one of {sorted(m.repo_id for m in rows.values())}")
+    if revision is not None:
+        if not _COMMIT.match(revision):
+            raise HubError(f"{revision_key}: {revision!r} of {what} {repo_id!r} is not a 40-hex commit (branch and "
+                           "tag names move)")
+        row = HubModel(row.name, row.repo_id, revision, row.licence)
+    return row
+
+
 def directory_digest(path: str | Path) -> str:
     """sha256 over a directory's files (relative path and bytes, in sorted order): the revision of a local model."""
     root = Path(path)

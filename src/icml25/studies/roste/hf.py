@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import importlib.util
 import math
-import re
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -85,16 +84,7 @@ def hub_model(model_id: str, revision: str | None = None) -> hub.HubModel:
     """The row of :data:`MODELS_CSV` whose ``repo_id`` is ``model_id``; ``revision`` (a 40-hex commit, the config's
     ``paper.revision``) replaces the row's. Raises :class:`~icml25.core.hub.HubError` naming the file for an id
     that is not listed or a revision that is not a commit."""
-    rows = hub.read_models(MODELS_CSV)
-    row = next((m for m in rows.values() if m.repo_id == model_id), None)
-    if row is None:
-        raise hub.HubError(f"{MODELS_CSV}: roste paper model {model_id!r} is not one of "
-                           f"{sorted(m.repo_id for m in rows.values())}")
-    if revision is not None:
-        if not re.fullmatch(r"[0-9a-f]{40}", revision):
-            raise hub.HubError(f"paper.revision: {revision!r} is not a 40-hex commit (branch and tag names move)")
-        row = hub.HubModel(row.name, row.repo_id, revision, row.licence)
-    return row
+    return hub.model_by_repo(MODELS_CSV, model_id, revision, what="roste paper model", revision_key="paper.revision")
 
 
 def resolve_model(model_id: str, revision: str | None = None, *, local_dir: str | Path | None = None,
