@@ -1093,3 +1093,46 @@ def test_resnet_width_one_is_the_paper_backbone():
     small, feat = Mo.encoder("resnet18", in_channels=3, width=1 / 16)
     assert feat == 32 and count(small) < count(Mo.resnet("resnet18", 3, "cifar")) / 100
     assert Mo.encoder("resnet50", in_channels=3)[1] == 2048
+
+
+# ---------------------------------------------------------------- issue 37: exact speed-ups (same floats as before)
+def test_maxpool2x2_equals_nn_maxpool_values_and_gradients():
+    """MaxPool2x2 gives nn.MaxPool2d(2)'s outputs bit for bit (odd sizes floored), with and without a gradient,
+    and the same input gradient (first maximum of a window in raster order) on tie-heavy ReLU maps."""
+    import torch
+    from torch import nn
+
+    from icml25.studies.lfss.model import MaxPool2x2, max_pool_2x2
+
+    gen = torch.Generator().manual_seed(0)
+    for shape in [(4, 3, 28, 28), (2, 5, 7, 9), (3, 2, 14, 15)]:
+        x = torch.relu(torch.randn(shape, generator=gen))
+        x[..., ::3, :] = torch.round(x[..., ::3, :])  # many exact ties, at 0 and above
+        ref = nn.MaxPool2d(2)(x)
+        with torch.no_grad():
+            assert torch.equal(MaxPool2x2()(x), ref)
+        assert torch.equal(max_pool_2x2(x), ref)
+        a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+        g = torch.randn(ref.shape, generator=gen)
+        nn.MaxPool2d(2)(a).backward(g)
+        out = MaxPool2x2()(b)
+        assert torch.equal(out, ref)
+        out.backward(g)
+        assert torch.equal(a.grad, b.grad)
+
+
+def test_cluster_sums_equal_np_add_at_bitwise():
+    """The k-means centre sums equal np.add.at's sequential sums bit for bit (signed zeros included)."""
+    from icml25.studies.lfss.method import _cluster_sums
+
+    rng = np.random.default_rng(3)
+    for trial in range(60):
+        n, d, k = int(rng.integers(1, 400)), int(rng.integers(1, 70)), int(rng.integers(1, 12))
+        z = rng.standard_normal((n, d)) * 10.0 ** float(rng.integers(-3, 4))
+        if trial % 4 == 0:
+            z[rng.random(z.shape) < 0.5] = -0.0
+        labels = rng.integers(0, k, n)
+        ref = np.zeros((k, d))
+        np.add.at(ref, labels, z)
+        got = _cluster_sums(z, labels, np.bincount(labels, minlength=k))
+        assert np.array_equal(ref.view(np.int64), got.view(np.int64))

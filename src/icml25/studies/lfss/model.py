@@ -23,13 +23,35 @@ import torch
 from torch import nn
 
 
+def max_pool_2x2(x: torch.Tensor) -> torch.Tensor:
+    """2x2 stride-2 max-pool (floor mode) of ``x (..., H, W)`` as three element-wise maxima of strided views: the
+    same floats as ``torch.max_pool2d(x, 2)`` (a max is exact), ~7x faster on CPU for the small digit maps. No
+    indices are recorded, so it serves only passes without a gradient (NaN propagates as in ``max_pool2d``)."""
+    h, w = x.shape[-2] // 2 * 2, x.shape[-1] // 2 * 2
+    return torch.maximum(torch.maximum(x[..., 0:h:2, 0:w:2], x[..., 0:h:2, 1:w:2]),
+                         torch.maximum(x[..., 1:h:2, 0:w:2], x[..., 1:h:2, 1:w:2]))
+
+
+class MaxPool2x2(nn.Module):
+    """``nn.MaxPool2d(2)`` (kernel 2, stride 2, floor mode) with the same outputs and gradients: ``max_pool2d``
+    itself when a gradient is recorded (its backward routes to the first maximum of each window), else the faster
+    :func:`max_pool_2x2` (the target, old-network and feature passes, under ``no_grad``). No parameters or buffers,
+    so state dicts are those of ``nn.MaxPool2d``."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.is_grad_enabled() and x.requires_grad:
+            return nn.functional.max_pool2d(x, 2)
+        return max_pool_2x2(x)
+
+
 def small_cnn(channels: Sequence[int] = (16, 32), in_channels: int = 1) -> nn.Sequential:
-    """The [R] encoder: per width c a block conv3x3(c)-BN-ReLU-maxpool2; then global average pool -> (B, c_last)."""
+    """The [R] encoder: per width c a block conv3x3(c)-BN-ReLU-maxpool2; then global average pool -> (B, c_last).
+    The max-pool is :class:`MaxPool2x2` (``nn.MaxPool2d(2)``'s numbers, computed faster)."""
     layers: list[nn.Module] = []
     c_in = in_channels
     for c in channels:
         layers += [nn.Conv2d(c_in, c, 3, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU(inplace=True),
-                   nn.MaxPool2d(2)]
+                   MaxPool2x2()]
         c_in = c
     layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten()]
     return nn.Sequential(*layers)
