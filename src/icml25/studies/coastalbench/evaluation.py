@@ -81,8 +81,8 @@ def evaluate_all(cfg, tr, te, model_docs, channels, grid, *, device: str = "cpu"
         if len(t0) == 0:
             continue
         key = f"{lead:g}"
-        truth = te.state32[t0 + step]  # float32 rows, converted once (exact)
-        preds = {"persistence": [(None, te.state32[t0])],
+        truth = te.state[t0 + step].astype(np.float32)
+        preds = {"persistence": [(None, te.state[t0].astype(np.float32))],
                  "climatology": [(None, clim.predict(te.times[t0 + step]) * wet)]}
         for arm, models in arms_models.items():
             preds[arm] = [(seed, predict(m, te, t0, step, cfg.model, record_s=record_s,
