@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 import torch
@@ -41,18 +40,6 @@ class Series:
     times: np.ndarray  # (T,) seconds since the reference date
     wet: np.ndarray  # (H, W) 0/1
     h_norm: np.ndarray  # (H, W) h / max(h)
-
-    @cached_property
-    def state32(self) -> np.ndarray:
-        """``state`` as float32 (T, S, H, W), converted once (float16 -> float32 is exact, so rows of it equal
-        ``state[t].astype(np.float32)``; the batches of training and prediction read it instead of converting
-        the same records again every step)."""
-        return self.state.astype(np.float32)
-
-    @cached_property
-    def forcing32(self) -> np.ndarray:
-        """``forcing`` as float32 (T, 8, H, W), converted once (see :attr:`state32`)."""
-        return self.forcing.astype(np.float32)
 
 
 def load_series(shards: Sequence, channels: Sequence[str], times: Sequence[np.ndarray], wet: np.ndarray,
@@ -94,10 +81,10 @@ def boundary_band(shape: tuple[int, int], width: int) -> np.ndarray:
 def make_inputs(series: Series, t0: np.ndarray, steps: np.ndarray, *, width: int,
                 no_boundary: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """(x (B, 33, H, W), target increment (B, 13, H, W)) for start indices t0 and lead steps."""
-    s0 = series.state32[t0]
-    s1 = series.state32[t0 + steps]
-    f0 = series.forcing32[t0]
-    f1 = series.forcing32[t0 + steps]
+    s0 = series.state[t0].astype(np.float32)
+    s1 = series.state[t0 + steps].astype(np.float32)
+    f0 = series.forcing[t0].astype(np.float32)
+    f1 = series.forcing[t0 + steps].astype(np.float32)
     band = boundary_band(series.wet.shape, width) * series.wet
     b = len(t0)
     zb = s1[:, :1] * band
@@ -193,7 +180,7 @@ def predict(model: CoastalViT, series: Series, t0: np.ndarray, step: int, model_
         x, _ = make_inputs(series, tt, k, width=model_cfg.boundary_width, no_boundary=no_boundary)
         lead = torch.full((len(tt),), step * record_s / 3600.0)
         inc = model(x.to(device), lead.to(device)).cpu().numpy()
-        out.append((series.state32[tt] + inc) * series.wet)
+        out.append((series.state[tt].astype(np.float32) + inc) * series.wet)
     return np.concatenate(out)
 
 
