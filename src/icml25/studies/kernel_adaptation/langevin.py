@@ -16,7 +16,8 @@ posterior (χ = N) the measured top eigenvalue is up to ≈ 2.3 λ̂, and the un
 η λ ≥ 2, so a step with η λ̂ > ``max_step_curvature`` (1 by default) is refused before sampling. Inside that bound
 the step's bias is measured by step halving (``step_check`` in the config; benchmarks/kernel_adaptation_step.py).
 The network is linear, f(x) = xᵀβ with β = c W̃ᵀṽ (D,), so posterior means of f on any input follow from the
-running mean of β; E[A] = (g_w/D) E[W̃ᵀW̃]/N. All chains advance together as one (C, N, D) tensor.
+running mean of β; E[A] = (g_w/D) E[W̃ᵀW̃]/N. All chains advance together as one (C, N, D) tensor;
+:func:`langevin_sample_many` advances several χ (one generator each) as one (G·C, N, D) tensor, bit for bit as G lone runs.
 """
 from __future__ import annotations
 
