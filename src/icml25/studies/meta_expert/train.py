@@ -24,7 +24,7 @@ from . import data as D
 from .evaluate import evaluate_model
 from .method import (CONSISTENT, N_EXPERTS, aggregate, class_balanced_weights, expert_unsup_loss, fixmatch_loss,
                      fusion_expert_weights, interval_of, profile_count_update, unlabelled_profile)
-from .model import SSLNet, ema_update
+from .model import EMAPairs, SSLNet
 
 ARMS = ("fixmatch", "fixmatch_la", "cpe", "meta_expert", "meta_expert_nomff")
 LOSS_KEYS = ("loss", "sup_loss", "unsup_loss", "fuse_sup_loss", "fuse_unsup_loss", "mask_rate")
@@ -107,7 +107,7 @@ def _optimizer(net: torch.nn.Module, t: Mapping[str, Any]) -> torch.optim.Optimi
         (no_decay if p.ndim <= 1 else decay).append(p)
     return torch.optim.SGD([{"params": decay, "weight_decay": t["weight_decay"]},
                             {"params": no_decay, "weight_decay": 0.0}],
-                           lr=t["lr"], momentum=t["momentum"], nesterov=t["nesterov"])
+                           lr=t["lr"], momentum=t["momentum"], nesterov=t["nesterov"], foreach=True)
 
 
 def _lr(t: Mapping[str, Any], it: int) -> float:
@@ -130,6 +130,7 @@ def train_arm(arm: str, split: Mapping[str, np.ndarray], cfg: Mapping[str, Any],
     ema.load_state_dict(net.state_dict())
     ema.eval()
     opt = _optimizer(net, t)
+    ema_pairs = EMAPairs(ema, net)
     gen = torch.Generator().manual_seed(seed)
 
     views = _Views(split, dataset, aug, device)
@@ -207,7 +208,7 @@ def train_arm(arm: str, split: Mapping[str, np.ndarray], cfg: Mapping[str, Any],
         loss.backward()
         opt.step()
         decay = min(t["ema"], (1 + it) / (10 + it)) if t["ema_warmup"] else t["ema"]
-        ema_update(ema, net, decay)
+        ema_pairs.update(decay)
         for key, val in zip(LOSS_KEYS, (loss, sup, unsup, fuse_sup, fuse_unsup, mask.mean())):
             sums[key] += float(val.detach()) if torch.is_tensor(val) else float(val)
         n_sums += 1
