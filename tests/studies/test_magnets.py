@@ -222,6 +222,22 @@ def test_cache_written_in_place_when_decoding_gives_the_same_numbers(model):
     assert all(torch.equal(a, b) for a, b in zip(*caches))
 
 
+def test_shared_decode_noise_gives_the_same_decoding_bit_for_bit(model):
+    """The evaluate stage draws each seed's decoding random numbers once (method.decode_noise) and every arm decodes
+    with them: the tokens and logits must equal those of drawing them inside decode_trace, for every arm."""
+    from icml25.studies.magnets.method import decode_noise
+
+    cls = torch.arange(10).repeat(2)
+    noise = decode_noise(20, 49, 64, 8, torch.Generator().manual_seed(7))
+    for sched, use in ARMS.values():
+        a = decode_trace(model, cls, sched, use, generator=torch.Generator().manual_seed(7))
+        b = decode_trace(model, cls, sched, use, generator=torch.Generator().manual_seed(99), noise=noise)
+        assert torch.equal(a["tokens"], b["tokens"])
+        assert all(torch.equal(x, y) for x, y in zip(a["logits"], b["logits"]))
+    with pytest.raises(ValueError, match="noise"):
+        decode_trace(model, cls[:10], SCHED, True, noise=noise)
+
+
 def test_cache_rows_and_refresh_on_width_change(model):
     tr = decode_trace(model, torch.arange(10), SCHED, True, generator=torch.Generator().manual_seed(0))
     assert tr["full"] == [True, False, False, True, False, False, True, False]  # t=0 and each width change
