@@ -90,11 +90,12 @@ def decode_trace(model: NestedMaskedTransformer, class_ids: torch.Tensor, schedu
                  use_cache: bool, T: int = 8, choice_temperature: float = 4.5,
                  generator: torch.Generator | None = None, *, on_width_change: WidthChange = "refresh",
                  measure_flops: bool = False, noise: list[tuple[torch.Tensor, torch.Tensor]] | None = None) -> dict:
-    """:func:`decode` with its internals (``noise``: the draws of :func:`decode_noise` for this ``generator``'s
-    state, B and T, used instead of drawing them again; the tokens are the same, bit for bit): ``tokens`` (B, N), ``flops`` (analytic, per sample per step),
+    """:func:`decode` with its internals: ``tokens`` (B, N), ``flops`` (analytic, per sample per step),
     ``measured_flops`` (per sample per step from ``torch.utils.flop_counter.FlopCounterMode`` when
     ``measure_flops``), ``logits`` (list of (B, |U_t|, K)), ``unknown`` (list of (B, N) bool masks U_t),
-    ``rows`` (list of (B, n_q) recomputed rows), ``full`` (list of bools: full pass)."""
+    ``rows`` (list of (B, n_q) recomputed rows), ``full`` (list of bools: full pass). ``noise``: the draws of
+    :func:`decode_noise` for this ``generator``'s state, B and T, used instead of drawing them here (the same
+    tokens, bit for bit)."""
     schedule = _check_schedule(schedule, T)
     model.eval()
     B, N, K = class_ids.shape[0], model.seq_len, model.vocab
