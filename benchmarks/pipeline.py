@@ -1,7 +1,13 @@
 """Benchmark the pipeline: run the smoke and default scales in a scratch copy of the project and print, from
 Snakemake's benchmark files, wall time and peak RSS per rule, plus the fixed per-job overhead (a no-op stage job:
-interpreter start, imports, MLflow store and run) and its share of the pipeline's wall time; per study, the jobs' CPU time split into work (inside the stage
-functions, from the `icml25-job-cpu:` line each job logs) and start-up (interpreter, imports, tracking).
+interpreter start, imports, MLflow store and run) and its share of the pipeline's wall time; per study, the jobs'
+CPU time split into work (inside the stage functions) and start-up (interpreter, imports, tracking), both from the
+`icml25-job-cpu:` line each job logs; and where the machine's CPU went over the run (the jobs, the rest of the
+pipeline's process tree: Snakemake, its scheduler, the MLflow server, shells; idle).
+
+Job CPU comes from the job itself (``os.times`` at its end, children included), not from Snakemake's benchmark
+``cpu_time``: Snakemake samples the process tree every few seconds (every 30 s after the first minute), so it
+misses the CPU of a job's last interval and under-counts jobs of 20 s - 1 min by up to half.
 
     python benchmarks/pipeline.py                       # smoke + default, all implemented studies
     python benchmarks/pipeline.py --scales smoke --studies cat_iv --cores 2
@@ -32,14 +38,34 @@ def copy_project(dst: Path) -> None:
         shutil.copytree(ROOT / name, dst / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
 
 
-def run_pipeline(work: Path, scale: str, studies: list[str] | None, cores: int) -> float:
+def machine_cpu() -> tuple[float, float]:
+    """(busy, idle) CPU seconds of the whole machine since boot, all cores (``/proc/stat``; busy = user, nice,
+    system, irq, softirq, steal; idle = idle + iowait)."""
+    import os
+
+    with open("/proc/stat") as fh:
+        v = [int(x) for x in fh.readline().split()[1:]]
+    hz = os.sysconf("SC_CLK_TCK")
+    return (sum(v[0:3]) + sum(v[5:8])) / hz, (v[3] + v[4]) / hz
+
+
+def run_pipeline(work: Path, scale: str, studies: list[str] | None, cores: int) -> dict[str, float]:
+    """Run the pipeline; return its wall (s), the CPU-s of its process tree (Snakemake and every process it
+    waited for: jobs, shells, the scheduler's solver, the MLflow server it supervises) and the machine's busy
+    and idle CPU-s over the run."""
+    import resource
+
     cfg = [f"scale={scale}"] + ([f"studies=[{','.join(studies)}]"] if studies else [])
+    ru0, (busy0, idle0) = resource.getrusage(resource.RUSAGE_CHILDREN), machine_cpu()
     t0 = time.perf_counter()
     out = subprocess.run([sys.executable, "-m", "snakemake", "--cores", str(cores), "--config", *cfg], cwd=work,
                          capture_output=True, text=True)
+    wall = time.perf_counter() - t0
     if out.returncode:
         sys.exit(f"pipeline failed at scale {scale}:\n{out.stderr[-4000:]}")
-    return time.perf_counter() - t0
+    ru1, (busy1, idle1) = resource.getrusage(resource.RUSAGE_CHILDREN), machine_cpu()
+    tree = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
+    return {"wall": wall, "tree_cpu": tree, "machine_busy": busy1 - busy0, "machine_idle": idle1 - idle0}
 
 
 def read_benchmarks(results: Path) -> list[dict]:
@@ -54,10 +80,11 @@ def read_benchmarks(results: Path) -> list[dict]:
         rule = re.sub(r"_(chunk\d+|s\d+)$", "", tsv.stem)
         rule = re.sub(r"^(train|evaluate)_.*", r"\1", rule)
         rss = rec.get("max_rss", "-")
+        work, total = job_cpu(tsv.parent.parent / "logs" / f"{tsv.stem}.log")
         rows.append({"study": study, "rule": rule, "s": float(rec["s"]),
                      "max_rss_mb": float(rss) if rss not in ("-", "NA", "") else float("nan"),
-                     "cpu_s": _number(rec.get("cpu_time")),
-                     "work_cpu_s": job_work_cpu(tsv.parent.parent / "logs" / f"{tsv.stem}.log")})
+                     "cpu_s": total if total == total else _number(rec.get("cpu_time")),
+                     "work_cpu_s": work})
     return rows
 
 
@@ -68,22 +95,27 @@ def _number(text: str | None) -> float:
         return float("nan")
 
 
-def job_work_cpu(log: Path) -> float:
-    """CPU seconds the job spent inside its stage function, from the ``icml25-job-cpu:`` line every stage job
-    prints (``icml25.core.cli``); NaN when the log has none."""
+def job_cpu(log: Path) -> tuple[float, float]:
+    """(work, total) CPU seconds of a stage job from the ``icml25-job-cpu:`` line it prints last
+    (``icml25.core.cli``): work inside the stage function; total = the job process's CPU from interpreter start to
+    its end, reaped children included (NaN in logs written before the line carried it). (NaN, NaN) when the log
+    has no such line (jobs that are not stage jobs, such as the summary)."""
     try:
         text = log.read_text(errors="replace")
     except OSError:
-        return float("nan")
+        return float("nan"), float("nan")
     from icml25.core.cli import JOB_CPU_MARK
 
-    found = re.findall(rf"{re.escape(JOB_CPU_MARK)} startup=([0-9.]+) work=([0-9.]+)", text)
-    return float(found[-1][1]) if found else float("nan")
+    found = re.findall(rf"{re.escape(JOB_CPU_MARK)} startup=([0-9.]+) work=([0-9.]+)(?: total=([0-9.]+))?", text)
+    if not found:
+        return float("nan"), float("nan")
+    _, work, total = found[-1]
+    return float(work), float(total) if total else float("nan")
 
 
 def study_table(rows: list[dict]) -> list[dict]:
     """Per study: jobs, job CPU seconds, CPU seconds of useful work (inside the stage functions) and start-up (the
-    rest: interpreter, imports, tracking, Snakemake's shell), and start-up's share of the job CPU."""
+    rest: interpreter, imports, tracking set-up and teardown), and start-up's share of the job CPU."""
     out = []
     by_study: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
@@ -126,7 +158,9 @@ def noop_overhead(work: Path, slug: str, repeats: int, via_server: bool) -> floa
     return statistics.median(times)
 
 
-def print_table(scale: str, wall: float, rows: list[dict], overhead: float, direct: float, cores: int) -> None:
+def print_table(scale: str, run: dict[str, float], rows: list[dict], overhead: float, direct: float,
+                cores: int) -> None:
+    wall = run["wall"]
     groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for r in rows:
         groups[(r["study"], r["rule"])].append(r)
@@ -141,7 +175,24 @@ def print_table(scale: str, wall: float, rows: list[dict], overhead: float, dire
           f"(straight into SQLite, as a hand-run stage: {direct:.2f} s)")
     print(f"overhead x {len(rows)} jobs = {total:.1f} s = {100 * total / wall:.0f}% of the pipeline wall if the jobs "
           f"ran one after another; {100 * total / (cores * wall):.0f}% of the {cores} cores' time over the wall")
+    print_machine(run, rows, cores)
     print_studies(scale, rows)
+
+
+def print_machine(run: dict[str, float], rows: list[dict], cores: int) -> None:
+    """Where the cores' time went over the run: the stage jobs (their own CPU), the rest of the pipeline's process
+    tree (Snakemake and its scheduler, shells, non-stage jobs), other processes (the MLflow server runs in its own
+    session and is not reaped by Snakemake; on an idle machine nothing else), idle."""
+    jobs = sum(r["cpu_s"] for r in rows if r["work_cpu_s"] == r["work_cpu_s"] and r["cpu_s"] == r["cpu_s"])
+    slots = cores * run["wall"]
+    rest = run["tree_cpu"] - jobs
+    other = run["machine_busy"] - run["tree_cpu"]
+    print(f"\ncores' time over the wall: {slots:.0f} CPU-s ({cores} x {run['wall']:.0f} s); stage jobs {jobs:.0f} "
+          f"({100 * jobs / slots:.0f}%), rest of the pipeline's process tree (Snakemake, its "
+          f"scheduler, shells) {rest:.0f} ({100 * rest / slots:.0f}%), other processes (the MLflow server, which "
+          f"runs in its own session; anything else on the machine) {other:.0f} "
+          f"({100 * other / slots:.0f}%), machine idle {run['machine_idle']:.0f} "
+          f"({100 * run['machine_idle'] / slots:.0f}%)")
 
 
 def print_studies(scale: str, rows: list[dict]) -> None:
@@ -178,10 +229,10 @@ def main() -> None:
     for scale in args.scales:
         work = args.work / scale
         copy_project(work)
-        wall = run_pipeline(work, scale, args.studies, args.cores)
+        run = run_pipeline(work, scale, args.studies, args.cores)
         overhead = noop_overhead(work, slug, args.repeats, via_server=True)
         direct = noop_overhead(work, slug, args.repeats, via_server=False)
-        print_table(scale, wall, read_benchmarks(work / "results" / scale), overhead, direct, args.cores)
+        print_table(scale, run, read_benchmarks(work / "results" / scale), overhead, direct, args.cores)
 
 
 if __name__ == "__main__":

@@ -990,3 +990,13 @@ def test_femnist_shards_are_whole_writers_through_preprocess_and_train(tmp_path)
     assert np.array_equal(np.sort(np.concatenate(sh["parts"])), np.arange(len(sh["y_train"])))
     out = experiment.run(c, "ntk_dfl", 2000, shards=sh)
     assert len(out["curves"]["agg_acc"]) == 2 and np.isfinite(out["weights"].numpy()).all()
+
+
+def test_train_jobs_per_scale():
+    """Issue 37: the default runs one train job per arm with all its seeds (fewer start-ups); the paper scale one GPU
+    job per arm and seed."""
+    from icml25.core.workflow import seed_chunks
+
+    default, paper = _config("default"), _config("paper")
+    assert default.seeds_per_job is None and seed_chunks(default.seeds, default.seeds_per_job) == {0: [2000, 2001, 2002]}
+    assert paper.seeds_per_job == 1 and len(seed_chunks(paper.seeds, paper.seeds_per_job)) == len(paper.seeds)

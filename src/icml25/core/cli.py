@@ -196,8 +196,11 @@ def stage_main(slug: str, config_cls: type, stages: Mapping[str, StageFn], argv:
             run.log_metric("job/startup_cpu_s", work[0])
             run.log_metric("job/work_cpu_s", work[1])
     log.info("%s %s: done in %.1f s", slug, args.stage, time.perf_counter() - t0)
-    # one machine-readable line per job: benchmarks/pipeline.py splits each job's CPU time into start-up and work
-    print(f"{JOB_CPU_MARK} startup={work[0]:.3f} work={work[1]:.3f}", file=sys.stderr, flush=True)
+    # one machine-readable line per job: benchmarks/pipeline.py splits each job's CPU time into start-up and work;
+    # total = the process's CPU from interpreter start to here (tracking teardown included) plus reaped children
+    t = os.times()
+    total = t.user + t.system + t.children_user + t.children_system
+    print(f"{JOB_CPU_MARK} startup={work[0]:.3f} work={work[1]:.3f} total={total:.3f}", file=sys.stderr, flush=True)
     return 0
 
 

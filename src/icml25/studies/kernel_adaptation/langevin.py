@@ -16,7 +16,8 @@ posterior (χ = N) the measured top eigenvalue is up to ≈ 2.3 λ̂, and the un
 η λ ≥ 2, so a step with η λ̂ > ``max_step_curvature`` (1 by default) is refused before sampling. Inside that bound
 the step's bias is measured by step halving (``step_check`` in the config; benchmarks/kernel_adaptation_step.py).
 The network is linear, f(x) = xᵀβ with β = c W̃ᵀṽ (D,), so posterior means of f on any input follow from the
-running mean of β; E[A] = (g_w/D) E[W̃ᵀW̃]/N. All chains advance together as one (C, N, D) tensor.
+running mean of β; E[A] = (g_w/D) E[W̃ᵀW̃]/N. All chains advance together as one (C, N, D) tensor;
+:func:`langevin_sample_many` advances several χ (one generator each) as one (G·C, N, D) tensor, bit for bit as G lone runs.
 """
 from __future__ import annotations
 
@@ -89,15 +90,37 @@ def langevin_sample(X, y, X_test, N, chi, g_v=1.0, g_w=1.0, kappa0=0.05, lr=2.5e
     Raises ValueError for χ outside [1, N], LangevinStepError (naming ``langevin.lr``) if lr·λ̂ exceeds
     ``max_step_curvature`` with the likelihood on, and LangevinDivergence if any chain becomes non-finite.
     """
+    return langevin_sample_many(X, y, X_test, N, [float(chi)], [seed], g_v, g_w, kappa0, lr, n_steps, n_chains, burn_in,
+                                thin, likelihood, y_test=y_test, device=device, threads=threads,
+                                max_step_curvature=max_step_curvature)[0]
+
+
+def langevin_sample_many(X, y, X_test, N, chis, seeds, g_v=1.0, g_w=1.0, kappa0=0.05, lr=2.5e-3, n_steps=10_000,
+                         n_chains=8, burn_in=1 / 3, thin=10, likelihood=True, *, y_test=None, device: str = "cpu",
+                         threads: int | None = 1, max_step_curvature: float | None = MAX_STEP_CURVATURE
+                         ) -> list[dict[str, np.ndarray]]:
+    """:func:`langevin_sample` at several χ at once: entry k of the returned list is exactly (bit for bit)
+    ``langevin_sample(..., chi=chis[k], seed=seeds[k], ...)`` with the other arguments shared.
+
+    The G ensembles are advanced together as one (G·C, N, D) tensor, so each Langevin step costs a few tensor
+    operations for all of them instead of per χ (the tensors are tiny and the per-operation overhead dominates on
+    CPU). Every chain's arithmetic is the same as alone: each group keeps its own generator and noise stream, its
+    own c and κ enter through per-group matrices of a batched product, and the running sums are formed per group.
+    """
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
     X_test = np.asarray(X_test, dtype=np.float64)
     P, D = X.shape
     if y.shape != (P,) or X_test.ndim != 2 or X_test.shape[1] != D:
         raise ValueError(f"expected X (P,D), y (P,), X_test (P*,D); got {X.shape}, {y.shape}, {X_test.shape}")
-    N, chi = int(N), float(chi)
-    if not 1.0 <= chi <= N * (1 + 1e-12):
-        raise ValueError(f"langevin_sample: chi={chi} outside [1, N={N}]")
+    N = int(N)
+    chis = [float(c) for c in chis]
+    seeds = [int(s) for s in seeds]
+    if not chis or len(chis) != len(seeds):
+        raise ValueError(f"langevin_sample_many: need one seed per chi, got {len(chis)} chi and {len(seeds)} seeds")
+    for chi in chis:
+        if not 1.0 <= chi <= N * (1 + 1e-12):
+            raise ValueError(f"langevin_sample: chi={chi} outside [1, N={N}]")
     if not (0 <= burn_in < 1 and thin >= 1 and n_steps >= 1 and n_chains >= 1 and lr > 0):
         raise ValueError("langevin_sample: need 0 <= burn_in < 1, thin >= 1, n_steps >= 1, n_chains >= 1, lr > 0")
     if likelihood and max_step_curvature is not None:
@@ -111,85 +134,121 @@ def langevin_sample(X, y, X_test, N, chi, g_v=1.0, g_w=1.0, kappa0=0.05, lr=2.5e
     if threads is not None:
         torch.set_num_threads(int(threads))
     try:
-        return _sample(X, y, X_test, N, chi, g_v, g_w, kappa0, lr, n_steps, n_chains, burn_in, thin, seed,
+        return _sample(X, y, X_test, N, chis, seeds, g_v, g_w, kappa0, lr, n_steps, n_chains, burn_in, thin,
                        likelihood, y_test, device)
     finally:
         torch.set_num_threads(previous)
 
 
-def _sample(X, y, X_test, N, chi, g_v, g_w, kappa0, lr, n_steps, n_chains, burn_in, thin, seed, likelihood,
-            y_test, device) -> dict[str, np.ndarray]:
+def _sample(X, y, X_test, N, chis, seeds, g_v, g_w, kappa0, lr, n_steps, n_chains, burn_in, thin, likelihood,
+            y_test, device) -> list[dict[str, np.ndarray]]:
     P, D = X.shape
-    c = math.sqrt(g_v * g_w / (chi * N * D))
-    kappa = kappa0 / chi
+    G, C = len(chis), n_chains
+    cs = [math.sqrt(g_v * g_w / (chi * N * D)) for chi in chis]
+    kappas = [kappa0 / chi for chi in chis]
     dev = torch.device(device)
     dt = torch.float64
-    gen = torch.Generator(device=dev).manual_seed(int(seed))
+    gens = [torch.Generator(device=dev).manual_seed(s) for s in seeds]
     Xt, yt = torch.as_tensor(X, dtype=dt, device=dev), torch.as_tensor(y, dtype=dt, device=dev)
-    Wt = torch.randn((n_chains, N, D), generator=gen, dtype=dt, device=dev)
-    vt = torch.randn((n_chains, N), generator=gen, dtype=dt, device=dev)
-    cXT = c * Xt.T  # (D,P): residual r = c (ṽW̃) Xᵀ − y
-    gX = (c / kappa) * Xt  # (P,D): g = (c/κ) r X
+    Wt = torch.empty((G * C, N, D), dtype=dt, device=dev)
+    vt = torch.empty((G * C, N), dtype=dt, device=dev)
+    for k, gen in enumerate(gens):  # per group: W̃ then ṽ from its generator, as a lone run draws them
+        Wt[k * C:(k + 1) * C] = torch.randn((C, N, D), generator=gen, dtype=dt, device=dev)
+        vt[k * C:(k + 1) * C] = torch.randn((C, N), generator=gen, dtype=dt, device=dev)
+    cXT = torch.stack([c * Xt.T for c in cs])  # (G,D,P): residual r = c (ṽW̃) Xᵀ − y
+    gX = torch.stack([(c / kap) * Xt for c, kap in zip(cs, kappas)])  # (G,P,D): g = (c/κ) r X
     neg_y = -yt
     noise_scale = math.sqrt(2.0 * lr)
     start = int(math.ceil(burn_in * n_steps))
-    sum_beta = torch.zeros(D, dtype=dt, device=dev)
-    sum_bb = torch.zeros((D, D), dtype=dt, device=dev)
-    sum_ww = torch.zeros((D, D), dtype=dt, device=dev)
+    sum_beta = torch.zeros((G, D), dtype=dt, device=dev)
+    sum_bb = torch.zeros((G, D, D), dtype=dt, device=dev)
+    sum_ww = torch.zeros((G, D, D), dtype=dt, device=dev)
     n_kept = 0
-    win_beta = torch.zeros(D, dtype=dt, device=dev)
+    win_beta = torch.zeros((G, D), dtype=dt, device=dev)
     win_n = 0
     trace_beta: list[torch.Tensor] = []
-    block = 0
+    # work buffers and fixed views (the state is updated in place, so the views stay valid)
+    v_row = vt.unsqueeze(1)  # (GC,1,N)
+    v_col = vt.unsqueeze(2)  # (GC,N,1)
+    vw = torch.empty((G * C, 1, D), dtype=dt, device=dev)  # β/c per chain
+    vw_g = vw.view(G, C, D)
+    r = torch.empty((G, C, P), dtype=dt, device=dev)
+    g = torch.empty((G, C, D), dtype=dt, device=dev)
+    g_row = g.view(G * C, 1, D)
+    g_col = g.view(G * C, D, 1)
+    gv = torch.empty((G * C, N, 1), dtype=dt, device=dev)  # W̃ g
+    gv_flat = gv.view(G * C, N)
+    neg_y_b = neg_y.expand(G, C, P)
+    Wt_g, vt_g = Wt.view(G, C, N, D), vt.view(G, C, N)  # grouped views for the noise of shape (G, C, ...)
+    v_col_g, g_row_g, gv_g = v_col.view(G, C, N, 1), g.view(G, C, 1, D), gv.view(G, C, N)
+    nb = min(NOISE_BLOCK, n_steps)  # noise buffers, allocated once (fresh large allocations cost page faults)
+    raw_buf = torch.empty((G, nb, C, N, D + 1), dtype=torch.float32, device=dev)
+    w_buf = torch.empty((G, nb, C, N, D), dtype=dt, device=dev)
+    v_buf = torch.empty((G, nb, C, N), dtype=dt, device=dev)
+    block = first = 0
     for t in range(1, n_steps + 1):
         if block == 0:  # noise drawn in blocks of NOISE_BLOCK steps, in float32 (4x cheaper on CPU; its 1e-7
             # rounding is far below the sampling error), then used in float64 like the rest of the dynamics
-            block = min(NOISE_BLOCK, n_steps - t + 1)
-            noise = torch.randn((block, n_chains, N, D + 1), generator=gen, dtype=torch.float32, device=dev)
-            noise = noise.to(dt).mul_(noise_scale)
-        xi = noise[noise.shape[0] - block]
+            block = first = min(NOISE_BLOCK, n_steps - t + 1)
+            for k, gen in enumerate(gens):  # group k's stream: randn((block, C, N, D+1)) as a lone run draws it
+                raw_buf[k, :block].normal_(generator=gen)
+            # exact float32 -> float64 copies, then × √(2η) in float64; step i of group k is w_noise[k, i]
+            w_noise = w_buf[:, :block].copy_(raw_buf[:, :block, ..., :D]).mul_(noise_scale)
+            v_noise = v_buf[:, :block].copy_(raw_buf[:, :block, ..., D]).mul_(noise_scale)
+        i = first - block
         block -= 1
         # θ ← θ − η∇U(θ) + √(2η)ξ with ∇U = θ + likelihood part (potential_grad), both parts from the old θ
         if likelihood:
-            vw = torch.bmm(vt.unsqueeze(1), Wt).squeeze(1)  # (C,D) = β/c
-            g = torch.addmm(neg_y, vw, cXT) @ gX  # (C,D)
-            gv = torch.bmm(Wt, g.unsqueeze(2)).squeeze(2)  # (C,N) = W̃ g
-            Wt.mul_(1.0 - lr).addcmul_(vt.unsqueeze(2), g.unsqueeze(1), value=-lr).add_(xi[..., :D])
-            vt.mul_(1.0 - lr).add_(gv, alpha=-lr).add_(xi[..., D])
+            torch.bmm(v_row, Wt, out=vw)  # (GC,1,D) = β/c
+            torch.baddbmm(neg_y_b, vw_g, cXT, out=r)  # (G,C,P)
+            torch.bmm(r, gX, out=g)  # (G,C,D)
+            torch.bmm(Wt, g_col, out=gv)  # (GC,N,1) = W̃ g
+            Wt_g.mul_(1.0 - lr).addcmul_(v_col_g, g_row_g, value=-lr).add_(w_noise[:, i])
+            vt_g.mul_(1.0 - lr).add_(gv_g, alpha=-lr).add_(v_noise[:, i])
         else:
-            Wt.mul_(1.0 - lr).add_(xi[..., :D])
-            vt.mul_(1.0 - lr).add_(xi[..., D])
+            Wt_g.mul_(1.0 - lr).add_(w_noise[:, i])
+            vt_g.mul_(1.0 - lr).add_(v_noise[:, i])
         if t % thin == 0:
-            beta = c * torch.einsum("cnd,cn->cd", Wt, vt)  # (C,D)
-            win_beta += beta.sum(dim=0)
-            win_n += n_chains
+            for k, c in enumerate(cs):  # per group, as a lone run forms its sums
+                Wk, vk = Wt[k * C:(k + 1) * C], vt[k * C:(k + 1) * C]
+                beta = c * torch.einsum("cnd,cn->cd", Wk, vk)  # (C,D)
+                win_beta[k] += beta.sum(dim=0)
+                if t > start:
+                    sum_beta[k] += beta.sum(dim=0)
+                    sum_bb[k] += beta.T @ beta
+                    flat = Wk.reshape(-1, D)
+                    sum_ww[k] += flat.T @ flat
+            win_n += C
             if t > start:
-                sum_beta += beta.sum(dim=0)
-                sum_bb += beta.T @ beta
-                flat = Wt.reshape(-1, D)
-                sum_ww += flat.T @ flat
-                n_kept += n_chains
+                n_kept += C
         if t % TRACE_EVERY == 0 or t == n_steps:
-            bad = ~torch.isfinite(Wt).all(dim=(1, 2)) | ~torch.isfinite(vt).all(dim=1)
-            if bool(bad.any()):
-                raise LangevinDivergence(f"Langevin chains {torch.nonzero(bad).flatten().tolist()} diverged "
-                                         f"(non-finite weights) by step {t} at chi={chi:.6g}, lr={lr:g}; reduce langevin.lr "
-                                         f"(curvature estimate {curvature_estimate(Xt.cpu().numpy(), g_v, g_w, kappa0):.4g})")
+            for k, chi in enumerate(chis):
+                Wk, vk = Wt[k * C:(k + 1) * C], vt[k * C:(k + 1) * C]
+                bad = ~torch.isfinite(Wk).all(dim=(1, 2)) | ~torch.isfinite(vk).all(dim=1)
+                if bool(bad.any()):
+                    raise LangevinDivergence(
+                        f"Langevin chains {torch.nonzero(bad).flatten().tolist()} diverged (non-finite weights) by "
+                        f"step {t} at chi={chi:.6g}, lr={lr:g}; reduce langevin.lr (curvature estimate "
+                        f"{curvature_estimate(Xt.cpu().numpy(), g_v, g_w, kappa0):.4g})")
             if t % TRACE_EVERY == 0:
                 trace_beta.append(win_beta / max(win_n, 1))
-                win_beta = torch.zeros(D, dtype=dt, device=dev)
+                win_beta = torch.zeros((G, D), dtype=dt, device=dev)
                 win_n = 0
     if n_kept == 0:
         raise ValueError(f"langevin_sample: no samples kept (n_steps={n_steps}, burn_in={burn_in}, thin={thin})")
-    mean_beta = (sum_beta / n_kept).cpu().numpy()
-    cov_beta = (sum_bb / n_kept).cpu().numpy() - np.outer(mean_beta, mean_beta)
-    A = (g_w / D) * (sum_ww / (n_kept * N)).cpu().numpy()
-    betas = torch.stack(trace_beta).cpu().numpy() if trace_beta else np.zeros((0, D))
-    if y_test is None:
-        trace = np.mean((betas @ X.T - y) ** 2, axis=1)
-    else:
-        trace = np.mean((betas @ X_test.T - np.asarray(y_test, dtype=np.float64)) ** 2, axis=1)
-    return {"f_train": X @ mean_beta, "f_test": X_test @ mean_beta, "A": 0.5 * (A + A.T), "beta": mean_beta,
-            "var_train": np.einsum("pd,de,pe->p", X, cov_beta, X),
-            "var_test": np.einsum("pd,de,pe->p", X_test, cov_beta, X_test),
-            "trace": trace, "n_samples": n_kept}
+    out = []
+    all_betas = torch.stack(trace_beta).cpu().numpy() if trace_beta else np.zeros((0, G, D))
+    for k in range(G):
+        mean_beta = (sum_beta[k] / n_kept).cpu().numpy()
+        cov_beta = (sum_bb[k] / n_kept).cpu().numpy() - np.outer(mean_beta, mean_beta)
+        A = (g_w / D) * (sum_ww[k] / (n_kept * N)).cpu().numpy()
+        betas = np.ascontiguousarray(all_betas[:, k])
+        if y_test is None:
+            trace = np.mean((betas @ X.T - y) ** 2, axis=1)
+        else:
+            trace = np.mean((betas @ X_test.T - np.asarray(y_test, dtype=np.float64)) ** 2, axis=1)
+        out.append({"f_train": X @ mean_beta, "f_test": X_test @ mean_beta, "A": 0.5 * (A + A.T), "beta": mean_beta,
+                    "var_train": np.einsum("pd,de,pe->p", X, cov_beta, X),
+                    "var_test": np.einsum("pd,de,pe->p", X_test, cov_beta, X_test),
+                    "trace": trace, "n_samples": n_kept})
+    return out
