@@ -185,6 +185,20 @@ def test_naive_encoding_ties_go_to_the_first_place_and_slot_scores():
     assert tok.encode(seq, "none") == [4, 6, 1, 4]
 
 
+def test_integer_priorities_are_cached_per_vocabulary_and_follow_appended_merges():
+    """_int_priorities (read by every naive-segmentation encode) is round(priority * L) per merge, computed once and
+    recomputed when the build appends a merge; encodings are unchanged by the cache."""
+    tok = _two_category_tokenizer([(1, 3), (2, 3)], [10.0, 8.0])
+    L = T.scale_L(2)
+    assert tok._int_priorities() == [round(10.0 * L), round(8.0 * L)]
+    assert tok._int_priorities() is tok._int_priorities()  # cached
+    seq = [(0, 0), (0, 1), (1, 0)]
+    assert tok.encode(seq, "none") == tok.encode(seq, "none") == [5, 1, 4, 6]
+    tok.merges.append((1, 4))
+    tok.priorities.append(2.5)
+    assert tok._int_priorities() == [round(10.0 * L), round(8.0 * L), round(2.5 * L)]
+
+
 def test_merge_at_places():
     assert T.merge_at([[1, 3, 4]], [], 1, 3, 9, ("in", 0)) == ([[9, 4]], [])
     assert T.merge_at([[1, 4], [2, 3]], [7], 4, 7, 9, ("slot_left", 0)) == ([[1], [2, 3]], [9])

@@ -152,6 +152,34 @@ def test_nested_loss_distills_into_every_width(model):
     assert loss0.item() == pytest.approx(parts0["ce_f1"], rel=1e-6)
 
 
+def test_foreach_adamw_is_bit_identical_to_the_per_tensor_loop():
+    """train_generator uses the multi-tensor (foreach) AdamW: it must give the numbers of the per-tensor loop bit
+    for bit (the default pipeline's claims are compared bit for bit across such speed-ups), with clipping and the
+    study's betas, over several steps of the nested loss."""
+    from icml25.studies.magnets.train import lr_at
+
+    torch.manual_seed(1)
+    base = NestedMaskedTransformer()
+    nets = [NestedMaskedTransformer() for _ in range(2)]
+    for n in nets:
+        n.load_state_dict(base.state_dict())
+    opts = [torch.optim.AdamW(n.parameters(), lr=1e-2, weight_decay=0.045, betas=(0.9, 0.96), foreach=fe)
+            for n, fe in zip(nets, (False, True))]
+    tok, cls = torch.randint(0, 64, (16, 49)), torch.randint(0, 10, (16,))
+    for step in range(6):
+        for n, opt in zip(nets, opts):
+            for g in opt.param_groups:
+                g["lr"] = lr_at(step, 6, 1e-2, 2)
+            loss, _ = nested_loss(n, tok, cls, torch.Generator().manual_seed(step))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(n.parameters(), 1.0)
+            opt.step()
+    for (name, a), b in zip(nets[0].named_parameters(), nets[1].parameters()):
+        assert torch.equal(a, b), name
+    assert not torch.equal(nets[0].head.weight, base.head.weight)  # the steps did move the weights
+
+
 # --- cache ------------------------------------------------------------------------------------------------------
 def test_cache_all_rows_equals_forward_and_outside_rows_unchanged(model):
     g = torch.Generator().manual_seed(2)
@@ -174,6 +202,40 @@ def test_cache_all_rows_equals_forward_and_outside_rows_unchanged(model):
                 outside = torch.ones(50, dtype=torch.bool)
                 outside[[3, 7, 11]] = False
                 assert torch.equal(k0[:, outside], k1[:, outside]) and not torch.equal(k0[:, ~outside], k1[:, ~outside])
+
+
+def test_cache_written_in_place_when_decoding_gives_the_same_numbers(model):
+    """Without autograd run_rows writes the recomputed K/V rows into the cache in place (scatter_); with autograd
+    it builds new cache tensors (scatter). Both must give the same logits and cache, bit for bit."""
+    g = torch.Generator().manual_seed(5)
+    tok, cls = torch.randint(0, 65, (4, 49), generator=g), torch.randint(0, 10, (4,), generator=g)
+    rows = torch.stack([torch.randperm(50, generator=g)[:20] for _ in range(4)])
+    outs, caches = [], []
+    for grad in (False, True):
+        cache = model.new_cache(4, 0.5)
+        with torch.set_grad_enabled(grad):
+            model.run_rows(tok, cls, 0.5, torch.stack([torch.randperm(50, generator=torch.Generator().manual_seed(b))
+                                                       for b in range(4)]), 49, cache)
+            outs.append(model.run_rows(tok.roll(2, 1), cls, 0.5, rows, 20, cache).detach())
+        caches.append([t.detach() for t in cache.k + cache.v])
+    assert torch.equal(outs[0], outs[1])
+    assert all(torch.equal(a, b) for a, b in zip(*caches))
+
+
+def test_shared_decode_noise_gives_the_same_decoding_bit_for_bit(model):
+    """The evaluate stage draws each seed's decoding random numbers once (method.decode_noise) and every arm decodes
+    with them: the tokens and logits must equal those of drawing them inside decode_trace, for every arm."""
+    from icml25.studies.magnets.method import decode_noise
+
+    cls = torch.arange(10).repeat(2)
+    noise = decode_noise(20, 49, 64, 8, torch.Generator().manual_seed(7))
+    for sched, use in ARMS.values():
+        a = decode_trace(model, cls, sched, use, generator=torch.Generator().manual_seed(7))
+        b = decode_trace(model, cls, sched, use, generator=torch.Generator().manual_seed(99), noise=noise)
+        assert torch.equal(a["tokens"], b["tokens"])
+        assert all(torch.equal(x, y) for x, y in zip(a["logits"], b["logits"]))
+    with pytest.raises(ValueError, match="noise"):
+        decode_trace(model, cls[:10], SCHED, True, noise=noise)
 
 
 def test_cache_rows_and_refresh_on_width_change(model):

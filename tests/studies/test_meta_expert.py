@@ -616,3 +616,36 @@ def test_public_api_exports():
     for name in ("adjust_logits", "interval_of", "MembershipEstimator", "aggregate", "long_tail_counts"):
         assert getattr(meta_expert, name) is getattr(M, name)
     assert "torch" not in dir(meta_expert) and "Meta-Expert" in meta_expert.PAPER["title"]
+
+
+def test_ema_pairs_update_equals_ema_update_bitwise():
+    """model.EMAPairs (lists collected once, foreach ops) gives the same EMA parameters and buffers as the plain
+    ema_update loop, bit for bit, over several steps with a changing model."""
+    from icml25.studies.meta_expert.model import EMAPairs, SSLNet, ema_update
+
+    torch.manual_seed(0)
+    net, a, b = (SSLNet(10, (8, 8, 16, 32), 3, dea=True) for _ in range(3))
+    b.load_state_dict(a.state_dict())
+    pairs = EMAPairs(b, net)
+    for step, decay in enumerate((0.1, 0.5, 0.999)):
+        with torch.no_grad():
+            for p in net.parameters():
+                p.add_(torch.randn_like(p))
+            for buf in net.buffers():
+                buf.add_(step + 1)
+        ema_update(a, net, decay)
+        pairs.update(decay)
+    sa, sb = a.state_dict(), b.state_dict()
+    assert all(torch.equal(sa[k], sb[k]) for k in sa)
+    assert not torch.equal(sa["experts.0.weight"], net.state_dict()["experts.0.weight"])
+
+
+def test_stages_preprocess_imports_without_torch():
+    """Importing the stages and building a split needs numpy only (preprocess starts without torch)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from icml25.studies.meta_expert import stages, data; "
+            "assert data.long_tail_counts(100, 20, 10)[-1] == 5; print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -777,3 +777,61 @@ def test_hf_quantlinear_rotates_the_v_output_per_head_after_quantizing():
     want = ((x @ qw.T + lin.bias.detach()).reshape(2, 5, heads, hd) @ (h / math.sqrt(hd))).reshape(2, 5, -1)
     with torch.no_grad():
         assert torch.allclose(ql(x), want, atol=1e-12)
+
+
+# ------------------------------------------------------------------- speed-ups: the same numbers (issue 37)
+
+
+@pytest.mark.parametrize("clip", [1.0, 0.95])
+def test_quant_params_equal_the_aminmax_formulas_bit_for_bit(clip):
+    x = torch.randn(7, 5, 4, 16, generator=torch.Generator().manual_seed(3)) * 3
+    mn, mx = torch.aminmax(x, dim=-1, keepdim=True)
+    s_ref = (clip * (mx - mn) / 15).clamp_min(1e-8)
+    z_ref = torch.round(-clip * mn / s_ref)
+    s, z, lo, hi = quant_params(x, 4, False, clip)
+    assert torch.equal(s, s_ref) and torch.equal(z, z_ref) and (lo, hi) == (0, 15)
+    xg, s4 = x.reshape(7, 5, 64), s_ref
+    q_ref = ((torch.round(x / s4) + z_ref).clamp(0, 15) - z_ref) * s4
+    assert torch.equal(quantize(xg, 4, False, 16, clip, ste=False), q_ref.reshape(7, 5, 64))
+
+
+def test_rope_and_causal_bias_equal_the_textbook_forms_with_gradients():
+    from icml25.studies.roste.model import _causal_bias, _rope_tables, rope
+
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(3, 9, 4, 16, generator=g, requires_grad=True)
+    cos, sin = _rope_tables(9, 16, 10000.0, torch.float32)
+    ref = x * cos + torch.cat([-x[..., 8:], x[..., :8]], -1) * sin
+    got = rope(x, 10000.0)
+    w = torch.randn(3, 9, 4, 16, generator=g)
+    (gr,) = torch.autograd.grad((ref * w).sum(), x)
+    (gg,) = torch.autograd.grad((got * w).sum(), x)
+    assert torch.equal(got, ref) and torch.equal(gg, gr)
+    s = torch.randn(3, 4, 9, 9, generator=g, requires_grad=True)
+    mask = torch.ones(9, 9, dtype=torch.bool).triu(1)
+    a_ref = torch.softmax(s.masked_fill(mask, float("-inf")), -1)
+    a_got = torch.softmax(s + _causal_bias(9, torch.float32, s.device), -1)
+    v = torch.randn(3, 4, 9, 9, generator=g)
+    (sr,) = torch.autograd.grad((a_ref * v).sum(), s)
+    (sg,) = torch.autograd.grad((a_got * v).sum(), s)
+    assert torch.equal(a_got, a_ref) and torch.equal(sg, sr)
+
+
+def test_greedy_answers_reading_teacher_logits_equal_the_recomputed_decode():
+    cfg = ModelConfig(context=24)
+    model = Model(cfg, seed=5)
+    with torch.no_grad():  # a sharper model than the 0.02 init, so greedy rows follow and leave their teacher
+        for v in model.p.values():
+            v.mul_(20.0 if v.ndim == 2 else 1.0)
+    p, online = deploy(model, "all", seed=1)
+    q = QuantConfig()
+    prompts = torch.randint(0, 60, (64, 10), generator=torch.Generator().manual_seed(6))
+    plain = E.greedy_answers(p, online, cfg, prompts, 6, q)
+    # teacher: half the rows continue with the model's own answer (followed to the end), half with random tokens
+    tail = torch.randint(0, 60, (64, 6), generator=torch.Generator().manual_seed(7))
+    tail[::2] = plain[::2]
+    tail[1::4, :3], tail[1::4, 3:] = plain[1::4, :3], (plain[1::4, 3:] + 1) % 60  # these leave it midway
+    teacher = torch.cat([prompts, tail], 1)
+    with torch.no_grad():
+        logits = decoder_forward(p, teacher, cfg, q, online)
+    assert torch.equal(E.greedy_answers(p, online, cfg, prompts, 6, q, teacher=(teacher, logits)), plain)

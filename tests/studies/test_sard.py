@@ -26,8 +26,9 @@ from icml25.studies.sard import experiment as X
 from icml25.studies.sard.__main__ import main as stage_cli
 from icml25.studies.sard.config import Config
 from icml25.studies.sard.identities import bayes_allocation, surrogate_bound_gaps
-from icml25.studies.sard.method import (allocation, margin_penalty, penalty_coefficient, per_agent_loss, pgd_iterates,
-                                        psi, ramp, smooth_per_agent_loss, tau_weights)
+from icml25.studies.sard.method import (allocation, inner_objective, margin_penalty, penalty_coefficient,
+                                        penalty_objective, per_agent_loss, pgd_iterates, psi, ramp,
+                                        smooth_per_agent_loss, stacked_agent_objective, tau_weights)
 from icml25.studies.sard.metrics import costliest_expert
 from icml25.studies.sard.model import make_rejector
 
@@ -445,6 +446,33 @@ def test_sard_ce_inner_point_raises_the_comp_sum():
     clean = sard.two_stage_surrogate(model(x), c).mean()
     adv = sard.sard_loss(model, x, c, 0.2, 10, rho=None, generator=g)
     assert adv.item() > clean.item() + 1e-3
+
+
+@pytest.mark.parametrize("nu", [1.0, 0.0, 2.0])
+def test_stacked_agent_objective_is_bitwise_the_per_agent_objectives_with_their_gradients(nu):
+    """The single vectorised PGD objective of the per-agent points equals, value and gradient bitwise, the
+    concatenation of agent j's own objective (penalty_objective / inner_objective with agent=j) on block j, for
+    every batch size (training batches end in a short one)."""
+    g = torch.Generator().manual_seed(3)
+    for n in (1, 2, 7, 15, 49, 64, 65):
+        c, ref = torch.rand(n, 3, generator=g), torch.randn(n, 3, generator=g)
+        s = torch.randn(3 * n, 3, generator=g, requires_grad=True)
+        for norm in ("l1", "l2"):
+            for objs, stacked in (
+                    ([penalty_objective(c, ref, agent=j, norm=norm) for j in range(3)],
+                     stacked_agent_objective(lambda z: margin_penalty(z, ref.repeat(3, 1), norm), c)),
+                    ([inner_objective(c, nu, agent=j) for j in range(3)],
+                     stacked_agent_objective(lambda z: per_agent_loss(z, nu=nu, rho=None), c))):
+                want = torch.cat([objs[j](s[j * n:(j + 1) * n]) for j in range(3)])
+                got = stacked(s)
+                (g_want,) = torch.autograd.grad(want.sum(), s)
+                (g_got,) = torch.autograd.grad(got.sum(), s)
+                assert torch.equal(got, want) and torch.equal(g_got, g_want), (n, norm)
+    # block j row i is tau_j(c_i) * values[i, j]: by hand on one example
+    c = torch.tensor([[0.1, 0.2, 0.4]])
+    vals = torch.tensor([[1.0, 2.0, 3.0]] * 3)
+    got = stacked_agent_objective(lambda z: z, c)(vals)
+    assert torch.allclose(got, torch.tensor([0.6 * 1.0, 0.5 * 2.0, 0.3 * 3.0]))
 
 
 # ---------------------------------------------------------------------------------------- data, agents

@@ -480,3 +480,13 @@ def test_smoke_pipeline_claims(smoke_run):
 def test_simulator_refuses_an_unstable_step():
     with pytest.raises(AssertionError, match="unstable"):
         D.simulate(D.sample_loads(np.random.default_rng(0), 1), D.SimParams(dt=5e-3, load_steps=2, hold_steps=0))
+
+
+def test_stages_import_without_torch():
+    """download and report run without torch: importing the stages module does not import it."""
+    import subprocess
+    import sys
+
+    code = "import sys; from icml25.studies.unisoma import stages; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

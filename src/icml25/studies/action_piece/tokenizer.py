@@ -275,6 +275,7 @@ class ActionPieceTokenizer:
         self.feature_ids = {f: i + 1 for i, f in enumerate(self.features)}
         self.rank = {p: i for i, p in enumerate(self.merges)}
         self._expand_cache: dict[int, tuple[tuple[int, int], ...]] = {}
+        self._int_prio: tuple[int, list[int]] = (-1, [])  # (len(priorities) it was computed at, values)
 
     @property
     def n_init(self) -> int:
@@ -388,8 +389,13 @@ class ActionPieceTokenizer:
         return flatten_state(nodes, slots)
 
     def _int_priorities(self) -> list[int]:
-        L = scale_L(self.n_categories)
-        return [int(round(p * L)) for p in self.priorities]
+        """round(priority · L) per merge, computed once per vocabulary (the build only appends merges; the list is
+        recomputed when their number changes): :meth:`_encode_none` reads it for every sequence it encodes."""
+        n = len(self.priorities)
+        if self._int_prio[0] != n:
+            L = scale_L(self.n_categories)
+            self._int_prio = (n, [int(round(p * L)) for p in self.priorities])
+        return self._int_prio[1]
 
     # ---- decoding
     def expand_token(self, t: int) -> tuple[tuple[int, int], ...]:

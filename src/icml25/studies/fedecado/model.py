@@ -69,20 +69,62 @@ def decorr_loss(z: torch.Tensor) -> torch.Tensor:
     return K.pow(2).sum() / d ** 2
 
 
-def decorr_loss_grad(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def decorr_loss_grad(z: torch.Tensor, *, with_loss: bool = True) -> tuple[torch.Tensor | None, torch.Tensor]:
     """:func:`decorr_loss` of z (N, d) and its gradient (N, d), written out (several times cheaper than autograd on
     20-row batches; a test checks it against autograd). With ẑ = z_c/s (z_c = z − mean, s² = mean(z_c²) + 1e-5 per
-    column), K = ẑᵀẑ/N and G = ∂L/∂ẑ = 4ẑK/(N d²): ∂L/∂z = (G − mean(G))/s − z_c·mean(G ⊙ z_c)/s³."""
+    column), K = ẑᵀẑ/N and G = ∂L/∂ẑ = 4ẑK/(N d²): ∂L/∂z = (G − mean(G))/s − z_c·mean(G ⊙ z_c)/s³.
+    ``with_loss=False`` skips the loss (returned as None): the gradient is the same."""
     n, d = z.shape
     if n < 2:
-        return z.sum() * 0.0, torch.zeros_like(z)
+        return (z.sum() * 0.0 if with_loss else None), torch.zeros_like(z)
     zc = z - z.mean(0, keepdim=True)
     s = torch.sqrt(zc.pow(2).mean(0, keepdim=True) + DECORR_EPS)
     zh = zc / s
     K = zh.T @ zh / n
     G = zh @ K * (4.0 / (n * d ** 2))
     grad = (G - G.mean(0, keepdim=True)) / s - zc * (G * zc).mean(0, keepdim=True) / s ** 3
-    return K.pow(2).sum() / d ** 2, grad
+    return (K.pow(2).sum() / d ** 2 if with_loss else None), grad
+
+
+_ARANGE: dict[int, torch.Tensor] = {}  # torch.arange(n) per batch size n (read-only index tensors, built once)
+
+
+def _arange(n: int) -> torch.Tensor:
+    rows = _ARANGE.get(n)
+    if rows is None:
+        rows = _ARANGE[n] = torch.arange(n)
+    return rows
+
+
+def _loss_grad(theta: torch.Tensor, X: torch.Tensor, y: torch.Tensor, sizes: tuple[int, int, int], decorr: float,
+               logit_scale: torch.Tensor | None, with_loss: bool) -> tuple[float | None, torch.Tensor]:
+    """:func:`mlp_loss_grad`; ``with_loss=False`` skips the loss (None), the gradient is the same tensor."""
+    W1, b1, W2, b2 = _unflatten(theta, sizes)
+    z1 = X @ W1 + b1
+    hid = torch.relu(z1)
+    raw = hid @ W2 + b2
+    logits = raw if logit_scale is None else raw * logit_scale
+    logp = torch.log_softmax(logits, dim=1)
+    n = X.shape[0]
+    rows = _arange(n)
+    loss = -logp[rows, y].mean() if with_loss else None
+    dlogits = logp.exp()
+    dlogits[rows, y] -= 1.0
+    dlogits /= n
+    if logit_scale is not None:
+        dlogits = dlogits * logit_scale
+    gW2 = hid.T @ dlogits
+    gb2 = dlogits.sum(0)
+    dhid = dlogits @ W2.T
+    if decorr:
+        reg, gh = decorr_loss_grad(hid, with_loss=with_loss)
+        if with_loss:
+            loss = loss + decorr * reg
+        dhid = dhid + decorr * gh
+    dz1 = dhid * (z1 > 0)
+    gW1 = X.T @ dz1
+    gb1 = dz1.sum(0)
+    return (float(loss) if with_loss else None), torch.cat([gW1.reshape(-1), gb1, gW2.reshape(-1), gb2])
 
 
 def mlp_loss_grad(theta: torch.Tensor, X: torch.Tensor, y: torch.Tensor,
@@ -93,30 +135,15 @@ def mlp_loss_grad(theta: torch.Tensor, X: torch.Tensor, y: torch.Tensor,
     ``decorr`` = β > 0 adds FedDecorr's β·:func:`decorr_loss` of the hidden representation (its gradient by
     :func:`decorr_loss_grad`, then by hand through the ReLU); ``logit_scale`` (out,) multiplies the
     logits before the softmax (FedRS: α for the classes the client lacks, 1 else)."""
-    W1, b1, W2, b2 = _unflatten(theta, sizes)
-    z1 = X @ W1 + b1
-    hid = torch.relu(z1)
-    raw = hid @ W2 + b2
-    logits = raw if logit_scale is None else raw * logit_scale
-    logp = torch.log_softmax(logits, dim=1)
-    n = X.shape[0]
-    loss = -logp[torch.arange(n), y].mean()
-    dlogits = logp.exp()
-    dlogits[torch.arange(n), y] -= 1.0
-    dlogits /= n
-    if logit_scale is not None:
-        dlogits = dlogits * logit_scale
-    gW2 = hid.T @ dlogits
-    gb2 = dlogits.sum(0)
-    dhid = dlogits @ W2.T
-    if decorr:
-        reg, gh = decorr_loss_grad(hid)
-        loss = loss + decorr * reg
-        dhid = dhid + decorr * gh
-    dz1 = dhid * (z1 > 0)
-    gW1 = X.T @ dz1
-    gb1 = dz1.sum(0)
-    return float(loss), torch.cat([gW1.reshape(-1), gb1, gW2.reshape(-1), gb2])
+    loss, grad = _loss_grad(theta, X, y, sizes, decorr, logit_scale, True)
+    return loss, grad
+
+
+def mlp_grad(theta: torch.Tensor, X: torch.Tensor, y: torch.Tensor, sizes: tuple[int, int, int] = (64, 128, 10), *,
+             decorr: float = 0.0, logit_scale: torch.Tensor | None = None) -> torch.Tensor:
+    """The gradient (P,) of :func:`mlp_loss_grad` alone (the same numbers; the loss, which the training loop does
+    not read, is not computed)."""
+    return _loss_grad(theta, X, y, sizes, decorr, logit_scale, False)[1]
 
 
 def mlp_metrics(theta: torch.Tensor, X: torch.Tensor, y: torch.Tensor,
@@ -148,8 +175,7 @@ class MlpLearner:
              logit_scale: torch.Tensor | None = None) -> torch.Tensor:
         """Minibatch gradient (P,) of the mean cross-entropy on the training rows ``idx`` (+ FedDecorr's β
         ``decorr``, FedRS's ``logit_scale``: :func:`mlp_loss_grad`)."""
-        return mlp_loss_grad(theta, self.Xtr[idx], self.ytr[idx], self.sizes, decorr=decorr,
-                             logit_scale=logit_scale)[1]
+        return mlp_grad(theta, self.Xtr[idx], self.ytr[idx], self.sizes, decorr=decorr, logit_scale=logit_scale)
 
     def round_metrics(self, theta: torch.Tensor) -> tuple[float, float]:
         """(training loss, test accuracy in [0, 1])."""

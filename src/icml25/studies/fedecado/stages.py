@@ -109,9 +109,10 @@ def preprocess(stage: Stage, run: Any) -> None:
     run.log_artifact(stage.output(1))
 
 
-def load_setup(path: Path, seed: int) -> dict[str, Any]:
-    """The preprocess output of one seed → X_train, y_train, X_test, y_test, parts (list), p, lr, epochs."""
-    a = load_npz(path)
+def load_setup(path: Path, seed: int, arrays: dict[str, np.ndarray] | None = None) -> dict[str, Any]:
+    """The preprocess output of one seed → X_train, y_train, X_test, y_test, parts (list), p, lr, epochs.
+    ``arrays``: the file's arrays when the caller already loaded them (one read per job, not one per seed)."""
+    a = load_npz(path) if arrays is None else arrays
     key = f"seed{seed}/parts"
     if key not in a:
         raise SystemExit(f"{SLUG}: {path} holds no data of image seed {seed} (has seeds "
@@ -163,10 +164,11 @@ def train(stage: Stage, run: Any) -> None:
     settings = _settings(cfg)
     records: dict[str, Any] = {}
     params: dict[str, torch.Tensor] = {}
+    arrays = load_npz(stage.input(0)) if arm in IMAGE_ARMS and seeds else None  # read once for every seed
     for seed in seeds:
         setup = learner = None
         if arm in IMAGE_ARMS:
-            setup = load_setup(stage.input(0), seed)
+            setup = load_setup(stage.input(0), seed, arrays)
             if settings["image"]["model"] != "mlp":
                 from .cifar import cnn_learner
 

@@ -15,7 +15,7 @@ import torch
 
 from . import data as D
 from .evaluate import (arm_schedule, decide_cache, decide_flop_counter, decide_slicing, frechet_distance)
-from .method import count_flops, decode_trace
+from .method import count_flops, decode_noise, decode_trace
 from .model import NestedMaskedTransformer, PlainTransformer, sliced_standalone
 from .train import evaluator_outputs, train_evaluator, train_generator
 
@@ -53,17 +53,27 @@ def preprocess_metrics(s: Mapping[str, np.ndarray], cb: np.ndarray, tok_tr: np.n
         "fd_floor_tokenizer": frechet_distance(rt_feats, real_feats)}}
 
 
+def arm_noise(model: NestedMaskedTransformer, settings: Mapping[str, Any], seed: int) -> list:
+    """The random numbers every arm of one seed decodes with (:func:`.method.decode_noise` of the decoding
+    generator ``seed_offset + seed``): drawn once per seed and passed to :func:`decode_arm` as ``noise``."""
+    dc = settings["decode"]
+    gen = torch.Generator().manual_seed(int(dc["seed_offset"]) + int(seed))
+    return decode_noise(int(dc["n_samples"]), model.seq_len, model.vocab, int(dc["T"]), gen)
+
+
 def decode_arm(model: NestedMaskedTransformer, arm: str, settings: Mapping[str, Any], seed: int,
-               codebook: np.ndarray, evaluator: Any, real_feats: np.ndarray) -> dict[str, Any]:
+               codebook: np.ndarray, evaluator: Any, real_feats: np.ndarray, noise: list | None = None
+               ) -> dict[str, Any]:
     """Decode ``decode.n_samples`` class-balanced samples with one arm (decoding seed = ``seed_offset + seed``,
-    the same for every arm: common random numbers) and score them. Returns metrics and the tokens."""
+    the same for every arm: common random numbers; ``noise``: :func:`arm_noise` of this seed, else drawn here) and
+    score them. Returns metrics and the tokens."""
     dc, tk = settings["decode"], settings["tokenizer"]
     schedule, use_cache = arm_schedule(arm, dc["magnets_schedule"], dc["T"])
     classes = D.balanced_classes(dc["n_samples"])
     gen = torch.Generator().manual_seed(int(dc["seed_offset"]) + int(seed))
     t0 = time.perf_counter()
     tr = decode_trace(model, torch.as_tensor(classes), schedule, use_cache, dc["T"], dc["choice_temperature"], gen,
-                      on_width_change=dc["on_width_change"])
+                      on_width_change=dc["on_width_change"], noise=noise)
     wall = time.perf_counter() - t0
     tokens = tr["tokens"].numpy().astype(np.uint8)
     feats, pred = evaluator_outputs(evaluator, D.decode_images(tokens, codebook, tk["pool"], tk["patch"]))
@@ -142,7 +152,8 @@ def run(settings: Mapping[str, Any], arm: str, seed: int, data: Mapping[str, Any
     data = prepare_data(settings) if data is None else data
     model, curves = train_generator(data["tokens_train"], data["y_train"], settings["model"], settings["train"],
                                     settings["tokenizer"]["K"], seed)
-    arms = {a: decode_arm(model, a, settings, seed, data["codebook"], data["evaluator"], data["real_test_features"])
-            for a in settings["decode_arms"]}
+    noise = arm_noise(model, settings, seed)
+    arms = {a: decode_arm(model, a, settings, seed, data["codebook"], data["evaluator"], data["real_test_features"],
+                          noise) for a in settings["decode_arms"]}
     return {"seed": seed, "curves": curves, "train_seconds": curves["seconds"], "arms": arms,
             "checks": mechanism_checks(model, settings, seed), "model": model}

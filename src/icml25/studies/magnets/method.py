@@ -77,15 +77,25 @@ def _gumbel(shape: tuple[int, ...], generator: torch.Generator | None) -> torch.
     return -torch.log(-torch.log(u))
 
 
+def decode_noise(B: int, N: int, K: int, T: int, generator: torch.Generator | None) -> list[tuple[torch.Tensor,
+                                                                                             torch.Tensor]]:
+    """Every random number of a T-iteration decoding of B samples, in :func:`decode_trace`'s draw order: per
+    iteration (Gumbel (B, N, K) float64 for sampling, Gumbel (B, N) for the re-masking confidence). They depend on
+    the generator only (not on the schedule or the cache), so arms that share a decoding seed can share them."""
+    return [(_gumbel((B, N, K), generator), _gumbel((B, N), generator)) for _ in range(T)]
+
+
 @torch.no_grad()
 def decode_trace(model: NestedMaskedTransformer, class_ids: torch.Tensor, schedule: Sequence[float],
                  use_cache: bool, T: int = 8, choice_temperature: float = 4.5,
                  generator: torch.Generator | None = None, *, on_width_change: WidthChange = "refresh",
-                 measure_flops: bool = False) -> dict:
+                 measure_flops: bool = False, noise: list[tuple[torch.Tensor, torch.Tensor]] | None = None) -> dict:
     """:func:`decode` with its internals: ``tokens`` (B, N), ``flops`` (analytic, per sample per step),
     ``measured_flops`` (per sample per step from ``torch.utils.flop_counter.FlopCounterMode`` when
     ``measure_flops``), ``logits`` (list of (B, |U_t|, K)), ``unknown`` (list of (B, N) bool masks U_t),
-    ``rows`` (list of (B, n_q) recomputed rows), ``full`` (list of bools: full pass)."""
+    ``rows`` (list of (B, n_q) recomputed rows), ``full`` (list of bools: full pass). ``noise``: the draws of
+    :func:`decode_noise` for this ``generator``'s state, B and T, used instead of drawing them here (the same
+    tokens, bit for bit)."""
     schedule = _check_schedule(schedule, T)
     model.eval()
     B, N, K = class_ids.shape[0], model.seq_len, model.vocab
@@ -98,8 +108,13 @@ def decode_trace(model: NestedMaskedTransformer, class_ids: torch.Tensor, schedu
     trace = {"flops": [], "measured_flops": [], "logits": [], "unknown": [], "rows": [], "full": []}
     for t, f in enumerate(schedule):
         # Random numbers first, same shapes whatever the path: cache and no-cache draw identical streams.
-        g_sample = _gumbel((B, N, K), generator).to(dev)
-        g_choice = _gumbel((B, N), generator).to(dev)
+        if noise is None:
+            g_sample, g_choice = _gumbel((B, N, K), generator).to(dev), _gumbel((B, N), generator).to(dev)
+        else:
+            if noise[t][0].shape != (B, N, K) or len(noise) != T:
+                raise ValueError(f"decode_trace: noise holds {len(noise)} draws of {tuple(noise[t][0].shape)}, "
+                                 f"expected {T} of {(B, N, K)}")
+            g_sample, g_choice = noise[t][0].to(dev), noise[t][1].to(dev)
         u = sizes[t]
         pos_u = unknown.nonzero()[:, 1].view(B, u)  # (B, u) still-masked positions, ascending
         full = _full_pass(t, use_cache, f, prev, on_width_change)

@@ -164,8 +164,12 @@ class NestedMaskedTransformer(nn.Module):
             a = _ln(blk.ln1, x, d)
             q, k, v = _lin(blk.q, a, d, d), _lin(blk.k, a, d, d), _lin(blk.v, a, d, d)
             if cache is not None:
-                cache.k[layer] = cache.k[layer].scatter(1, idx, k)
-                cache.v[layer] = cache.v[layer].scatter(1, idx, v)
+                if torch.is_grad_enabled():
+                    cache.k[layer] = cache.k[layer].scatter(1, idx, k)
+                    cache.v[layer] = cache.v[layer].scatter(1, idx, v)
+                else:  # decoding: write the rows in place (the same values, no copy of the whole cache)
+                    cache.k[layer].scatter_(1, idx, k)
+                    cache.v[layer].scatter_(1, idx, v)
                 k, v = cache.k[layer], cache.v[layer]
             qh = q.view(B, n_q, h, hd).transpose(1, 2)
             kh = k.reshape(B, -1, h, hd).transpose(1, 2)

@@ -198,7 +198,7 @@ def evaluate(stage: Stage, run: Any) -> None:
     torch = _torch()
     from . import data as D
     from .evaluate import build_claims
-    from .experiment import decode_arm, mechanism_checks
+    from .experiment import arm_noise, decode_arm, mechanism_checks
     from .train import EvaluatorCNN, evaluator_outputs
 
     cfg = stage.config
@@ -224,8 +224,9 @@ def evaluate(stage: Stage, run: Any) -> None:
                 "tokenizer": {"pool": cfg.tokenizer.pool, "patch": cfg.tokenizer.patch}}
     rows, samples, checks = [], {}, {}
     for seed in cfg.seeds:
+        noise = arm_noise(models[seed], settings, seed)  # every arm of the seed decodes with the same draws
         for arm in cfg.decode_arms:
-            r = decode_arm(models[seed], arm, settings, seed, tok["codebook"], net, real_feats)
+            r = decode_arm(models[seed], arm, settings, seed, tok["codebook"], net, real_feats, noise)
             if seed == cfg.seeds[0]:
                 samples[arm] = r["tokens"][:: max(1, len(r["tokens"]) // 40)][:40]
             rows.append({k: v for k, v in r.items() if k not in ("tokens", "classes")})

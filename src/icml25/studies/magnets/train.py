@@ -42,8 +42,9 @@ def train_generator(tokens: np.ndarray, labels: np.ndarray, model_cfg: Mapping[s
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     model = build_model(model_cfg, vocab, n_classes=n_classes, seq_len=tokens.shape[1]).to(device)
+    # foreach: the multi-tensor AdamW, the same numbers as the per-tensor loop (bit for bit; tested) in fewer ops
     opt = torch.optim.AdamW(model.parameters(), lr=train_cfg["lr"], weight_decay=train_cfg["weight_decay"],
-                            betas=(0.9, 0.96))
+                            betas=(0.9, 0.96), foreach=True)
     X = torch.as_tensor(tokens.astype(np.int64))
     y = torch.as_tensor(labels.astype(np.int64))
     curves: dict[str, list[float]] = {"loss": []}

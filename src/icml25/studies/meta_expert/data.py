@@ -12,6 +12,9 @@
 * Augmentations [R]: weak = random integer shift of up to ±``shift`` px; strong = weak shift + random affine
   (rotation ±``rotate`` degrees, scale in [1 − ``scale``, 1 + ``scale``]) + one ``cutout``×``cutout`` zero square +
   Gaussian pixel noise N(0, ``noise``²) (a grey-scale stand-in for RandAugment).
+
+torch is imported inside the functions that use it (the augmentations and tensor conversions), so that preprocess,
+which builds the splits with numpy only, starts without it.
 """
 from __future__ import annotations
 
@@ -22,16 +25,25 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 
 from icml25.core.datasets import DataError, load_mnist5k, mnist5k_split, read_archive
-
-from .method import long_tail_counts
 
 PROFILES = ("consistent", "uniform", "reversed")
 NUM_CLASSES = 10
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081  # pixel normalisation after augmentation
+
+
+def long_tail_counts(n_max: int, gamma: float, num_classes: int) -> list[int]:
+    """Per-class counts of an exponential long tail: n_c = ⌊n_max · γ^(−c/(C−1)) + 1e-9⌋, c = 0..C−1.
+
+    γ = 1 gives a uniform profile; γ < 1 an increasing one. ``long_tail_counts(100, 20, 10)`` =
+    [100, 71, 51, 36, 26, 18, 13, 9, 6, 5]."""
+    if n_max < 1 or gamma <= 0 or num_classes < 1:
+        raise ValueError(f"long_tail_counts: need n_max >= 1, gamma > 0, num_classes >= 1; got "
+                         f"{n_max}, {gamma}, {num_classes}")
+    if num_classes == 1:
+        return [int(n_max)]
+    return [int(math.floor(n_max * gamma ** (-c / (num_classes - 1)) + 1e-9)) for c in range(num_classes)]
 
 
 def unlabelled_counts(profile: str, m_max: int = 300, gamma_u: float = 20.0, num_classes: int = NUM_CLASSES,
@@ -94,6 +106,8 @@ def mnist_lt(seed: int, profile: str = "consistent", n_max: int = 100, gamma_l: 
 
 def to_tensor(x: np.ndarray) -> torch.Tensor:
     """uint8 images (N, H, W) or (N, H, W, 3) → float (N, C, H, W) in [0, 1]."""
+    import torch
+
     t = torch.from_numpy(np.ascontiguousarray(x)).float().div_(255.0)
     return t.unsqueeze(1) if t.dim() == 3 else t.permute(0, 3, 1, 2).contiguous()
 
@@ -108,6 +122,8 @@ RGB_STATS: dict[str, tuple[tuple[float, float, float], tuple[float, float, float
 
 def normalise(x: torch.Tensor, dataset: str = "mnist5k") -> torch.Tensor:
     """(x − mean) / std: MNIST's scalar constants, or the paper dataset's per-channel ones (x (B, 3, H, W))."""
+    import torch
+
     if dataset == "mnist5k":
         return (x - MNIST_MEAN) / MNIST_STD
     mean, std = RGB_STATS[dataset]
@@ -117,11 +133,15 @@ def normalise(x: torch.Tensor, dataset: str = "mnist5k") -> torch.Tensor:
 
 
 def _affine(x: torch.Tensor, theta: torch.Tensor, mode: str) -> torch.Tensor:
+    import torch.nn.functional as F
+
     grid = F.affine_grid(theta, list(x.shape), align_corners=False)
     return F.grid_sample(x, grid, mode=mode, padding_mode="zeros", align_corners=False)
 
 
 def _shift_theta(n: int, size: int, shift: int, gen: torch.Generator) -> torch.Tensor:
+    import torch
+
     d = torch.randint(-shift, shift + 1, (n, 2), generator=gen).float() * (2.0 / size)
     theta = torch.zeros(n, 2, 3)
     theta[:, 0, 0] = theta[:, 1, 1] = 1.0
@@ -139,6 +159,8 @@ def weak_augment(x: torch.Tensor, gen: torch.Generator, shift: int = 2) -> torch
 def strong_augment(x: torch.Tensor, gen: torch.Generator, shift: int = 2, rotate: float = 15.0,
                    scale: float = 0.1, cutout: int = 8, noise: float = 0.1) -> torch.Tensor:
     """Weak shift + affine (rotation ±rotate°, zoom 1 ± scale) + one cutout square + N(0, noise²); (B, C, H, W)."""
+    import torch
+
     n, _, h, w = x.shape
     theta = _shift_theta(n, w, shift, gen)
     ang = (torch.rand(n, generator=gen) * 2 - 1) * math.radians(rotate)
@@ -172,11 +194,16 @@ RA_OPS = ("autocontrast", "brightness", "color", "contrast", "posterize", "solar
 
 
 def _u(n: int, gen: torch.Generator, lo: float, hi: float, device) -> torch.Tensor:
+    import torch
+
     return (lo + (hi - lo) * torch.rand(n, generator=gen)).to(device)
 
 
 def weak_augment_rgb(x: torch.Tensor, gen: torch.Generator, pad: int = 4, flip: bool = True) -> torch.Tensor:
     """Random horizontal flip (p = 0.5, if ``flip``) and a random crop of the reflect-padded image; x (B, 3, H, W)."""
+    import torch
+    import torch.nn.functional as F
+
     n, _, h, w = x.shape
     if flip:
         mask = (torch.rand(n, generator=gen) < 0.5).to(x.device)
@@ -202,6 +229,9 @@ def _grey(x: torch.Tensor) -> torch.Tensor:
 
 
 def _ra_affine(x: torch.Tensor, op: str, mag: torch.Tensor) -> torch.Tensor:
+    import torch
+    import torch.nn.functional as F
+
     n = x.shape[0]
     theta = torch.zeros(n, 2, 3, device=x.device)
     theta[:, 0, 0] = theta[:, 1, 1] = 1.0
@@ -224,6 +254,8 @@ def _ra_affine(x: torch.Tensor, op: str, mag: torch.Tensor) -> torch.Tensor:
 
 def _ra_op(x: torch.Tensor, op: str, mag: torch.Tensor) -> torch.Tensor:
     """One RandAugment op on every image of x (B, 3, H, W) in [0, 1] with signed magnitude mag (B,) in [−1, 1]."""
+    import torch
+
     if op == "identity":
         return x
     if op == "autocontrast":
@@ -251,6 +283,8 @@ def strong_augment_rgb(x: torch.Tensor, gen: torch.Generator, pad: int = 4, flip
                        cutout: float = 0.5) -> torch.Tensor:
     """Weak flip-crop, then ``n_ops`` distinct RandAugment ops per image (magnitude uniform in [0, 1], random sign),
     then one cutout square of side ⌈U(0, cutout)·W⌉ filled with 0.5; x (B, 3, H, W) in [0, 1]."""
+    import torch
+
     x = weak_augment_rgb(x, gen, pad, flip)
     n, _, h, w = x.shape
     if n_ops:

@@ -11,12 +11,13 @@ Shapes: B = batch, C = classes, K = 3 experts; logits are float tensors (B, C); 
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from .data import long_tail_counts  # noqa: F401  (public API here; defined torch-free in data.py)
 
 N_EXPERTS = 3
 CONSISTENT, UNIFORM, REVERSED = 0, 1, 2  #: unlabelled-profile estimate = index of the expert the fusion follows
@@ -33,19 +34,6 @@ def interval_of(labels: Tensor, cut1: int = 2, cut2: int = 4) -> Tensor:
         raise ValueError(f"interval_of: need 0 < cut1 < cut2, got cut1={cut1}, cut2={cut2}")
     labels = torch.as_tensor(labels)
     return (labels >= cut1).long() + (labels >= cut2).long()
-
-
-def long_tail_counts(n_max: int, gamma: float, num_classes: int) -> list[int]:
-    """Per-class counts of an exponential long tail: n_c = ⌊n_max · γ^(−c/(C−1)) + 1e-9⌋, c = 0..C−1.
-
-    γ = 1 gives a uniform profile; γ < 1 an increasing one. ``long_tail_counts(100, 20, 10)`` =
-    [100, 71, 51, 36, 26, 18, 13, 9, 6, 5]."""
-    if n_max < 1 or gamma <= 0 or num_classes < 1:
-        raise ValueError(f"long_tail_counts: need n_max >= 1, gamma > 0, num_classes >= 1; got "
-                         f"{n_max}, {gamma}, {num_classes}")
-    if num_classes == 1:
-        return [int(n_max)]
-    return [int(math.floor(n_max * gamma ** (-c / (num_classes - 1)) + 1e-9)) for c in range(num_classes)]
 
 
 def class_balanced_weights(counts: Sequence[int] | Tensor, beta: float = 0.99) -> Tensor:

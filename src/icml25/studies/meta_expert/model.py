@@ -175,6 +175,25 @@ class SSLNet(nn.Module):
         return out
 
 
+class EMAPairs:
+    """The (EMA, model) parameter and buffer lists, collected once: walking the module tree for ``parameters()`` and
+    ``buffers()`` every iteration cost more than the update itself. ``update(decay)`` is :func:`ema_update`."""
+
+    def __init__(self, ema: nn.Module, model: nn.Module):
+        self.pe, self.pm = list(ema.parameters()), [p.detach() for p in model.parameters()]
+        self.be, self.bm = list(ema.buffers()), list(model.buffers())
+        if len(self.pe) != len(self.pm) or len(self.be) != len(self.bm):
+            raise ValueError("EMAPairs: the EMA and the model have different parameters or buffers")
+
+    @torch.no_grad()
+    def update(self, decay: float) -> None:
+        """ema ← d·ema + (1−d)·θ per parameter; buffers (BN statistics) copied. The foreach ops apply the same
+        per-tensor ``mul_`` / ``add_(alpha)`` / ``copy_`` as the loop of :func:`ema_update` (bitwise equal)."""
+        torch._foreach_mul_(self.pe, decay)
+        torch._foreach_add_(self.pe, self.pm, alpha=1.0 - decay)
+        torch._foreach_copy_(self.be, self.bm)
+
+
 @torch.no_grad()
 def ema_update(ema: nn.Module, model: nn.Module, decay: float) -> None:
     """Exponential moving average of the parameters (ema ← d·ema + (1−d)·θ); buffers (BN statistics) copied."""

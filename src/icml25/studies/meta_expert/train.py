@@ -24,7 +24,7 @@ from . import data as D
 from .evaluate import evaluate_model
 from .method import (CONSISTENT, N_EXPERTS, aggregate, class_balanced_weights, expert_unsup_loss, fixmatch_loss,
                      fusion_expert_weights, interval_of, profile_count_update, unlabelled_profile)
-from .model import SSLNet, ema_update
+from .model import EMAPairs, SSLNet
 
 ARMS = ("fixmatch", "fixmatch_la", "cpe", "meta_expert", "meta_expert_nomff")
 LOSS_KEYS = ("loss", "sup_loss", "unsup_loss", "fuse_sup_loss", "fuse_unsup_loss", "mask_rate")
@@ -105,9 +105,10 @@ def _optimizer(net: torch.nn.Module, t: Mapping[str, Any]) -> torch.optim.Optimi
     decay, no_decay = [], []
     for name, p in net.named_parameters():  # no weight decay on BN parameters and biases (USB convention)
         (no_decay if p.ndim <= 1 else decay).append(p)
+    # foreach: the same per-tensor SGD arithmetic as the default single-tensor loop (bitwise equal), fewer calls
     return torch.optim.SGD([{"params": decay, "weight_decay": t["weight_decay"]},
                             {"params": no_decay, "weight_decay": 0.0}],
-                           lr=t["lr"], momentum=t["momentum"], nesterov=t["nesterov"])
+                           lr=t["lr"], momentum=t["momentum"], nesterov=t["nesterov"], foreach=True)
 
 
 def _lr(t: Mapping[str, Any], it: int) -> float:
@@ -130,6 +131,7 @@ def train_arm(arm: str, split: Mapping[str, np.ndarray], cfg: Mapping[str, Any],
     ema.load_state_dict(net.state_dict())
     ema.eval()
     opt = _optimizer(net, t)
+    ema_pairs = EMAPairs(ema, net)
     gen = torch.Generator().manual_seed(seed)
 
     views = _Views(split, dataset, aug, device)
@@ -158,6 +160,7 @@ def train_arm(arm: str, split: Mapping[str, np.ndarray], cfg: Mapping[str, Any],
     sums = dict.fromkeys(LOSS_KEYS, 0.0)
     n_sums = 0
     curves: list[dict[str, Any]] = []
+    final: dict[str, Any] | None = None
     t0 = time.process_time()
     net.train()
     for it in range(t["iterations"]):
@@ -207,20 +210,25 @@ def train_arm(arm: str, split: Mapping[str, np.ndarray], cfg: Mapping[str, Any],
         loss.backward()
         opt.step()
         decay = min(t["ema"], (1 + it) / (10 + it)) if t["ema_warmup"] else t["ema"]
-        ema_update(ema, net, decay)
+        ema_pairs.update(decay)
         for key, val in zip(LOSS_KEYS, (loss, sup, unsup, fuse_sup, fuse_unsup, mask.mean())):
             sums[key] += float(val.detach()) if torch.is_tensor(val) else float(val)
         n_sums += 1
-        if (it + 1) % t["eval_every"] == 0 or it + 1 == t["iterations"]:
+        last = it + 1 == t["iterations"]
+        if (it + 1) % t["eval_every"] == 0 or last:
             metrics = {k: v / n_sums for k, v in sums.items()}
-            metrics.update(evaluate_model(ema, x_test, y_test, spec, log_prior, taus, cut1, cut2, **eval_kw))
+            ev = evaluate_model(ema, x_test, y_test, spec, log_prior, taus, cut1, cut2, keep_arrays=last, **eval_kw)
+            if last:  # the EMA model no longer changes: this evaluation is also the final one (evaluated once)
+                final, ev = ev, {k: v for k, v in ev.items() if k != "w"}
+            metrics.update(ev)
             metrics["cpu_seconds"] = time.process_time() - t0
             metrics["iteration"] = it + 1
             curves.append(metrics)
             if log is not None:
                 log(it + 1, metrics)
             sums, n_sums = dict.fromkeys(LOSS_KEYS, 0.0), 0
-    final = evaluate_model(ema, x_test, y_test, spec, log_prior, taus, cut1, cut2, keep_arrays=True, **eval_kw)
+    if final is None:  # no iterations
+        final = evaluate_model(ema, x_test, y_test, spec, log_prior, taus, cut1, cut2, keep_arrays=True, **eval_kw)
     state = {k: v.detach().cpu() for k, v in ema.state_dict().items()}
     return {"curves": curves, "final": final, "profile_estimate": int(profile), "fusion_weights": fusion_w.tolist(),
             "pl_counts": pl_counts.tolist(), "state_dict": state, "log_prior": log_prior.tolist(),

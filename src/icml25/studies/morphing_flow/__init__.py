@@ -10,7 +10,7 @@ Public API, re-exported lazily (PEP 562) so that importing the package imports n
 * :class:`Morph` — ``Morph(n_channels, seq_len, rank=16, inner_steps=1, inner_lr=0.1)``; ``forward(z)`` returns the
   modulation (B, 2)
 * :class:`MoFForecaster` — ``MoFForecaster(backbone, n_channels, seq_len, pred_len, cfg)``; (B, L, C) -> (B, H, C)
-* :func:`excess_kurtosis` — Fisher excess kurtosis along an axis
+* :func:`excess_kurtosis` — Fisher excess kurtosis along an axis (numpy; defined in evaluate.py)
 * :func:`make_fat_tailed_ett` — the fat-tailed ETT-format generator
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ PAPER = {"title": "Slimming the Fat-Tail: Morphing-Flow for Adaptive Time Series
 _EXPORTS = {
     "SplineFlow": "method",
     "Morph": "method",
-    "excess_kurtosis": "method",
+    "excess_kurtosis": "evaluate",
     "MoFForecaster": "model",
     "make_fat_tailed_ett": "data",
 }

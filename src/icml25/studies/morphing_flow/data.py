@@ -2,7 +2,8 @@
 wheel (``msft``, ``taylor``), verified remote CSVs, CSV reading with clear errors, TSLib split borders, the
 train-only scaler and sliding windows.
 
-Every array here is ``(T, C)``: T time steps (rows), C channels, float64. Nothing imports torch.
+Every array here is ``(T, C)``: T time steps (rows), C channels, float64. Nothing imports torch; pandas and scipy
+are imported inside the functions that use them, so the train/evaluate jobs (windows, manifests) never load them.
 """
 from __future__ import annotations
 
@@ -19,8 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
-from scipy.signal import lfilter
 
 from icml25.core import download
 from icml25.core.io import atomic_path
@@ -101,6 +100,8 @@ def _garch_t_noise(n: int, k: int, rng: np.random.Generator, c: Mapping[str, Any
     """(sigma_t, e_t), both (n, k): GARCH(1,1) volatility driven by unit-variance Student-t shocks eta_t,
     sigma_t^2 = omega + alpha (sigma_{t-1} eta_{t-1})^2 + beta sigma_{t-1}^2, and the AR(1) noise
     e_t = ar e_{t-1} + eta_t."""
+    from scipy.signal import lfilter
+
     nu = c["nu"]
     eta = rng.standard_t(nu, size=(n, k)) * np.sqrt((nu - 2.0) / nu)
     omega, alpha, beta = c["garch"]
@@ -123,6 +124,9 @@ def make_fat_tailed_ett(n_rows: int, seed: int, cfg: Mapping[str, Any] | None = 
     sigma_t, Poisson jumps of Laplace size decaying with a half-life, and a shared regime multiplier r_t that is
     forced high over the last ``forced_hours``. ``OT = ot_weight * mean(loads) + its own r_t sigma_t e_t``.
     Deterministic in ``seed`` (numpy ``default_rng``). ``cfg`` overrides :data:`GENERATOR_DEFAULTS` keys."""
+    import pandas as pd
+    from scipy.signal import lfilter
+
     c = _cfg(cfg)
     n, k = int(n_rows), int(c["n_channels"])
     if n < 2:
@@ -167,6 +171,8 @@ def read_series_csv(path: str | Path | io.IOBase, columns: Sequence[str], *, dat
     the value columns, in any order), a non-numeric or missing value, an unparsable, unsorted or duplicated
     timestamp, fewer than ``min_rows`` rows. ``path`` may also be an open binary/text buffer; ``encoding`` is the
     file's text encoding."""
+    import pandas as pd
+
     source = path
     if isinstance(path, (str, Path)):
         path = Path(path)
@@ -314,6 +320,8 @@ def read_msft_csv(path: str | Path | io.IOBase, min_rows: int = 2) -> pd.DataFra
 def msft_features(df: pd.DataFrame) -> pd.DataFrame:
     """Five stationarised channels (T-1 rows): log-returns of Open/High/Low/Close and the difference of
     log(Volume + 1); the ``date`` column is the later date of each difference."""
+    import pandas as pd
+
     prices = np.log(df[["Open", "High", "Low", "Close"]].to_numpy(np.float64))
     vol = np.log(df["Volume"].to_numpy(np.float64) + 1.0)
     values = np.column_stack([np.diff(prices, axis=0), np.diff(vol)])
@@ -343,6 +351,8 @@ TAYLOR_START = "2000-06-05 00:00:00"  # first half-hour of the taylor series (5 
 
 def taylor_frame() -> pd.DataFrame:
     """The taylor series as a table: ``date`` (half-hourly from 5 Jun 2000) and ``demand`` (MW)."""
+    import pandas as pd
+
     values = load_taylor()
     dates = pd.date_range(TAYLOR_START, periods=len(values), freq="30min")
     return pd.DataFrame({"date": dates.strftime("%Y-%m-%d %H:%M:%S"), "demand": values})

@@ -1,5 +1,6 @@
 """The MoF-style method: instance normalisation, the per-channel monotone spline *Flow*, the test-time-trained
-*Morph* module, and the excess kurtosis the study measures.
+*Morph* module, and (re-exported from :mod:`.evaluate`, where it is numpy only) the excess kurtosis the study
+measures.
 
 Paper: "Slimming the Fat-Tail: Morphing-Flow for Adaptive Time Series Modeling", ICML 2025 (Sec. 3, "Flow" and
 "Morph"). No official code exists, so every detail below is a labelled reconstruction [R] (see README.md).
@@ -10,24 +11,14 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
 
+from .evaluate import excess_kurtosis  # noqa: F401  (numpy only; defined there so that preprocess needs no torch)
+
 MIN_BIN = 1e-3   # delta: smallest bin width/height as a fraction of 2T / K-ish (w = 2T(delta + (1 - K delta) softmax))
 MIN_DERIV = 1e-3  # smallest knot derivative of the rational-quadratic spline
-
-
-def excess_kurtosis(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    """Fisher (excess) kurtosis m4 / m2^2 - 3 along ``axis`` with population moments (scipy's
-    ``kurtosis(fisher=True, bias=True)``); 0 for a Gaussian. A constant slice gives NaN."""
-    x = np.asarray(x, dtype=np.float64)
-    d = x - x.mean(axis=axis, keepdims=True)
-    m2 = (d ** 2).mean(axis=axis)
-    m4 = (d ** 4).mean(axis=axis)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(m2 > 0, m4 / np.where(m2 > 0, m2, 1.0) ** 2 - 3.0, np.nan)
 
 
 def instance_norm(x: torch.Tensor, eps: float = 1e-5) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -93,7 +93,7 @@ def download(stage: Stage, run: Any) -> None:
 def preprocess(stage: Stage, run: Any) -> None:
     """Read and validate every raw CSV, split it by time (TSLib borders), z-score it with training statistics
     only; log each dataset's raw per-channel excess kurtosis."""
-    from .method import excess_kurtosis
+    from .evaluate import excess_kurtosis  # numpy only: preprocess imports no torch
 
     cfg = stage.config
     names = tuple(cfg.datasets)

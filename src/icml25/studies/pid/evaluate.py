@@ -40,14 +40,28 @@ def calibrate_threshold(scores: np.ndarray, labels: np.ndarray) -> float:
     return float(cand[best[np.argmin(np.abs(cand[best]))]])
 
 
+def average_ranks(x: np.ndarray) -> np.ndarray:
+    """Ranks 1..n (n,) float64 of the 1-D ``x``, tied values sharing the mean of their ranks: the same numbers as
+    ``scipy.stats.rankdata(x)`` (method ``average``; a test checks it), without importing scipy.stats (~0.4 s of
+    start-up in every train job). A NaN anywhere gives all NaN (scipy's ``nan_policy="propagate"``)."""
+    x = np.ravel(x)
+    if np.isnan(x).any():
+        return np.full(x.shape, np.nan)
+    order = np.argsort(x, kind="mergesort")
+    xs = x[order]
+    first = np.r_[True, xs[1:] != xs[:-1]]  # the first entry of each group of equal values
+    dense = np.cumsum(first)[np.argsort(order, kind="mergesort")]  # 1-based group of every entry, in input order
+    count = np.r_[np.flatnonzero(first), len(x)]  # entries before each group, then n
+    return 0.5 * (count[dense] + count[dense - 1] + 1)
+
+
 def auc(scores: np.ndarray, labels: np.ndarray) -> float:
     """ROC AUC by the Mann–Whitney statistic (ties count ½)."""
-    from scipy.stats import rankdata
     s, y = np.asarray(scores, float), np.asarray(labels) > 0.5
     n1, n0 = int(y.sum()), int((~y).sum())
     if n1 == 0 or n0 == 0:
         return float("nan")
-    r = rankdata(s)
+    r = average_ranks(s)
     return float((r[y].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
 
 

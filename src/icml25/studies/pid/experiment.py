@@ -37,11 +37,17 @@ def prepare(settings: Mapping, paths: Mapping | None = None, keep_models: bool =
     return out
 
 
-def _scores(det, x, arm, s):
-    return predict_scores(det, detector_input(x, arm, s["step"], s["colour_space"], s["noise_amp"]))
+def _scores(det, x, arm, s, cache=None, key=None):
+    """Logits of ``det`` on the crops x; the test-time input of arm (seed-independent) is kept in ``cache`` under
+    ``key`` when both are given, so a job that trains several seeds builds each test set's input once."""
+    if cache is None or key is None:
+        return predict_scores(det, detector_input(x, arm, s["step"], s["colour_space"], s["noise_amp"]))
+    if (arm, key) not in cache:
+        cache[(arm, key)] = detector_input(x, arm, s["step"], s["colour_space"], s["noise_amp"])
+    return predict_scores(det, cache[(arm, key)])
 
 
-def run(settings: Mapping, arm: str, seed: int, data: dict | None = None) -> dict:
+def run(settings: Mapping, arm: str, seed: int, data: dict | None = None, cache: dict | None = None) -> dict:
     """Train detector ``arm`` with ``seed`` on train real vs fake-A, evaluate on the held-out test images.
 
     Accuracies call a crop fake when its logit exceeds the decision threshold: 0, or (``det_threshold: val``,
@@ -51,7 +57,10 @@ def run(settings: Mapping, arm: str, seed: int, data: dict | None = None) -> dic
     Returns ``curves`` (train/bce, val/acc per epoch), ``metrics`` (test/acc_{A,B,C}, test/auc_{A,B,C},
     test/acc_heldout = mean of acc_B and acc_C, test/acc_heldout_jpeg{q}, test/acc_heldout_{png,jpeg}_src,
     val/threshold, val/acc_at_threshold, val/auc_A: AUC on the validation pairs of the training generator) and ``units`` (n_test,) per-crop held-out scores for the paired bootstrap
-    of claim 3."""
+    of claim 3.
+
+    ``cache`` (a dict the caller keeps across the seeds of one ``data``): the test sets' detector inputs, built on
+    the first seed and reused (the same arrays: test-time inputs draw no randomness)."""
     s = settings
     data = prepare(s) if data is None else data
     real_tr, fake_tr = data["train_real"], data["train_fakeA"]
@@ -66,12 +75,12 @@ def run(settings: Mapping, arm: str, seed: int, data: dict | None = None) -> dic
     if mode not in ("zero", "val"):
         raise ValueError(f"detector.threshold must be 'zero' or 'val', got {mode!r}")
     t = calibrate_threshold(val_s, val_y) if mode == "val" and len(val_idx) else 0.0
-    real = _scores(det, data["test_real"], arm, s)
+    real = _scores(det, data["test_real"], arm, s, cache, "test_real")
     m = {"val/threshold": t, "val/acc_at_threshold": accuracy(val_s, val_y, t) if len(val_idx) else float("nan"),
          "val/auc_A": auc(val_s, val_y) if len(val_idx) else float("nan")}
     correct = {"real": real <= t}
     for g in GENERATORS:
-        f = _scores(det, data[f"test_fake{g}"], arm, s)
+        f = _scores(det, data[f"test_fake{g}"], arm, s, cache, f"test_fake{g}")
         correct[g] = f > t
         lab = np.r_[np.zeros(len(real)), np.ones(len(f))]
         m[f"test/acc_{g}"] = accuracy(np.r_[real, f], lab, t)
@@ -82,7 +91,8 @@ def run(settings: Mapping, arm: str, seed: int, data: dict | None = None) -> dic
     for name, sel in (("png", ~src), ("jpeg", src)):
         m[f"test/acc_heldout_{name}_src"] = float(units[sel].mean()) if sel.any() else float("nan")
     for q in s["jpeg_qualities"]:
-        c = {k: _scores(det, data[f"test_{k}_jpeg{q}"], arm, s) for k in ("real", "fakeB", "fakeC")}
+        c = {k: _scores(det, data[f"test_{k}_jpeg{q}"], arm, s, cache, f"test_{k}_jpeg{q}")
+             for k in ("real", "fakeB", "fakeC")}
         m[f"test/acc_heldout_jpeg{q}"] = float(heldout_unit_scores(c["real"] <= t, c["fakeB"] > t,
                                                                    c["fakeC"] > t).mean())
     return {"arm": arm, "seed": int(seed), "curves": curves, "metrics": m, "units": units, "model": det}

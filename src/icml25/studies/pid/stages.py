@@ -206,7 +206,8 @@ def train(stage: Stage, run: Any) -> None:
         data = load_npz(stage.input(0))
         s.setdefault("jpeg_qualities",
                      tuple(int(k.rsplit("jpeg", 1)[1]) for k in data if k.startswith("test_real_jpeg")))
-        fit = lambda seed: run_experiment(s, arm, seed, data)  # noqa: E731
+        inputs: dict = {}  # test-set detector inputs, built once for every seed of the job
+        fit = lambda seed: run_experiment(s, arm, seed, data, inputs)  # noqa: E731
     records, states = [], {}
     for seed in seeds:
         with run.seed_run(seed) as srun:

@@ -12,7 +12,23 @@ import numpy as np
 
 
 def levenshtein(a: str, b: str) -> int:
-    """Edit distance (unit insert/delete/substitute) between two strings; O(|a|·|b|) time, O(|b|) memory."""
+    """Edit distance (unit insert/delete/substitute) between two strings; O(|a|·|b|) time, O(|b|) memory.
+
+    A common prefix and a common suffix are stripped first: with unit costs some optimal alignment matches them
+    (Ukkonen 1985), so the distance is that of the remainders; equal strings return 0 at once.
+    """
+    if a == b:
+        return 0
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    j = 0
+    while j < n - i and a[-1 - j] == b[-1 - j]:
+        j += 1
+    a, b = a[i:len(a) - j], b[i:len(b) - j]
+    if not a or not b:
+        return len(a) + len(b)
     if len(a) < len(b):
         a, b = b, a
     prev = list(range(len(b) + 1))

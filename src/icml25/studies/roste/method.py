@@ -72,7 +72,11 @@ def quant_params(x: Tensor, bits: int, symmetric: bool = False, clip: float = 1.
         s = (clip * x.abs().amax(dim=-1, keepdim=True) / qmax).clamp_min(SCALE_FLOOR)
         return s, torch.zeros_like(s), -(2 ** (bits - 1)), qmax
     hi = 2 ** bits - 1
-    mn, mx = torch.aminmax(x, dim=-1, keepdim=True)
+    # amin and amax separately: the same values as torch.aminmax, several times faster on CPU for short groups
+    mn, mx = x.amin(dim=-1, keepdim=True), x.amax(dim=-1, keepdim=True)
+    if clip == 1.0:  # the formulas below without their multiplications by 1.0 (bit-identical)
+        s = ((mx - mn) / hi).clamp_min(SCALE_FLOOR)
+        return s, torch.round(-mn / s), 0, hi
     s = (clip * (mx - mn) / hi).clamp_min(SCALE_FLOOR)
     return s, torch.round(-clip * mn / s), 0, hi
 
@@ -102,7 +106,7 @@ def _fake_quant(x: Tensor, bits: int, symmetric: bool, g: int, clip: float) -> T
     """``Q(x)`` in groups of ``g`` along the last dimension (no gradient bookkeeping of its own)."""
     xg = x.reshape(*x.shape[:-1], x.shape[-1] // g, g)
     s, z, lo, hi = quant_params(xg, bits, symmetric, clip)
-    k = torch.round(xg / s)
+    k = (xg / s).round_()  # in place on the fresh quotient (same values as torch.round, one pass less)
     k.add_(z).clamp_(lo, hi).sub_(z)  # (clamp(round(x/s) + z, lo, hi) - z), in place on the fresh k
     return k.mul_(s).reshape(x.shape)
 

@@ -123,12 +123,27 @@ def _rope_tables(t: int, hd: int, base: float, dtype: torch.dtype) -> tuple[Tens
     return cos, sin
 
 
+@lru_cache(maxsize=64)
+def _signed_sin(t: int, hd: int, base: float, dtype: torch.dtype) -> Tensor:
+    """The sin table of :func:`_rope_tables` with its first half negated (1, t, 1, hd)."""
+    sin = _rope_tables(t, hd, base, dtype)[1]
+    return torch.cat([-sin[..., : hd // 2], sin[..., hd // 2:]], -1)
+
+
 def rope(x: Tensor, base: float) -> Tensor:
-    """Rotary position embedding of ``x`` (B, T, H, hd), rotate-half convention."""
+    """Rotary position embedding of ``x`` (B, T, H, hd), rotate-half convention:
+    ``x cos + [-x2, x1] sin``, computed as ``x cos + [x2, x1] [-sin1, sin2]`` (one roll instead of a negation and
+    a concatenation; ``(-a) b = a (-b)`` exactly, so the values and gradients are the same)."""
     t, hd = x.shape[1], x.shape[-1]
-    cos, sin = _rope_tables(t, hd, float(base), x.dtype)
-    x1, x2 = x[..., : hd // 2], x[..., hd // 2:]
-    return x * cos + torch.cat([-x2, x1], -1) * sin
+    cos, _ = _rope_tables(t, hd, float(base), x.dtype)
+    return x * cos + x.roll(hd // 2, -1) * _signed_sin(t, hd, float(base), x.dtype)
+
+
+@lru_cache(maxsize=64)
+def _causal_bias(t: int, dtype: torch.dtype, device: torch.device) -> Tensor:
+    """(t, t) additive causal mask: 0 on and below the diagonal, -inf above."""
+    upper = torch.ones(t, t, dtype=torch.bool, device=device).triu(1)
+    return torch.zeros(t, t, dtype=dtype, device=device).masked_fill(upper, float("-inf"))
 
 
 def decoder_forward(p: Mapping[str, Tensor], tokens: Tensor, cfg: ModelConfig, qcfg: QuantConfig | None = None,
@@ -168,7 +183,7 @@ def decoder_forward(p: Mapping[str, Tensor], tokens: Tensor, cfg: ModelConfig, q
     h = p["emb"][tokens]
     if "scale" in p:
         h = h * p["scale"]
-    mask = torch.ones(t, t, dtype=torch.bool).triu(1)
+    bias = _causal_bias(t, h.dtype, h.device)
     for i in range(cfg.n_layers):
         a = rmsnorm(h, cfg.norm_eps)
         if f"l{i}_ga" in p:
@@ -188,7 +203,9 @@ def decoder_forward(p: Mapping[str, Tensor], tokens: Tensor, cfg: ModelConfig, q
         keep(f"v.{i}", vh)
         kh, vh = qkv(kh), qkv(vh)
         scores = torch.einsum("bqhd,bkhd->bhqk", qh, kh) / math.sqrt(hd)
-        att = torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1)
+        # + the -inf/0 bias: the values of masked_fill(-inf) (s + 0 = s); above the diagonal the softmax output is
+        # exactly 0, so its gradient there is 0 too (masked_fill's backward zeroes it; the add passes it on)
+        att = torch.softmax(scores + bias, dim=-1)
         o = torch.einsum("bhqk,bkhd->bqhd", att, vh).reshape(b, t, nh * hd)
         keep(f"o_in.{i}", o)
         h = h + lin(qa(o), f"l{i}_wo")

@@ -273,19 +273,31 @@ def penalty_objective(costs: Tensor, scores: Tensor, agent: int | None = None, n
     return lambda s: tau[:, agent] * margin_penalty(s, ref, norm)[:, agent]
 
 
-def _per_agent_points(model: Callable[[Tensor], Tensor], x: Tensor, objective_of: Callable[[int], Callable],
+def stacked_agent_objective(values: Callable[[Tensor], Tensor], costs: Tensor) -> Callable[[Tensor], Tensor]:
+    """The per-agent inner objectives of eq. (12) on a stacked input, as one vectorised function: the scores s
+    (n_agents·n, J+1) hold n_agents blocks of n rows, and row i of block j gets τ_j(c_i) · values(s)[row, j], where
+    ``values`` maps scores (N, J+1) row-wise to per-agent values (N, J+1) (the penalty of :func:`margin_penalty`
+    against r(x) repeated per block, or :func:`per_agent_loss`). Returns (n_agents·n,).
+
+    Each row's value and its gradient are those of :func:`penalty_objective` / :func:`inner_objective` with
+    ``agent=j`` on block j (every op is row-wise; the test checks both bitwise); one call instead of one per agent
+    saves per-op overhead in the PGD loop."""
+    tau = tau_weights(costs.detach())  # (n, J+1)
+    n, m = tau.shape
+    col = torch.arange(m, device=tau.device).repeat_interleave(n).unsqueeze(1)  # (m·n, 1): block j -> column j
+    weight = tau.t().reshape(-1)  # (m·n,): block j -> τ_j
+    return lambda s: weight * values(s).gather(1, col).squeeze(1)
+
+
+def _per_agent_points(model: Callable[[Tensor], Tensor], x: Tensor, objective: Callable[[Tensor], Tensor],
                       n_agents: int, eps: float, steps: int, alpha: float | None,
                       clip: tuple[float, float] | None, generator: torch.Generator | None) -> Tensor:
     """One PGD point per (example, agent) in a single stacked attack: block j of the (n_agents·n, d) input is x
-    attacked with ``objective_of(j)``; every example's objective is its own, so stacking changes nothing but the
-    number of forward passes. Returns the scores (n_agents, n, J+1) at the points, block j at x′_j."""
+    attacked with agent j's objective (``objective``: :func:`stacked_agent_objective`); every example's
+    objective is its own, so stacking changes nothing but the number of forward passes. Returns the scores
+    (n_agents, n, J+1) at the points, block j at x′_j."""
     n = x.shape[0]
-    objectives = [objective_of(j) for j in range(n_agents)]
-
-    def stacked(s: Tensor) -> Tensor:
-        return torch.cat([objectives[j](s[j * n:(j + 1) * n]) for j in range(n_agents)])
-
-    x_adv = pgd_attack(model, x.repeat(n_agents, 1), stacked, eps, steps, alpha, clip, True, generator)
+    x_adv = pgd_attack(model, x.repeat(n_agents, 1), objective, eps, steps, alpha, clip, True, generator)
     return model(x_adv).view(n_agents, n, -1)
 
 
@@ -328,16 +340,17 @@ def sard_loss(model: Callable[[Tensor], Tensor], x: Tensor, costs: Tensor, eps: 
                                clip, True, generator)
             return (tau * smooth_per_agent_loss(model(x_adv), scores, nu=nu, rho=rho, weight=w,
                                                 norm=penalty_norm)).sum(dim=1).mean()
-        adv = _per_agent_points(model, x, lambda j: penalty_objective(costs, scores, agent=j, norm=penalty_norm),
-                                m, eps, steps, alpha, clip, generator)
+        ref = scores.detach().repeat(m, 1)  # r(x) per block: the penalty of block j's rows is against r(x)
+        adv = _per_agent_points(model, x, stacked_agent_objective(lambda s: margin_penalty(s, ref, penalty_norm),
+                                                                  costs), m, eps, steps, alpha, clip, generator)
         terms = [smooth_per_agent_loss(adv[j], scores, nu=nu, rho=rho, weight=w, norm=penalty_norm)[:, j]
                  for j in range(m)]
         return (tau * torch.stack(terms, dim=1)).sum(dim=1).mean()
     if inner == "joint":
         x_adv = pgd_attack(model, x, inner_objective(costs, nu), eps, steps, alpha, clip, True, generator)
         return two_stage_surrogate(model(x_adv), costs, nu=nu, rho=rho).mean()
-    adv = _per_agent_points(model, x, lambda j: inner_objective(costs, nu, agent=j), m, eps, steps, alpha, clip,
-                            generator)
+    adv = _per_agent_points(model, x, stacked_agent_objective(lambda s: per_agent_loss(s, nu=nu, rho=None), costs),
+                            m, eps, steps, alpha, clip, generator)
     terms = [per_agent_loss(adv[j], nu=nu, rho=rho)[:, j] for j in range(m)]
     return (tau * torch.stack(terms, dim=1)).sum(dim=1).mean()
 

@@ -247,6 +247,13 @@ def sample_loads(rng: np.random.Generator, n: int) -> dict[str, np.ndarray]:
             "d1": rng.uniform(0.04, 0.10, n), "d2": rng.uniform(0.0, 0.03, n)}
 
 
+def sim_params(sim: Any) -> SimParams:
+    """:class:`SimParams` from the config's ``sim`` section."""
+    return SimParams(load_steps=sim.load_steps, hold_steps=sim.hold_steps, dt=sim.dt, damping=sim.damping,
+                     k_metal=sim.k_metal, k_rubber=sim.k_rubber, yield_strain=sim.yield_strain,
+                     contact_k=sim.contact_k)
+
+
 def simulate(loads: Mapping[str, np.ndarray], params: SimParams = SimParams()) -> list[dict[str, np.ndarray]]:
     """Simulate a batch of stamping samples (vectorised over samples) and return them in the official schema.
 

@@ -13,16 +13,9 @@ import torch
 from icml25.core.config import build
 
 from .config import Config
-from .data import SimParams, fit_normalisers, generate_dataset, model_arrays, stack_samples
+from .data import SimParams, fit_normalisers, generate_dataset, model_arrays, sim_params, stack_samples
 from .evaluate import denormalise, per_sample_metrics
 from .train import active_fields, predict, raw_edge_lengths, to_tensors, train_model
-
-
-def sim_params(sim: Any) -> SimParams:
-    """:class:`data.SimParams` from the config's ``sim`` section."""
-    return SimParams(load_steps=sim.load_steps, hold_steps=sim.hold_steps, dt=sim.dt, damping=sim.damping,
-                     k_metal=sim.k_metal, k_rubber=sim.k_rubber, yield_strain=sim.yield_strain,
-                     contact_k=sim.contact_k)
 
 
 def prepared_splits(arrays: Mapping[str, Mapping[str, np.ndarray]], k: int) -> tuple[dict, dict]:

@@ -7,6 +7,9 @@ train      → models/{arm}/chunk{k}.pt: per seed the state dict, architecture a
 evaluate   → claims.json + metrics/eval.json (per-sample test metrics, CIs, checks)
 report     → figures/error_maps.png + report.md
 
+torch is imported inside the stages that use it (preprocess, train, evaluate): download and report run without
+it (~1 CPU-s of start-up each).
+
 At paper scale every stage runs its counterpart in :mod:`.paper_stages` (the official datasets, the nine experiments of the official
 code, one GPU job per experiment x seed chunk).
 """
@@ -17,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from icml25.core.claims import (Claim, Evidence, check, common_seeds, log_verdicts, summarize, verdict,
                                  write_claims)
@@ -28,8 +30,6 @@ from icml25.core.io import atomic_path, load_npz, read_json, save_figure, save_n
 from . import data as D
 from .evaluate import (METRICS, baseline_gate, decide_allocation, decide_data_safety, decide_equivariance, decide_headline,
                        decide_param_match)
-from .experiment import prepared_splits, sim_params, test_metrics
-from .train import active_fields, model_from_arch, to_tensors, train_model
 
 SLUG = "unisoma"
 SPLITS = ("train", "eval", "test")
@@ -57,7 +57,7 @@ def download(stage: Stage, run: Any) -> None:
     cfg = stage.config
     d = cfg.data
     sizes = {"train": d.n_train, "eval": d.n_eval, "test": d.n_test}
-    splits = D.generate_dataset(d.data_seed, sizes, sim_params(cfg.sim))
+    splits = D.generate_dataset(d.data_seed, sizes, D.sim_params(cfg.sim))
     for i, split in enumerate(SPLITS):
         D.dump_pickle(splits[split], stage.output(i))
         run.log_metric(f"download/{split}_samples", len(splits[split]))
@@ -70,6 +70,8 @@ def preprocess(stage: Stage, run: Any) -> None:
     """Restricted load + schema check of each pickle -> interim/{split}.npz; normalisers from the train split."""
     if _paper(stage, run):
         return
+    from .experiment import prepared_splits
+
     cfg = stage.config
     arrays = {}
     for i, split in enumerate(SPLITS):
@@ -90,6 +92,10 @@ def train(stage: Stage, run: Any) -> None:
     run per seed; the chunk file (state dicts + histories) is the job's model."""
     if _paper(stage, run):
         return
+    import torch
+
+    from .train import active_fields, to_tensors, train_model
+
     cfg, arm = stage.config, stage.arm
     if arm not in cfg.arms:
         raise SystemExit(f"{SLUG} train: arm {arm!r} is not in the config's arms {list(cfg.arms)}")
@@ -116,6 +122,8 @@ def train(stage: Stage, run: Any) -> None:
 
 
 def _load_chunk(path: Path) -> dict:
+    import torch
+
     return torch.load(path, map_location="cpu", weights_only=True)
 
 
@@ -123,6 +131,11 @@ def evaluate(stage: Stage, run: Any) -> None:
     """Inputs: 3 raw pickles, 3 interim npz, normalisers, then the model chunks. Writes claims + metrics."""
     if _paper(stage, run):
         return
+    import torch
+
+    from .experiment import test_metrics
+    from .train import model_from_arch, to_tensors
+
     cfg = stage.config
     torch.set_num_threads(cfg.threads)
     raw, interim, norm_path, chunks = stage.inputs[:3], stage.inputs[3:6], stage.input(6), stage.inputs[7:]
