@@ -25,7 +25,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from icml25.core.claims import Claim, Evidence, check, summarize
 
@@ -164,6 +163,7 @@ def separation_false_alarm(n: int, n_level: int, n_decay: int) -> float:
     whose true value is ≥ 0 must stay ≥ −0.03. Each trial's error lies in [0, 1] (variance ≤ ¼), so by the normal
     approximation P(one mean < 0.45) ≤ Φ(−0.05 √n / ½) and P(one difference < −0.03) ≤ Φ(−0.03 √n / √(2·¼)).
     (The oblivious errors are exactly 0 for correct code: no false alarm.) NaN for n = 0."""
+    from scipy import stats  # lazy: scipy.stats costs ~0.6 CPU-s of every job's start-up
     if n <= 0:
         return math.nan
     level = stats.norm.cdf(-(0.5 - SEP_ADAPTIVE_MIN) * math.sqrt(n / ERR_VAR_MAX))
@@ -189,6 +189,7 @@ def separation_power(n: int, power: float = POWER) -> dict[str, float]:
     0.5 − ``level_shift`` (mean < 0.45 needs 0.05 + z_power·½/√n); a true decay from m = 500 to 2000 of
     ``decay_shift`` (0.03 + z_power·√(½/n)); an oblivious cell whose true ``robust`` error is ``oblivious_error``
     (0.05 + z_power·½/√n). NaN for n = 0."""
+    from scipy import stats  # lazy: scipy.stats costs ~0.6 CPU-s of every job's start-up
     if n <= 0:
         return {"level_shift": math.nan, "decay_shift": math.nan, "oblivious_error": math.nan, "power": power}
     z = float(stats.norm.ppf(power))
@@ -203,6 +204,7 @@ def binomial_rejection(n: int, p0: float, alpha: float) -> np.ndarray:
     """Boolean mask over k = 0..n: the exact two-sided binomial test of k successes in n against p0 (scipy's
     ``binomtest`` p-value: the total probability of outcomes no more likely than k, relative tolerance 1e-7) has
     p < ``alpha``, i.e. the check flags the cell."""
+    from scipy import stats  # lazy: scipy.stats costs ~0.6 CPU-s of every job's start-up
     k = np.arange(n + 1)
     pmf = stats.binom.pmf(k, n, min(max(p0, 0.0), 1.0))
     order = np.sort(pmf)
@@ -215,6 +217,7 @@ def binomial_rejection(n: int, p0: float, alpha: float) -> np.ndarray:
 def binomial_power(n: int, p0: float, p1: float, alpha: float, reject: np.ndarray | None = None) -> float:
     """Probability that the exact test against p0 at level ``alpha`` flags a cell whose true rate is p1
     (p1 = p0: the false-alarm rate of the cell)."""
+    from scipy import stats  # lazy: scipy.stats costs ~0.6 CPU-s of every job's start-up
     reject = binomial_rejection(n, p0, alpha) if reject is None else reject
     return float(stats.binom.pmf(np.arange(n + 1), n, min(max(p1, 0.0), 1.0))[reject].sum())
 
@@ -273,6 +276,7 @@ def check_failure_formula(trials: pd.DataFrame) -> tuple[bool, dict[str, Any]]:
     form p = ½[F(B)² − F(B)F(0) + F(0)]: an exact two-sided binomial test per cell, p-value ≥ 0.01 / (number of
     cells) (Bonferroni: correct code fails the check with probability ≤ 1%). The |z| against √(p(1−p)/n) is
     reported."""
+    from scipy import stats  # lazy: scipy.stats costs ~0.6 CPU-s of every job's start-up
     ada = trials[trials["adversary"] == "adaptive"]
     if ada.empty:
         return False, {"n_cells": 0, "note": "no adaptive trials"}
@@ -301,6 +305,7 @@ def check_failure_formula(trials: pd.DataFrame) -> tuple[bool, dict[str, Any]]:
 def _chi2_pvalue(x: np.ndarray, y: np.ndarray) -> float:
     """Chi-square homogeneity p-value of two samples of counts, adjacent values merged into categories holding at
     least CHI2_MIN_BIN pooled observations (a last short category joins the previous one); 1.0 if one category."""
+    from scipy import stats  # lazy: scipy.stats costs ~0.6 CPU-s of every job's start-up
     pooled = np.concatenate([x, y])
     values, counts = np.unique(pooled, return_counts=True)
     edges, acc = [], 0
@@ -346,6 +351,7 @@ def check_indistinguishable(trials: pd.DataFrame) -> tuple[bool, dict[str, Any]]
     """Check 2(c): for η ≥ 1.5c, attacked (not aborted) p₀ and q_A samples are indistinguishable, per cell with
     seeds pooled: chi-square on #⟨0⟩ and on #⟨A⟩, two-sample KS on #points, every p ≥ 0.01/(number of tests);
     and the fraction of non-code points inside A is 1.0 in every attacked sample of both truths."""
+    from scipy import stats  # lazy: scipy.stats costs ~0.6 CPU-s of every job's start-up
     ada = trials[(trials["adversary"] == "adaptive") & ~trials["aborted"]
                  & (trials["eta_over_c"] >= INDIST_RATIO - _TOL)]
     rows = []
@@ -390,6 +396,7 @@ def check_phase_boundary(cells: pd.DataFrame) -> tuple[bool | None, dict[str, An
     failure count is consistent with its closed form, exact two-sided binomial test, p ≥ 0.01 / (number of cells)
     (Bonferroni: correct code fails with probability ≤ 1%). Returns ``(holds, stat)``: True when all hold, False
     when one fails, None when a required cell is missing. The 95% Wilson intervals are reported."""
+    from scipy import stats  # lazy: scipy.stats costs ~0.6 CPU-s of every job's start-up
     sel = cells[(cells["adversary"] == "adaptive") & (cells["learner"] == "robust") & (cells["m"] == PHASE_M)]
     rows = []
     for ratio in (PHASE_LOW_RATIO, PHASE_MID_RATIO):
