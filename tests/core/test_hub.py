@@ -115,3 +115,24 @@ def test_model_by_repo_finds_the_row_and_applies_a_commit(tmp_path):
         hub.model_by_repo(p, "org/x", what="text model")
     with pytest.raises(hub.HubError, match="paper.revision: 'main' of model 'org/p' is not a 40-hex commit"):
         hub.model_by_repo(p, "org/p", "main", revision_key="paper.revision")
+
+
+def test_require_listed_names_the_key_the_manifest_and_where_local_weights_go(tmp_path):
+    p = _write(tmp_path, f"policy,org/p,{C1},MIT\njudge,org/j,UNPINNED,MIT\n")
+    hub.require_listed(p, "org/j", key="model", local_key="local_dir")  # listed: no error
+    where = f"{tmp_path.name}/models.csv"
+    with pytest.raises(ValueError, match=rf"^paper.model: 'org/x' is not a repo_id of {where} \['org/j', 'org/p'\] "
+                                         r"\(a local directory goes in paper.local_dir\)$"):
+        hub.require_listed(p, "org/x", key="paper.model", local_key="paper.local_dir")
+
+
+def test_study_configs_refuse_a_model_missing_from_their_manifest():
+    from pydantic import ValidationError
+
+    from icml25.studies.coalition_attribution.config import TextModel
+    from icml25.studies.roste.config import PaperSection
+
+    with pytest.raises(ValidationError, match=r"model: 'org/x' is not a repo_id of coalition_attribution/models.csv"):
+        TextModel(model="org/x")
+    with pytest.raises(ValidationError, match=r"paper.model: 'org/x' is not a repo_id of roste/models.csv"):
+        PaperSection(model="org/x")

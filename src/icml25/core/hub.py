@@ -122,6 +122,17 @@ def model_by_repo(path: str | Path, repo_id: str, revision: str | None = None, *
     return row
 
 
+def require_listed(path: str | Path, repo_id: str, *, key: str, local_key: str) -> None:
+    """Config-time check that ``repo_id`` (the study's config key ``key``) is a ``repo_id`` of the model manifest at
+    ``path``; raises ``ValueError`` (pydantic reports it under the key) naming the manifest, the ids it lists and
+    ``local_key``, where a local directory goes instead."""
+    known = sorted(m.repo_id for m in read_models(path).values())
+    if repo_id not in known:
+        where = f"{Path(path).parent.name}/{Path(path).name}"
+        raise ValueError(f"{key}: {repo_id!r} is not a repo_id of {where} {known} (a local directory goes in "
+                         f"{local_key})")
+
+
 def directory_digest(path: str | Path) -> str:
     """sha256 over a directory's files (relative path and bytes, in sorted order): the revision of a local model."""
     root = Path(path)

@@ -141,12 +141,9 @@ class TextModel(Section):
 
     @model_validator(mode="after")
     def _listed(self):
-        from icml25.core.hub import read_models
+        from icml25.core.hub import require_listed
 
-        known = sorted(m.repo_id for m in read_models(Path(__file__).with_name("models.csv")).values())
-        if self.model not in known:
-            raise ValueError(f"model: {self.model!r} is not a repo_id of coalition_attribution/models.csv {known} "
-                             "(a local directory goes in local_dir)")
+        require_listed(Path(__file__).with_name("models.csv"), self.model, key="model", local_key="local_dir")
         return self
 
 

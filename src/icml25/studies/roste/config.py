@@ -141,12 +141,10 @@ class PaperSection(Section):
     def _known_model(self):
         from pathlib import Path
 
-        from icml25.core.hub import read_models
+        from icml25.core.hub import require_listed
 
-        known = sorted(m.repo_id for m in read_models(Path(__file__).with_name("models.csv")).values())
-        if self.model not in known:
-            raise ValueError(f"paper.model: {self.model!r} is not a repo_id of roste/models.csv {known} (a local "
-                             "directory goes in paper.local_dir)")
+        require_listed(Path(__file__).with_name("models.csv"), self.model, key="paper.model",
+                       local_key="paper.local_dir")
         return self
 
 
