@@ -37,6 +37,8 @@ import pandas as pd
 
 from icml25.core.datasets import DataError
 
+from .data import k_core
+
 REVIEW_FIELDS = ("reviewerID", "asin", "unixReviewTime")
 META_FIELDS = ("title", "price", "brand", "feature", "categories", "description")  # the item text, in this order
 MAX_FIELD_CHARS = 2000  # a cleaned field this long or longer is dropped (the authors' text cleaning) [R]
@@ -132,18 +134,6 @@ def _check_meta_field(value: Any, path: str | Path, no: int, field: str) -> None
     if not ok:
         raise DataError(f"{path}:{no}: field {field!r} has an unsupported value {str(value)[:80]!r} (expected a "
                         "number, a string, a list of strings or a list of lists of strings)")
-
-
-def k_core(df: pd.DataFrame, k: int = 5) -> pd.DataFrame:
-    """Iteratively drop users and items with fewer than ``k`` interactions (columns ``user``, ``item``) until
-    every remaining user and item has at least ``k``; row order is kept."""
-    while True:
-        nu = df.groupby("user")["item"].transform("size")
-        ni = df.groupby("item")["user"].transform("size")
-        keep = (nu >= k) & (ni >= k)
-        if keep.all():
-            return df
-        df = df[keep]
 
 
 def sequences(df: pd.DataFrame) -> tuple[list[str], list[str], list[list[int]]]:

@@ -151,15 +151,21 @@ def load_movielens_ratings() -> pd.DataFrame:
     return df
 
 
-def five_core(df: pd.DataFrame, k: int = 5) -> pd.DataFrame:
-    """Iteratively keep users and items with >= k interactions."""
+def k_core(df: pd.DataFrame, k: int = 5, user: str = "user", item: str = "item") -> pd.DataFrame:
+    """Iteratively drop users and items with fewer than ``k`` interactions (columns ``user``, ``item``) until
+    every remaining user and item has at least ``k``; row order is kept."""
     while True:
-        u = df.groupby("userId")["movieId"].transform("size")
-        i = df.groupby("movieId")["userId"].transform("size")
-        keep = (u >= k) & (i >= k)
+        nu = df.groupby(user)[item].transform("size")
+        ni = df.groupby(item)[user].transform("size")
+        keep = (nu >= k) & (ni >= k)
         if keep.all():
             return df
         df = df[keep]
+
+
+def five_core(df: pd.DataFrame, k: int = 5) -> pd.DataFrame:
+    """Iteratively keep MovieLens users and items with >= k interactions (:func:`k_core` on userId, movieId)."""
+    return k_core(df, k, user="userId", item="movieId")
 
 
 def movielens_tables(seed: int = 0, svd_dim: int = 32, pq_groups: int = 3, pq_codes: int = 16
