@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -41,8 +43,6 @@ def copy_project(dst: Path) -> None:
 def machine_cpu() -> tuple[float, float]:
     """(busy, idle) CPU seconds of the whole machine since boot, all cores (``/proc/stat``; busy = user, nice,
     system, irq, softirq, steal; idle = idle + iowait)."""
-    import os
-
     with open("/proc/stat") as fh:
         v = [int(x) for x in fh.readline().split()[1:]]
     hz = os.sysconf("SC_CLK_TCK")
@@ -53,8 +53,6 @@ def run_pipeline(work: Path, scale: str, studies: list[str] | None, cores: int) 
     """Run the pipeline; return its wall (s), the CPU-s of its process tree (Snakemake and every process it
     waited for: jobs, shells, the scheduler's solver, the MLflow server it supervises) and the machine's busy
     and idle CPU-s over the run."""
-    import resource
-
     cfg = [f"scale={scale}"] + ([f"studies=[{','.join(studies)}]"] if studies else [])
     ru0, (busy0, idle0) = resource.getrusage(resource.RUSAGE_CHILDREN), machine_cpu()
     t0 = time.perf_counter()
@@ -135,8 +133,6 @@ def noop_overhead(work: Path, slug: str, repeats: int, via_server: bool) -> floa
     """Median wall time of a no-op stage job: interpreter, imports, one tracked MLflow run. ``via_server``: as
     pipeline jobs log (REST to the local server the Snakefile starts); else straight into the SQLite store, as
     a stage run by hand does."""
-    import os
-
     from icml25.core import workflow
 
     store = f"sqlite:///{(work / 'results' / 'mlflow.db').resolve()}"
